@@ -1,0 +1,33 @@
+"""kafka-hybrid-gateway: Kafka messages of any size, chunked or by reference, chosen per message."""
+
+from gateway.consumer import HybridConsumer
+from gateway.errors import (
+    GatewayError,
+    InvalidSegmentError,
+    LargeMessageDroppedError,
+    LargeMessageError,
+    LargeMessageSendError,
+    OffsetNotTrackedError,
+)
+from gateway.policy import MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy, TopicOverride
+from gateway.producer import HybridProducer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GatewayError",
+    "HybridConsumer",
+    "HybridProducer",
+    "InvalidSegmentError",
+    "LargeMessageDroppedError",
+    "LargeMessageError",
+    "LargeMessageSendError",
+    "MessageInfo",
+    "OffsetNotTrackedError",
+    "Policy",
+    "Route",
+    "RouteKind",
+    "SizeThresholdPolicy",
+    "TopicOverride",
+    "__version__",
+]

@@ -1,0 +1,42 @@
+"""Reading our own keys out of a confluent-kafka config dict.
+
+The wrappers pop the keys they own and pass the rest to librdkafka untouched, the way
+``SerializingProducer`` pops ``key.serializer``; librdkafka would reject unknown keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+
+def pop_bool(conf: MutableMapping[str, Any], key: str, default: bool) -> bool:
+    value = conf.pop(key, default)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{key} must be a boolean, got {value!r}")
+
+
+def pop_int(conf: MutableMapping[str, Any], key: str, default: int, minimum: int | None = None) -> int:
+    value = conf.pop(key, default)
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{key} must be an integer, got {value!r}") from exc
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{key} must be >= {minimum}, got {number}")
+    return number
+
+
+def peek_int(conf: MutableMapping[str, Any], key: str, default: int) -> int:
+    """A librdkafka key we need to know but must leave in place."""
+    value = conf.get(key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{key} must be an integer, got {value!r}") from exc

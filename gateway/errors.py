@@ -1,0 +1,104 @@
+"""Typed errors.
+
+The hierarchy mirrors LinkedIn's ``LargeMessageException`` family so that code ported from
+``li-apache-kafka-clients`` can catch the same shapes, and every error raised by the consumer
+carries the record it concerns so that nothing is lost when a loop catches and continues.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GatewayError(Exception):
+    """Root of every error this library raises on purpose.
+
+    ``kafka_message`` is set by the consumer to the record the error concerns, so a loop that
+    catches the error still holds the data (the way confluent-kafka's ``ConsumeError`` does).
+    """
+
+    kafka_message: Any = None
+
+
+class ProtocolError(GatewayError, ValueError):
+    """Bytes that claim to be one of our wire formats but cannot be decoded."""
+
+
+class HeaderFormatError(ProtocolError):
+    """A reserved header (``_lm``, ``_t``, ``_so``, envelope) has the wrong length or layout."""
+
+
+class EnvelopeFormatError(ProtocolError):
+    """A value marked as a reference envelope is truncated, garbled or of an unknown version."""
+
+
+class LargeMessageError(GatewayError):
+    """LinkedIn's ``LargeMessageException``: the parent of the large-message errors."""
+
+
+class InvalidSegmentError(LargeMessageError, ProtocolError):
+    """A segment that fails LinkedIn's sanity checks, or a set of segments that cannot be assembled."""
+
+
+class LargeMessageDroppedError(LargeMessageError):
+    """An incomplete message was evicted from the assembler buffer (only when configured to raise)."""
+
+    def __init__(self, message: str, dropped: Any = None) -> None:
+        super().__init__(message)
+        self.dropped = dropped
+
+
+class LargeMessageSendError(LargeMessageError):
+    """A logical message could not be written completely; ``cause`` is the first error seen."""
+
+    def __init__(self, message: str, cause: Any = None, sent: int = 0, total: int = 0) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.sent = sent
+        self.total = total
+
+    # It stands where confluent-kafka passes a KafkaError, so it answers the same questions.
+    def code(self) -> Any:
+        return self.cause.code() if hasattr(self.cause, "code") else None
+
+    def name(self) -> str:
+        return str(self.cause.name()) if hasattr(self.cause, "name") else type(self).__name__
+
+    def str(self) -> str:
+        return str(self)
+
+    def retriable(self) -> bool:
+        return bool(self.cause.retriable()) if hasattr(self.cause, "retriable") else False
+
+    def fatal(self) -> bool:
+        return bool(self.cause.fatal()) if hasattr(self.cause, "fatal") else False
+
+
+class OffsetNotTrackedError(LargeMessageError):
+    """LinkedIn's ``OffsetNotTrackedException``: an offset outside what the tracker still knows."""
+
+    def __init__(self, topic: str, partition: int, offset: int, message: str | None = None) -> None:
+        super().__init__(message or f"offset {offset} of {topic}[{partition}] is not tracked")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class StoreError(GatewayError):
+    """A payload store failed or refused an operation."""
+
+
+class LocatorError(StoreError, ProtocolError):
+    """A locator that points outside the store's bucket or prefix, or is malformed."""
+
+
+class PayloadNotFoundError(StoreError):
+    """The store has no payload at the locator (expired, swept or never written)."""
+
+
+class PayloadIntegrityError(StoreError):
+    """The fetched payload's size or checksum does not match the envelope."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached, or is marked unhealthy by the policy layer."""

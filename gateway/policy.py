@@ -1,0 +1,116 @@
+"""Per-message routing: plain record, LinkedIn segments, or a reference to a named store.
+
+A policy is a pure function of what the producer knows before writing anything (topic, key,
+value size, headers), so it can be tested alone and swapped per application.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, runtime_checkable
+
+from gateway.protocol.headers import Header
+
+
+class RouteKind(str, Enum):
+    PLAIN = "plain"
+    CHUNKED = "chunked"
+    REFERENCE = "reference"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What one message becomes. ``store`` names the store for reference routes."""
+
+    kind: RouteKind
+    store: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.kind is RouteKind.REFERENCE) != (self.store is not None):
+            raise ValueError("a reference route names a store, and only a reference route does")
+
+    @classmethod
+    def plain(cls) -> Route:
+        return PLAIN
+
+    @classmethod
+    def chunked(cls) -> Route:
+        return CHUNKED
+
+    @classmethod
+    def reference(cls, store: str) -> Route:
+        return cls(RouteKind.REFERENCE, store)
+
+    @classmethod
+    def parse(cls, text: str) -> Route:
+        """``plain`` | ``chunked`` | ``reference:<store>``, as ``str(route)`` writes it."""
+        kind, _, store = text.strip().partition(":")
+        try:
+            route_kind = RouteKind(kind)
+        except ValueError as exc:
+            raise ValueError(f"unknown route {text!r}: expected plain, chunked or reference:<store>") from exc
+        return cls(route_kind, store or None)
+
+    def __str__(self) -> str:
+        return self.kind.value if self.store is None else f"{self.kind.value}:{self.store}"
+
+
+PLAIN = Route(RouteKind.PLAIN)
+CHUNKED = Route(RouteKind.CHUNKED)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """Everything a policy may look at; the value itself is deliberately not offered."""
+
+    topic: str
+    key: bytes | None
+    value_size: int
+    headers: Sequence[Header] | None
+    segment_size: int
+    """The producer's effective segment size: values up to it fit in one record."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    def route(self, message: MessageInfo) -> Route: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOverride:
+    reference_above: int | None = None
+    store: str | None = None
+    chunk_above: int | None = None
+
+
+@dataclass(frozen=True)
+class SizeThresholdPolicy:
+    """Plain up to the segment size, chunked up to ``reference_above``, a reference beyond it.
+
+    ``reference_above=None`` never references (LinkedIn's behaviour); ``store=None`` likewise.
+    ``chunk_above`` lowers the plain/chunked boundary below the segment size when set.
+    ``overrides`` maps a topic to its own thresholds and store.
+    """
+
+    reference_above: int | None = None
+    store: str | None = None
+    chunk_above: int | None = None
+    overrides: Mapping[str, TopicOverride] = field(default_factory=dict)
+
+    def route(self, message: MessageInfo) -> Route:
+        override = self.overrides.get(message.topic)
+        reference_above = self.reference_above
+        store = self.store
+        chunk_above = self.chunk_above
+        if override is not None:
+            reference_above = override.reference_above if override.reference_above is not None else reference_above
+            store = override.store if override.store is not None else store
+            chunk_above = override.chunk_above if override.chunk_above is not None else chunk_above
+        if store is not None and reference_above is not None and message.value_size > reference_above:
+            return Route.reference(store)
+        limit = message.segment_size if chunk_above is None else min(chunk_above, message.segment_size)
+        if message.value_size > limit:
+            return CHUNKED
+        return PLAIN

@@ -1,0 +1,122 @@
+"""Reserved record headers: ``_lm`` (large message), ``_t`` (producer timestamp), ``_so`` (safe offset).
+
+Headers travel as confluent-kafka's list of ``(key, value)`` tuples; order matters because
+LinkedIn reads the *last* ``_lm`` and appends rewritten ones at the end.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from gateway.errors import HeaderFormatError
+from gateway.protocol.primitives import decode_long, encode_long, uuid_from_halves, uuid_halves
+
+LM_HEADER = "_lm"
+TIMESTAMP_HEADER = "_t"
+SAFE_OFFSET_HEADER = "_so"
+
+Header = tuple[str, "bytes | None"]
+Headers = list[Header]
+
+INVALID_MESSAGE_SIZE = -1
+_LM_SHORT = struct.Struct(">bqqii")  # 25 bytes
+_LM_LONG = struct.Struct(">bqqiii")  # 29 bytes
+NIL_UUID = uuid.UUID(int=0)
+
+
+class LmType(IntEnum):
+    """``_lm`` header types as ``LargeMessageHeaderValue`` names them."""
+
+    LEGACY = 0
+    LEGACY_V2 = 1
+    V3 = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LargeMessageHeader:
+    """The decoded ``_lm`` value. ``message_size`` is -1 where the 25-byte form carries none."""
+
+    type: int
+    message_id: uuid.UUID
+    segment_number: int
+    number_of_segments: int
+    message_size: int = INVALID_MESSAGE_SIZE
+
+    @property
+    def header_only(self) -> bool:
+        """Type >= 2 (signed): the record value is the raw chunk, not a payload-header segment."""
+        return self.type >= LmType.V3
+
+
+def encode_lm(header: LargeMessageHeader) -> bytes:
+    """``LargeMessageHeaderValue.toBytes``: type 0 gives 25 bytes, anything else 29.
+
+    The size is written only for a positive type (a signed compare in Java), so a negative type
+    yields the 29-byte form with a zero size field.
+    """
+    lsb_msb = uuid_halves(header.message_id)
+    if header.type == LmType.LEGACY:
+        return _LM_SHORT.pack(header.type, lsb_msb[1], lsb_msb[0], header.segment_number, header.number_of_segments)
+    size = header.message_size if header.type >= 1 else 0
+    return _LM_LONG.pack(
+        header.type, lsb_msb[1], lsb_msb[0], header.segment_number, header.number_of_segments, size
+    )
+
+
+def decode_lm(value: bytes | bytearray | memoryview | None) -> LargeMessageHeader:
+    """``LargeMessageHeaderValue.fromBytes``: the size is read only when the value is exactly 29 bytes.
+
+    Where Java throws (empty or shorter than 25 bytes) this raises :class:`HeaderFormatError`.
+    """
+    if value is None or len(value) == 0:
+        raise HeaderFormatError("_lm header is empty")
+    if len(value) < _LM_SHORT.size:
+        raise HeaderFormatError(f"_lm header has {len(value)} bytes, at least 25 are needed")
+    if len(value) == _LM_LONG.size:
+        kind, lsb, msb, seg, nseg, size = _LM_LONG.unpack_from(value, 0)
+    else:
+        kind, lsb, msb, seg, nseg = _LM_SHORT.unpack_from(value, 0)
+        size = INVALID_MESSAGE_SIZE
+    return LargeMessageHeader(kind, uuid_from_halves(msb, lsb), seg, nseg, size)
+
+
+def delivered_lm(header: LargeMessageHeader) -> LargeMessageHeader:
+    """What the consumer puts on an assembled record: nil id, segment -1, count kept, size -1 for type 0."""
+    size = INVALID_MESSAGE_SIZE if header.type == LmType.LEGACY else header.message_size
+    return LargeMessageHeader(header.type, NIL_UUID, -1, header.number_of_segments, size)
+
+
+def encode_timestamp(ms: int) -> bytes:
+    return encode_long(ms)
+
+
+def encode_safe_offset(offset: int) -> bytes:
+    return encode_long(offset)
+
+
+def decode_long_header(value: bytes | None, name: str) -> int:
+    if value is None or len(value) != 8:
+        raise HeaderFormatError(f"{name} header must be 8 bytes, got {None if value is None else len(value)}")
+    return decode_long(value)
+
+
+def last_header(headers: Sequence[Header] | None, key: str) -> bytes | None:
+    """The value of the last header named ``key`` (``Headers.lastHeader``), or ``None``."""
+    if headers:
+        for k, v in reversed(headers):
+            if k == key:
+                return v
+    return None
+
+
+def has_header(headers: Sequence[Header] | None, key: str) -> bool:
+    return bool(headers) and any(k == key for k, _ in headers)  # type: ignore[union-attr]
+
+
+def without(headers: Sequence[Header] | None, key: str) -> Headers:
+    """A copy of ``headers`` minus every header named ``key``; the input is never changed."""
+    return [h for h in headers or () if h[0] != key]

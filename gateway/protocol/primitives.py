@@ -1,0 +1,60 @@
+"""Big-endian primitives and Java ``UUID`` halves.
+
+LinkedIn's code writes every int and long big-endian (``ByteBuffer``'s default) and treats a
+message id as two *signed* longs, so these helpers speak in Java's terms to keep the codecs
+readable against the spec.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+_LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+
+def encode_long(value: int) -> bytes:
+    """8 bytes, big-endian two's complement (``PrimitiveEncoderDecoder.encodeLong``)."""
+    return _LONG.pack(value)
+
+
+def decode_long(data: bytes | memoryview, offset: int = 0) -> int:
+    return int(_LONG.unpack_from(data, offset)[0])
+
+
+def encode_int(value: int) -> bytes:
+    return _INT.pack(value)
+
+
+def decode_int(data: bytes | memoryview, offset: int = 0) -> int:
+    return int(_INT.unpack_from(data, offset)[0])
+
+
+def uuid_halves(message_id: uuid.UUID) -> tuple[int, int]:
+    """``(msb, lsb)`` as Java's ``getMostSignificantBits``/``getLeastSignificantBits`` return them."""
+    raw = message_id.bytes
+    return int.from_bytes(raw[:8], "big", signed=True), int.from_bytes(raw[8:], "big", signed=True)
+
+
+def uuid_from_halves(msb: int, lsb: int) -> uuid.UUID:
+    return uuid.UUID(bytes=_LONG.pack(msb) + _LONG.pack(lsb))
+
+
+def uuid_to_key(message_id: uuid.UUID) -> bytes:
+    """The 16-byte key a keyless multi-segment message gets (``LiKafkaClientsUtils.uuidToBytes``)."""
+    return message_id.bytes
+
+
+def java_int(value: int) -> int:
+    """Truncate to a signed 32-bit int, as a Java ``(int)`` cast does."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def random_message_id() -> uuid.UUID:
+    """An RFC 4122 version-4 id, the shape LinkedIn's default ``UUIDFactory`` produces."""
+    return uuid.uuid4()

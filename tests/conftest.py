@@ -1,0 +1,211 @@
+"""Shared fixtures: real servers on loopback, started once per session and only when a test needs them.
+
+The Kafka backend comes from ``KAFKA_TEST_BACKEND`` (``mock`` by default, see
+:func:`gateway.services.resolve_backend`). Tests declare the broker behaviour they depend on with
+``@pytest.mark.requires("capability", ...)`` and are skipped, not failed, on a backend that cannot
+provide it, because a local emulation lacking a feature says nothing about our code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from gateway.services import (
+    CAPABILITIES,
+    KafkaService,
+    RedisServer,
+    S3Server,
+    ServiceUnavailable,
+    backend_capabilities,
+    resolve_backend,
+    start_kafka,
+)
+
+# Backends whose absence is a property of the machine, not a bug: missing ones skip.
+_OPTIONAL_BACKENDS = frozenset({"noida", "tansu"})
+
+# Fixture name -> marker added to every test that (transitively) uses it, so that
+# `pytest -m kafka` selects exactly the tests that cross a broker.
+_AUTO_MARKERS = {"kafka": "kafka", "redis_server": "redis", "s3_server": "s3"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        resolve_backend()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    backend = resolve_backend()
+    return f"kafka backend: {backend} (capabilities: {', '.join(sorted(backend_capabilities(backend)))})"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in _AUTO_MARKERS.items():
+            if fixture in names:
+                item.add_marker(getattr(pytest.mark, marker))
+        for mark in item.iter_markers("requires"):
+            unknown = [cap for cap in mark.args if cap not in CAPABILITIES]
+            if unknown or not mark.args:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @requires{mark.args!r} names unknown capabilities {unknown};"
+                    f" known: {', '.join(sorted(CAPABILITIES))}"
+                )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip on missing capabilities before any fixture runs, so no broker starts for a skipped test."""
+    needed = [cap for mark in item.iter_markers("requires") for cap in mark.args]
+    if not needed:
+        return
+    backend = resolve_backend()
+    have = backend_capabilities(backend)
+    for cap in needed:
+        if cap not in have:
+            pytest.skip(f"backend {backend!r} lacks capability {cap!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka
+
+
+@pytest.fixture(scope="session")
+def kafka_backend() -> str:
+    """The backend name, known without starting anything."""
+    return resolve_backend()
+
+
+@pytest.fixture(scope="session")
+def kafka(kafka_backend: str) -> Iterator[KafkaService]:
+    """The session's Kafka cluster (mock, noida, tansu or external), stopped at session end."""
+    try:
+        service = start_kafka(kafka_backend)
+    except ServiceUnavailable as exc:
+        if kafka_backend in _OPTIONAL_BACKENDS:
+            pytest.skip(exc.reason)
+        raise
+    with service:
+        yield service
+
+
+@pytest.fixture
+def topic(kafka: KafkaService) -> Iterator[str]:
+    """A fresh one-partition topic; tests needing more partitions create their own."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(name, partitions=1)
+    yield name
+    try:
+        kafka.delete_topic(name)  # frees broker memory; each backend knows what it can do
+    except Exception as exc:  # teardown must not mask the test's own outcome
+        warnings.warn(f"could not delete topic {name}: {exc}", stacklevel=1)
+
+
+@pytest.fixture
+def producer_config(kafka: KafkaService) -> dict[str, Any]:
+    """A fresh producer config dict with ``message.max.bytes`` set explicitly."""
+    return kafka.producer_config()
+
+
+@pytest.fixture
+def consumer_config(kafka: KafkaService) -> Callable[..., dict[str, Any]]:
+    """``consumer_config(group=None, **overrides)``: a fresh group each call unless one is named."""
+
+    def make(group: str | None = None, **overrides: Any) -> dict[str, Any]:
+        return kafka.consumer_config(group, **overrides)
+
+    return make
+
+
+# --------------------------------------------------------------------------------------------
+# Redis
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A redis-server child process for the session (or ``REDIS_URL``)."""
+    server = RedisServer()
+    try:
+        server.start()
+    except ServiceUnavailable as exc:
+        pytest.skip(exc.reason)
+    with server:
+        yield server
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[Any]:
+    """A client on an emptied database (FLUSHDB: only the URL's database, even when external)."""
+    client = redis_server.client()
+    client.flushdb()
+    yield client
+    client.close()
+
+
+# --------------------------------------------------------------------------------------------
+# S3
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A moto_server child process for the session (or ``S3_ENDPOINT_URL``)."""
+    server = S3Server()
+    try:
+        server.start()
+    except ServiceUnavailable as exc:
+        pytest.skip(exc.reason)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_client(s3_server: S3Server) -> Any:
+    """One boto3 S3 client for the session (boto3 clients are thread-safe and stateless)."""
+    return s3_server.client()
+
+
+@pytest.fixture(scope="session")
+def s3_run_prefix() -> str:
+    """A key prefix unique to this run, so runs sharing an external bucket never see each other."""
+    return f"gw-test-{uuid.uuid4().hex[:8]}/"
+
+
+@pytest.fixture
+def s3_prefix(s3_run_prefix: str) -> str:
+    """A key prefix unique to this test."""
+    return f"{s3_run_prefix}{uuid.uuid4().hex[:8]}/"
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, s3_client: Any, s3_run_prefix: str) -> Iterator[str]:
+    """A bucket for one test: a fresh one locally, the configured ``S3_BUCKET`` when external.
+
+    Against a shared external bucket, only objects under this run's prefix are removed afterwards;
+    tests writing there should put their keys under ``s3_prefix``.
+    """
+    if s3_server.bucket is not None:
+        yield s3_server.bucket
+        _empty(s3_client, s3_server.bucket, s3_run_prefix)
+        return
+    name = s3_server.create_bucket(f"gw-test-{uuid.uuid4().hex[:16]}")
+    yield name
+    with contextlib.suppress(Exception):
+        _empty(s3_client, name, "")
+        s3_client.delete_bucket(Bucket=name)
+
+
+def _empty(client: Any, bucket: str, prefix: str) -> None:
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})

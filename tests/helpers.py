@@ -1,0 +1,32 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+
+from gateway.protocol import LM_HEADER, split
+from gateway.protocol.headers import Headers, last_header
+
+
+def payload(size: int, seed: int = 0) -> bytes:
+    """Deterministic, non-repeating-looking bytes (cheap for large sizes)."""
+    block = hashlib.sha256(f"{seed}".encode()).digest() * 2048  # 64 KiB
+    reps = size // len(block) + 1
+    return (block * reps)[:size]
+
+
+def random_payload(size: int) -> bytes:
+    return os.urandom(size)
+
+
+def segments(value: bytes, segment_size: int, *, key: bytes | None = b"k", header_only: bool = False,
+             message_id: uuid.UUID | None = None) -> list[tuple[bytes | None, Headers]]:
+    """(value, headers) of each segment record LinkedIn's splitter would write."""
+    records = split("t", None, 1, message_id or uuid.uuid4(), key, value, segment_size, [], header_only=header_only)
+    return [(bytes(r.value) if r.value is not None else None, r.headers) for r in records]
+
+
+def lm_of(headers: Headers) -> bytes | None:
+    return last_header(headers, LM_HEADER)
