@@ -298,6 +298,8 @@ class HybridConsumer:
             if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError._NO_OFFSET:
                 return
             log.warning("commit failed: %s", exc)
+        except GatewayError as exc:  # e.g. an offset no longer tracked: nothing safe to commit
+            log.warning("commit skipped: %s", exc)
 
     def safe_offset(self, partition: TopicPartition) -> int | None:
         """The offset a restart must resume from so that nothing delivered later is lost."""
@@ -355,18 +357,22 @@ class HybridConsumer:
                 on_assign(self, partitions)
 
         def revoked(_: Any, partitions: list[TopicPartition]) -> None:
-            if on_revoke is not None:
-                on_revoke(self, partitions)
             keys = [(tp.topic, tp.partition) for tp in partitions]
-            if self._auto_commit and keys:
-                self._commit_quietly(asynchronous=False, partitions=keys)
-            self._forget(keys)
+            try:
+                if on_revoke is not None:
+                    on_revoke(self, partitions)
+            finally:  # a failing user callback must not leave stale state behind
+                if self._auto_commit and keys:
+                    self._commit_quietly(asynchronous=False, partitions=keys)
+                self._forget(keys)
 
         def lost(_: Any, partitions: list[TopicPartition]) -> None:
             callback = on_lost if on_lost is not None else on_revoke
-            if callback is not None:
-                callback(self, partitions)
-            self._forget([(tp.topic, tp.partition) for tp in partitions])
+            try:
+                if callback is not None:
+                    callback(self, partitions)
+            finally:
+                self._forget([(tp.topic, tp.partition) for tp in partitions])
 
         self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
