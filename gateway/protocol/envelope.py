@@ -1,0 +1,282 @@
+"""The reference envelope: the small Kafka record value that stands in for a payload kept in a store.
+
+Layout of version 1 (every integer big-endian, 904 bytes at most)::
+
+    offset  size  field
+         0     6  magic            b"\\x1bGWREF"
+         6     1  version          1
+         7     1  flags            0 (reserved; any set bit is refused)
+         8     8  payload_size     u64, at most 2**53
+        16     1  checksum_alg     1 = SHA-256 (the algorithm fixes the digest length)
+        17    32  checksum         SHA-256 of the whole payload
+        49    16  message_id       UUID bytes
+        65     1  store_len        1..64
+        66     n  store            ASCII [a-z0-9_.-]
+      66+n     2  locator_len      1..768
+      68+n     m  locator          UTF-8, no control characters
+    68+n+m     4  crc32            zlib.crc32 of every byte before it
+
+The record also carries the header ``_gw.ref`` whose value is the version byte. The header is the
+primary marker (cheap, and invisible to code that only reads values); the magic and version in the
+value are the fallback for a consumer that lost the headers: bakdata/kafka-large-message-serde#179
+shows DLQ and replay paths that keep the bytes but drop or rewrite headers, and MirrorMaker or
+Connect pipelines can be configured the same way.
+
+Why the magic cannot be mistaken for anything we also carry:
+
+* LinkedIn segments. ``DefaultSegmentDeserializer`` reads byte 0 as a signed version and rejects the
+  value as "not a segment" when it is > 0. 0x1b is 27, so an envelope is never a segment, whatever
+  follows; this does not rest on the UUID "checksum" being unlikely to match. The other way round, a
+  segment starts with 0x00 (or, for a value LinkedIn accepts, 0x80..0xff), never 0x1b.
+* Legacy plain payloads. The first byte is ESC, a C0 control that does not begin JSON (which starts
+  with whitespace, ``{ [ "``, a digit, ``-``, ``t f n`` or a BOM), XML/CSV/log text, Confluent
+  Schema Registry framing (magic 0x00), bakdata's byte flag (0x00/0x01), or any common container
+  (gzip 1f 8b, zstd 28 b5, lz4 04 22, snappy-framed ff 06, PNG, JPEG, PDF, Parquet, Arrow). A
+  protobuf message cannot begin ``\\x1bG``: 0x1b is a group-start tag for field 3 and the next tag,
+  0x47, has the invalid wire type 7. ESC does begin ANSI-coloured text (``\\x1b[``), Lua bytecode
+  (``\\x1bLua``) and printer streams (PCL ``\\x1bE``); none continues with ``GWREF``. What remains is
+  an arbitrary binary payload whose first six bytes happen to be these six: 2**-48 for random data.
+  A payload that *is* an envelope (an envelope re-sent as a plain value) is indistinguishable by
+  construction, so producers must not send such values on the plain route.
+
+Two checks with two jobs: CRC-32 over the envelope catches a garbled pointer before it reaches a
+store (every single-byte error and every burst up to 32 bits is detected), and SHA-256 over the
+payload catches a wrong payload behind a good pointer. SHA-256 rather than a CRC or xxhash because a
+store is a separate system that someone else may write to: it resists deliberate substitution, not
+only corruption; hashlib runs it through OpenSSL (SHA-NI where the CPU has it, about 1-2 GB/s);
+anyone can check it with ``sha256sum`` or ``aws s3api`` metadata; and it is what kaf-s3 records, so
+the two can be compared. The algorithm byte leaves room for another digest without a new version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.errors import EnvelopeFormatError, PayloadIntegrityError
+
+ENVELOPE_HEADER = "_gw.ref"
+"""Reserved record header marking an envelope; its value is the 1-byte format version."""
+
+MAGIC = b"\x1bGWREF"
+VERSION = 1
+SUPPORTED_VERSIONS = frozenset({VERSION})
+
+CHECKSUM_SHA256 = 1
+_DIGEST_SIZES = {CHECKSUM_SHA256: 32}
+
+MAX_PAYLOAD_SIZE = 2**53
+"""Exact in a float64, so sizes survive JSON, JavaScript and metrics systems; far above any store's limit."""
+
+MAX_STORE_NAME = 64
+MAX_LOCATOR_BYTES = 768
+"""Room for ``s3://<63-char bucket>/<prefix><249-char topic>/<uuid>`` with a 400-byte prefix, while the
+whole envelope stays under 1 000 bytes (a 1 024-byte locator would have pushed it to 1 160)."""
+
+_FIXED = struct.Struct(">6sBBQB32s16sB")  # magic .. store_len: 66 bytes
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_CRC_SIZE = _U32.size
+
+MIN_ENVELOPE_BYTES = _FIXED.size + 1 + _U16.size + 1 + _CRC_SIZE
+MAX_ENVELOPE_BYTES = _FIXED.size + MAX_STORE_NAME + _U16.size + MAX_LOCATOR_BYTES + _CRC_SIZE
+assert MAX_ENVELOPE_BYTES < 1000
+
+_STORE_NAME = re.compile(r"[a-z0-9_.-]{1,64}")
+# C0, DEL and C1 controls: a locator ends up in logs and error messages, where they would let a
+# crafted record forge lines or hide characters.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+Value = bytes | bytearray | memoryview
+
+
+def validate_store_name(name: str) -> str:
+    """The store name as the envelope can carry it; raises :class:`EnvelopeFormatError` otherwise."""
+    if not isinstance(name, str) or _STORE_NAME.fullmatch(name) is None:
+        raise EnvelopeFormatError(f"store name must be 1..{MAX_STORE_NAME} chars of [a-z0-9_.-], got {name!r}")
+    return name
+
+
+def _validate_locator(locator: str) -> bytes:
+    if not isinstance(locator, str):
+        raise EnvelopeFormatError(f"locator must be a str, got {type(locator).__name__}")
+    try:
+        raw = locator.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates
+        raise EnvelopeFormatError("locator is not encodable as UTF-8") from exc
+    if not 1 <= len(raw) <= MAX_LOCATOR_BYTES:
+        raise EnvelopeFormatError(f"locator must be 1..{MAX_LOCATOR_BYTES} UTF-8 bytes, got {len(raw)}")
+    if _CONTROL.search(locator):
+        raise EnvelopeFormatError("locator contains control characters")
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A pointer to a payload: which store, where in it, and what the payload must hash to.
+
+    Construction validates every field, so an ``Envelope`` that exists can always be encoded and an
+    invalid one cannot travel; the error is :class:`EnvelopeFormatError`, a ``ValueError``.
+    """
+
+    store: str
+    locator: str
+    size: int
+    sha256: bytes
+    message_id: uuid.UUID
+    version: int = VERSION
+
+    def __post_init__(self) -> None:
+        if self.version not in SUPPORTED_VERSIONS:
+            raise EnvelopeFormatError(f"unsupported envelope version {self.version}")
+        validate_store_name(self.store)
+        _validate_locator(self.locator)
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or not 0 <= self.size <= MAX_PAYLOAD_SIZE:
+            raise EnvelopeFormatError(f"payload size must be an int in [0, 2**53], got {self.size!r}")
+        if not isinstance(self.sha256, bytes) or len(self.sha256) != 32:
+            raise EnvelopeFormatError("sha256 must be 32 bytes")
+        if not isinstance(self.message_id, uuid.UUID):
+            raise EnvelopeFormatError(f"message_id must be a uuid.UUID, got {type(self.message_id).__name__}")
+
+    @classmethod
+    def for_payload(cls, payload: Value, *, store: str, locator: str, message_id: uuid.UUID) -> Envelope:
+        """The envelope describing ``payload``: size and digest are computed here so they cannot disagree."""
+        return cls(store, locator, len(payload), hashlib.sha256(payload).digest(), message_id)
+
+    def verify(self, payload: Value) -> None:
+        """Raise :class:`PayloadIntegrityError` unless ``payload`` is the one this envelope was made for.
+
+        The size is compared first: it is free and catches truncation without hashing gigabytes.
+        """
+        if len(payload) != self.size:
+            raise PayloadIntegrityError(
+                f"payload at {self.locator!r} has {len(payload)} bytes, the envelope says {self.size}"
+            )
+        if hashlib.sha256(payload).digest() != self.sha256:
+            raise PayloadIntegrityError(f"payload at {self.locator!r} does not match the envelope's SHA-256")
+
+
+def envelope_header(version: int = VERSION) -> tuple[str, bytes]:
+    """The ``(key, value)`` header that marks a record as an envelope."""
+    if version not in SUPPORTED_VERSIONS:
+        raise EnvelopeFormatError(f"unsupported envelope version {version}")
+    return ENVELOPE_HEADER, bytes((version,))
+
+
+def encode_envelope(env: Envelope) -> bytes:
+    """The record value for ``env``; always between :data:`MIN_ENVELOPE_BYTES` and :data:`MAX_ENVELOPE_BYTES`."""
+    store = env.store.encode("ascii")
+    locator = _validate_locator(env.locator)
+    body = b"".join((
+        _FIXED.pack(MAGIC, env.version, 0, env.size, CHECKSUM_SHA256, env.sha256, env.message_id.bytes, len(store)),
+        store,
+        _U16.pack(len(locator)),
+        locator,
+    ))
+    return body + _U32.pack(zlib.crc32(body))
+
+
+def looks_like_envelope(value: Value | None) -> bool:
+    """Whether ``value`` starts with the envelope magic: a six-byte compare, for the per-record hot path.
+
+    It says nothing about validity; :func:`decode_envelope` does. A value that passes here and then
+    fails to decode is a broken envelope, not a payload, since no payload we carry starts this way.
+    """
+    if value is None or len(value) < len(MAGIC):
+        return False
+    if isinstance(value, bytes):
+        return value.startswith(MAGIC)
+    return bytes(value[: len(MAGIC)]) == MAGIC
+
+
+def is_envelope_record(value: Value | None, headers: Sequence[tuple[str, bytes | None]] | None) -> bool:
+    """Whether a record must be resolved as an envelope: it has the header, or its value has the magic.
+
+    A record with the header but a value that does not decode is reported by :func:`decode_envelope`
+    rather than passed through, because the producer said it was a pointer and handing the pointer's
+    bytes to the application as its payload would be silent corruption. Check ``_lm`` first: the raw
+    chunk of a header-only LinkedIn segment is arbitrary payload bytes.
+    """
+    if headers:
+        for key, _ in headers:
+            if key == ENVELOPE_HEADER:
+                return True
+    return looks_like_envelope(value)
+
+
+def decode_envelope(value: Value | None) -> Envelope:
+    """Parse and check an envelope; every defect raises :class:`EnvelopeFormatError`, never anything else.
+
+    The framing (magic, version, exact length) and the CRC are checked before any field is trusted,
+    so a flipped bit is reported as corruption rather than as a strange store name or size.
+    """
+    if value is None:
+        raise EnvelopeFormatError("envelope value is missing (null record value)")
+    if not looks_like_envelope(value):
+        raise EnvelopeFormatError(f"not an envelope: value does not start with the magic {MAGIC!r}")
+    if len(value) > MAX_ENVELOPE_BYTES:  # before copying: a hostile value may be large
+        raise EnvelopeFormatError(f"envelope has {len(value)} bytes, at most {MAX_ENVELOPE_BYTES} are possible")
+    data = value if isinstance(value, bytes) else bytes(value)
+    if len(data) < len(MAGIC) + 1:
+        raise EnvelopeFormatError("truncated envelope: no version byte")
+    version = data[len(MAGIC)]
+    if version not in SUPPORTED_VERSIONS:
+        raise EnvelopeFormatError(
+            f"unsupported envelope version {version} (this reader knows {sorted(SUPPORTED_VERSIONS)});"
+            " the producer is newer than this consumer"
+        )
+    if len(data) < MIN_ENVELOPE_BYTES:
+        raise EnvelopeFormatError(f"truncated envelope: {len(data)} bytes, at least {MIN_ENVELOPE_BYTES} needed")
+    _, _, flags, size, algorithm, digest, raw_id, store_len = _FIXED.unpack_from(data, 0)
+    locator_at = _FIXED.size + store_len + _U16.size
+    if len(data) < locator_at:
+        raise EnvelopeFormatError(f"truncated envelope: {len(data)} bytes, the store name ends at {locator_at}")
+    (locator_len,) = _U16.unpack_from(data, locator_at - _U16.size)
+    expected = locator_at + locator_len + _CRC_SIZE
+    if len(data) < expected:
+        raise EnvelopeFormatError(f"truncated envelope: {len(data)} bytes, the layout needs {expected}")
+    if len(data) > expected:
+        raise EnvelopeFormatError(f"envelope has {len(data) - expected} trailing bytes after the CRC")
+    (crc,) = _U32.unpack_from(data, expected - _CRC_SIZE)
+    if zlib.crc32(memoryview(data)[: expected - _CRC_SIZE]) != crc:
+        raise EnvelopeFormatError("envelope CRC-32 mismatch: the value was corrupted")
+    if flags:
+        raise EnvelopeFormatError(f"envelope sets unknown flags 0x{flags:02x}")
+    if algorithm not in _DIGEST_SIZES:
+        raise EnvelopeFormatError(f"unknown checksum algorithm {algorithm}")
+    if size > MAX_PAYLOAD_SIZE:
+        raise EnvelopeFormatError(f"payload size {size} exceeds 2**53")
+    if store_len == 0 or store_len > MAX_STORE_NAME:
+        raise EnvelopeFormatError(f"store name length {store_len} is outside 1..{MAX_STORE_NAME}")
+    if locator_len == 0 or locator_len > MAX_LOCATOR_BYTES:
+        raise EnvelopeFormatError(f"locator length {locator_len} is outside 1..{MAX_LOCATOR_BYTES}")
+    try:
+        store = data[_FIXED.size : _FIXED.size + store_len].decode("ascii")
+        locator = data[locator_at : locator_at + locator_len].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EnvelopeFormatError(f"envelope text field is not valid: {exc.reason}") from exc
+    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version)
+
+
+__all__ = [
+    "CHECKSUM_SHA256",
+    "ENVELOPE_HEADER",
+    "MAGIC",
+    "MAX_ENVELOPE_BYTES",
+    "MAX_LOCATOR_BYTES",
+    "MAX_PAYLOAD_SIZE",
+    "MIN_ENVELOPE_BYTES",
+    "VERSION",
+    "Envelope",
+    "decode_envelope",
+    "encode_envelope",
+    "envelope_header",
+    "is_envelope_record",
+    "looks_like_envelope",
+    "validate_store_name",
+]

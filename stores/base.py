@@ -1,0 +1,201 @@
+"""What every payload store promises, and the pieces the Redis and S3 stores share.
+
+A store is the "claim-check" half of reference messaging: the producer writes the payload, sends a
+small envelope through Kafka, and deletes the payload again if Kafka refuses the envelope. The one
+thing no peer handles is a process that dies between those steps (peers.md §9.3), so every store
+keeps a *pending journal*: a write is marked pending no later than the payload becomes visible, and
+the mark is cleared once the envelope's fate is known (delivered: ``clear_pending``; refused:
+``delete``). Whatever survives in the journal is a write whose outcome nobody learned, which a
+sweeper can reconcile against the topic. Pending means "unknown", not "orphan": the envelope may
+have been delivered just before the crash, so a sweeper must look for it before deleting.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from gateway.errors import LocatorError
+
+Payload = bytes | bytearray | memoryview
+
+MAX_TOPIC_LENGTH = 249
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+TOPIC_PATTERN = r"[a-zA-Z0-9._-]{1,249}"
+"""Kafka's legal topic characters and length (``org.apache.kafka.common.internals.Topic``)."""
+
+UUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+"""The canonical (``str(uuid.UUID)``) form only: one spelling per id, so one key per id."""
+
+
+def validate_topic(topic: str) -> str:
+    """``topic`` if Kafka would accept it as a name; ``ValueError`` otherwise.
+
+    Kafka itself refuses ``.`` and ``..``; refusing them here too means no key or object path built
+    from a topic can contain a whole ``..`` segment. ``a..b`` is a legal topic and harmless.
+    """
+    if not isinstance(topic, str) or _TOPIC.fullmatch(topic) is None or topic in (".", ".."):
+        raise ValueError(f"not a legal Kafka topic name: {topic!r}")
+    return topic
+
+
+def validate_message_id(message_id: uuid.UUID) -> uuid.UUID:
+    if not isinstance(message_id, uuid.UUID):
+        raise ValueError(f"message_id must be a uuid.UUID, got {type(message_id).__name__}")
+    return message_id
+
+
+def parse_topic(text: str, locator: str) -> str:
+    """The topic part of a locator, or :class:`LocatorError`."""
+    if _TOPIC.fullmatch(text) is None or text in (".", ".."):
+        raise LocatorError(f"locator {locator!r} names an illegal topic")
+    return text
+
+
+def parse_uuid(text: str, locator: str) -> uuid.UUID:
+    """The message-id part of a locator; only the canonical spelling is accepted."""
+    if re.fullmatch(UUID_PATTERN, text) is None:
+        raise LocatorError(f"locator {locator!r} does not hold a canonical UUID")
+    return uuid.UUID(text)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A payload store the producer writes to and the consumer resolves envelopes against.
+
+    ``name`` is the value the envelope carries in its store field; it must match between producer
+    and consumer configuration. Every method that takes a locator validates it first and raises
+    :class:`~gateway.errors.LocatorError` without any I/O when it points outside the store's own
+    bucket or prefix, because a locator arrives in a Kafka record that anyone with write access to
+    the topic can forge.
+    """
+
+    name: str
+
+    def put(
+        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
+        pending_since_ms: int | None = None, sha256: bytes | None = None,
+    ) -> str:
+        """Write ``payload`` and return its locator.
+
+        With ``pending_since_ms`` the write is journalled as pending at that time, in a way that a
+        crash at any point leaves either nothing or a pending entry. ``sha256`` is the payload's
+        digest when the caller already has it (for the envelope), so the store need not hash again.
+        """
+        ...
+
+    def get(self, locator: str, expected_size: int | None = None) -> bytes:
+        """The payload; :class:`PayloadNotFoundError` when gone, :class:`PayloadIntegrityError` on a size mismatch."""
+        ...
+
+    def delete(self, locator: str) -> None:
+        """Remove the payload and its pending mark; deleting what is already gone succeeds."""
+        ...
+
+    def validate_locator(self, locator: str) -> object:
+        """The parsed locator, or :class:`LocatorError`; never performs I/O."""
+        ...
+
+    def mark_pending(self, locator: str, now_ms: int) -> None: ...
+
+    def clear_pending(self, locator: str) -> None: ...
+
+    def list_pending(self, older_than_ms: int) -> list[str]:
+        """Locators marked pending strictly before ``older_than_ms``."""
+        ...
+
+    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
+        """Every stored payload as ``(locator, written_ms)``, for a reconciler; may be approximate."""
+        ...
+
+    def metrics(self) -> dict[str, int | float]: ...
+
+    def close(self) -> None: ...
+
+
+class StoreMetrics:
+    """Counters shared by the stores; a lock because a producer's delivery callbacks run on another thread."""
+
+    __slots__ = ("_counts", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int | float] = {
+            "puts": 0, "gets": 0, "deletes": 0, "bytes_written": 0, "bytes_read": 0, "errors": 0,
+            "not_found": 0, "locator_rejected": 0, "pending_marked": 0, "pending_cleared": 0,
+            "last_put_latency_ms": 0.0, "last_get_latency_ms": 0.0, "last_delete_latency_ms": 0.0,
+            "last_latency_ms": 0.0,
+        }  # fmt: skip
+
+    def add(self, key: str, amount: int = 1) -> None:
+        with self._lock:
+            self._counts[key] += amount
+
+    def done(self, op: str, started: float, nbytes: int = 0) -> None:
+        """Count a completed operation (``put``/``get``/``delete``) with its latency and byte count."""
+        latency = (time.perf_counter() - started) * 1000.0
+        with self._lock:
+            self._counts[f"{op}s"] += 1
+            if op == "put":
+                self._counts["bytes_written"] += nbytes
+            elif op == "get":
+                self._counts["bytes_read"] += nbytes
+            self._counts[f"last_{op}_latency_ms"] = latency
+            self._counts["last_latency_ms"] = latency
+
+    def snapshot(self) -> dict[str, int | float]:
+        with self._lock:
+            return dict(self._counts)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionInfo:
+    """How long Kafka may still serve a record of a topic, from its configuration."""
+
+    retention_ms: int | None
+    """``retention.ms``; ``None`` when infinite (-1) or when compaction keeps records without a deadline."""
+    segment_ms: int
+    """``segment.ms``: a record lives until its *segment* ages out, so up to this much past retention."""
+
+    def payload_ttl_seconds(self, margin_seconds: int) -> int | None:
+        """A store TTL no shorter than the longest time a consumer can still read the envelope.
+
+        Kafka deletes whole segments, and only once the newest record in the segment is older than
+        ``retention.ms``; a segment is closed after ``segment.ms`` (7 days by default). So the oldest
+        record of a segment stays readable for up to ``retention.ms + segment.ms`` plus the retention
+        check interval, which ``margin_seconds`` should cover. A consumer replaying from the oldest
+        retained offset must still find every payload; a shorter TTL turns retention into data loss.
+        """
+        if self.retention_ms is None:
+            return None
+        return -(-(self.retention_ms + self.segment_ms) // 1000) + max(0, margin_seconds)
+
+
+def topic_retention(admin_client: Any, topic: str, *, timeout: float = 30.0) -> RetentionInfo:
+    """Read ``retention.ms``, ``segment.ms`` and ``cleanup.policy`` through confluent-kafka's AdminClient."""
+    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]  # re-exported
+
+    resource = ConfigResource(ResourceType.TOPIC, validate_topic(topic))
+    futures = admin_client.describe_configs([resource], request_timeout=timeout)
+    entries = next(iter(futures.values())).result(timeout=timeout)
+
+    def value(name: str, default: str) -> str:
+        entry = entries.get(name)
+        return default if entry is None or entry.value is None else str(entry.value)
+
+    policies = {p.strip() for p in value("cleanup.policy", "delete").split(",")}
+    retention = int(value("retention.ms", "604800000"))
+    segment = int(value("segment.ms", "604800000"))
+    # A compact-only topic keeps the latest record per key forever; its payloads must not expire.
+    if retention < 0 or "delete" not in policies:
+        return RetentionInfo(None, segment)
+    return RetentionInfo(retention, segment)
