@@ -46,7 +46,50 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--kafka", default="mock",
                       help="mock (embedded, default), noida, tansu, external (KAFKA_BOOTSTRAP_SERVERS) or host:port")
     demo.add_argument("--seed", type=int, default=7, help="random seed for sizes and payloads")
+    gc = sub.add_parser(
+        "gc",
+        help="delete payloads whose envelope never landed in Kafka (crashed producers, failed rollbacks)",
+        description="Lists the store writes still marked pending after the grace period and deletes them. "
+        "With --bootstrap, the topics they belong to are scanned first and payloads whose envelope is in "
+        "Kafka are kept (only their pending mark is cleared).",
+    )
+    gc.add_argument("--redis-url", help="Redis store to sweep, e.g. redis://127.0.0.1:6379/0")
+    gc.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
+    gc.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
+    gc.add_argument("--s3-bucket", help="S3 bucket to sweep")
+    gc.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
+    gc.add_argument("--grace", type=float, default=3600.0,
+                    help="seconds a write may stay pending before it counts as orphaned (default 3600)")
+    gc.add_argument("--bootstrap", help="Kafka bootstrap servers: verify against the topics before deleting")
+    gc.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
     return parser
+
+
+def _gc(args: argparse.Namespace) -> int:
+    import redis
+
+    from gateway.gc import kafka_verifier, sweep
+    from stores import RedisStore, S3Store
+
+    stores: dict[str, object] = {}
+    if args.redis_url:
+        stores["redis"] = RedisStore(redis.Redis.from_url(args.redis_url), prefix=args.redis_prefix)
+    if args.s3_bucket:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=args.s3_endpoint) if args.s3_endpoint else boto3.client("s3")
+        stores["s3"] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix)
+    if not stores:
+        print("gateway gc: name a store with --redis-url or --s3-bucket", file=sys.stderr)
+        return 2
+    landed = kafka_verifier({"bootstrap.servers": args.bootstrap}, stores) if args.bootstrap else None
+    report = sweep(stores, grace_ms=int(args.grace * 1000), landed=landed, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"examined {report.examined} pending writes: {verb} {len(report.deleted)}, "
+          f"kept {len(report.landed)} whose envelope landed, {len(report.failed)} failed")
+    for locator in report.deleted:
+        print(f"  {verb}: {locator}")
+    return 1 if report.failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             large_fraction=args.large_fraction, segment_bytes=args.segment_bytes,
             reference_above=args.reference_above, seed=args.seed, stores=stores, kafka=args.kafka,
         ))
+    if args.command == "gc":
+        return _gc(args)
     parser.print_help()
     return 0 if args.command is None else 2
 

@@ -21,9 +21,17 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 
 from gateway.assembler import MessageAssembler
 from gateway.config import pop_bool, pop_int
-from gateway.errors import GatewayError, InvalidSegmentError, LargeMessageDroppedError
+from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError, LargeMessageDroppedError
 from gateway.offsets import DeliveredOffsetTracker, TopicPartitionKey
 from gateway.processor import RecordProcessor
+from gateway.protocol.envelope import (
+    ENVELOPE_HEADER,
+    Envelope,
+    decode_envelope,
+    is_envelope_record,
+    looks_like_envelope,
+)
+from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS, Resolver
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,13 @@ class HybridConsumer:
     * ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
     * ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
       committing safe offsets; the inner consumer's own auto-commit is always off;
-    * ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch.
+    * ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch;
+    * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
+      fetch-ahead of referenced payloads across the fetched batch;
+    * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
+      error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
+      ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
+      the application commits it explicitly (``commit(message=...)``).
     """
 
     def __init__(self, config: Mapping[str, Any], stores: Mapping[str, Any] | None = None) -> None:
@@ -59,11 +73,19 @@ class HybridConsumer:
         self._auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
         self._batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
         conf.pop("treat.bad.segments.as.payload", None)  # LinkedIn's no-op key, accepted for portability
+        error_mode = str(conf.pop("reference.error.mode", "raise")).lower()
+        if error_mode not in ("raise", "deliver"):
+            raise ValueError(f"reference.error.mode must be 'raise' or 'deliver', got {error_mode!r}")
+        self._deliver_errors = error_mode == "deliver"
+        workers = pop_int(conf, "reference.fetch.workers", DEFAULT_WORKERS, minimum=1)
+        budget = pop_int(conf, "reference.fetch.budget.bytes", DEFAULT_BUDGET, minimum=0)
         self._user_on_commit = conf.pop("on_commit", None)
         conf["enable.auto.commit"] = False
         if self._user_on_commit is not None:
             conf["on_commit"] = self._on_commit
         self.stores: dict[str, Any] = dict(stores or {})
+        self._resolver = Resolver(self.stores, workers=workers, budget=budget)
+        self._envelopes: dict[tuple[str, int, int], Envelope] = {}
         self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
         self._processor = RecordProcessor(
             MessageAssembler(
@@ -79,6 +101,7 @@ class HybridConsumer:
         self.counters: dict[str, int] = {
             "records": 0, "plain.messages": 0, "chunked.messages": 0, "segments": 0,
             "duplicates.filtered": 0, "invalid.records": 0, "dropped.evicted": 0, "dropped.expired": 0,
+            "reference.messages": 0, "reference.errors": 0,
         }
 
     # -- fetching and processing -------------------------------------------------------------
@@ -135,7 +158,27 @@ class HybridConsumer:
             batch.extend(self._consumer.consume(self._batch - 1, 0))
         self._load_commits(batch)
         self._raw.extend(batch)
+        self._schedule_prefetch()
         return True
+
+    def _schedule_prefetch(self) -> None:
+        """Start fetching the payloads of envelopes waiting in the raw queue, within the byte budget."""
+        if not self.stores:
+            return
+        for msg in self._raw:
+            value = msg.value()
+            if msg.error() is not None or not looks_like_envelope(value):
+                continue
+            key = (msg.topic(), msg.partition(), msg.offset())
+            envelope = self._envelopes.get(key)
+            if envelope is None:
+                try:
+                    envelope = decode_envelope(value)
+                except EnvelopeFormatError:
+                    continue  # reported when the record's turn comes
+                self._envelopes[key] = envelope
+            if not self._resolver.prefetch(key, envelope):
+                return
 
     def _load_commits(self, batch: Sequence[Message]) -> None:
         """Read the stored high watermark of partitions seen for the first time (one broker call)."""
@@ -159,8 +202,9 @@ class HybridConsumer:
         offset = msg.offset()
         self.counters["records"] += 1
         value = msg.value()
+        headers = msg.headers()
         try:
-            delivery = self._processor.process(tp, offset, value, msg.headers())
+            delivery = self._processor.process(tp, offset, value, headers)
         except InvalidSegmentError as exc:
             self._processor.mark_not_a_message(tp, offset)
             self.counters["invalid.records"] += 1
@@ -179,13 +223,52 @@ class HybridConsumer:
                 self.counters["duplicates.filtered"] += 1
             else:
                 self.counters["segments"] += 1
+            self._envelopes.pop((tp[0], tp[1], offset), None)
             return None
+        if not delivery.segmented and is_envelope_record(value, headers):
+            return self._resolve(msg, tp, offset, value, headers, delivery.headers)
         if delivery.value is not value:
             msg.set_value(delivery.value)
         if delivery.headers is not None:
             msg.set_headers(delivery.headers)
         self.counters["chunked.messages" if delivery.segmented else "plain.messages"] += 1
         return msg  # type: ignore[no-any-return]
+
+    def _resolve(
+        self, msg: Any, tp: TopicPartitionKey, offset: int, value: bytes | None, headers: Any, rewritten: Any
+    ) -> Message | None:
+        """An envelope record: fetch its payload and hand back the record with the payload as value."""
+        key = (tp[0], tp[1], offset)
+        marked = any(k == ENVELOPE_HEADER for k, _ in headers or ())
+        try:
+            envelope = self._envelopes.pop(key, None) or decode_envelope(value)
+        except EnvelopeFormatError as exc:
+            if not marked:  # a legacy value that merely starts like an envelope: not ours, pass it on
+                self.counters["plain.messages"] += 1
+                if rewritten is not None:
+                    msg.set_headers(rewritten)
+                return msg  # type: ignore[no-any-return]
+            return self._unresolved(msg, tp, offset, exc)
+        try:
+            payload = self._resolver.resolve(key, envelope)
+        except GatewayError as exc:
+            return self._unresolved(msg, tp, offset, exc)
+        finally:
+            self._schedule_prefetch()
+        msg.set_value(payload)
+        msg.set_headers([h for h in (rewritten if rewritten is not None else headers or ()) if h[0] != ENVELOPE_HEADER])
+        self.counters["reference.messages"] += 1
+        return msg  # type: ignore[no-any-return]
+
+    def _unresolved(self, msg: Any, tp: TopicPartitionKey, offset: int, exc: GatewayError) -> Message | None:
+        """Commits stop here until the application commits this message itself; the loop goes on."""
+        self._processor.hold(tp, offset)
+        self.counters["reference.errors"] += 1
+        exc.kafka_message = msg
+        if self._deliver_errors:
+            msg.set_error(KafkaError(KafkaError._VALUE_DESERIALIZATION, f"{type(exc).__name__}: {exc}"))
+            return msg  # type: ignore[no-any-return]
+        raise exc
 
     def _count_dropped(self) -> None:
         for dropped in self._processor.assembler.dropped:
@@ -228,6 +311,7 @@ class HybridConsumer:
             wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {
                 self._key(message): (int(message.offset() or 0) + 1, None)
             }
+            self._processor.release(self._key(message), int(message.offset() or 0))
             ignore_hw = True
         elif offsets is not None:
             wanted = {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in offsets}
@@ -386,6 +470,9 @@ class HybridConsumer:
     def _drop_raw(self, key: TopicPartitionKey) -> None:
         if self._raw:
             self._raw = deque(m for m in self._raw if self._key(m) != key)
+        self._resolver.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
+        for stale in [k for k in self._envelopes if (k[0], k[1]) == key]:
+            del self._envelopes[stale]
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         keep = {(tp.topic, tp.partition) for tp in partitions}
@@ -412,6 +499,8 @@ class HybridConsumer:
 
     def _reset_all(self) -> None:
         self._raw.clear()
+        self._resolver.discard(lambda _: False)
+        self._envelopes.clear()
         self._processor.assembler.clear()
         self._processor.tracker.clear()
         self._processor.clear_high_watermarks()
@@ -422,6 +511,7 @@ class HybridConsumer:
         if self._auto_commit:
             self._commit_quietly(asynchronous=False)
         self._closed = True
+        self._resolver.close()
         self._consumer.close()
 
     # -- pass-through ----------------------------------------------------------------------------
@@ -447,6 +537,8 @@ class HybridConsumer:
         out = dict(self.counters)
         out["assembler.buffered.bytes"] = self._processor.assembler.buffered_bytes
         out["assembler.incomplete.messages"] = self._processor.assembler.incomplete_count
+        out.update({f"resolver.{k}": v for k, v in self._resolver.counters.items()})
+        out["resolver.ahead.bytes"] = self._resolver.ahead_bytes
         return out
 
     @property

@@ -57,6 +57,27 @@ class RecordProcessor:
         self.assembler = assembler
         self.tracker = tracker
         self._hw: dict[TopicPartitionKey, HighWatermark] = {}
+        self._holds: dict[TopicPartitionKey, set[int]] = {}
+
+    # -- holds: delivered offsets that must be read again after a restart ------------------
+    def hold(self, tp: TopicPartitionKey, offset: int) -> None:
+        """Pin commits at or below ``offset``: a message there could not be resolved.
+
+        Commits then stop at ``offset`` and the high watermark they carry does too, so a restart
+        reads the message again instead of filtering it as already delivered (at the price of
+        re-delivering what followed it: at least once, never lost).
+        """
+        self._holds.setdefault(tp, set()).add(offset)
+
+    def release(self, tp: TopicPartitionKey, up_to: int) -> None:
+        """The application took responsibility for held offsets up to ``up_to`` (it committed past them)."""
+        held = self._holds.get(tp)
+        if held:
+            held.difference_update([o for o in held if o <= up_to])
+
+    def floor(self, tp: TopicPartitionKey) -> int | None:
+        held = self._holds.get(tp)
+        return min(held) if held else None
 
     # -- high watermarks -------------------------------------------------------------------
     def needs_commit(self, tp: TopicPartitionKey) -> bool:
@@ -124,6 +145,9 @@ class RecordProcessor:
             new_headers = [h for h in headers or () if h[0] != LM_HEADER]
             new_headers.append((LM_HEADER, encode_lm(delivered_lm(decode_lm(lm_value)))))
         current_safe = self.tracker.current_safe_offset(tp)
+        floor = self.floor(tp)
+        if floor is not None and current_safe is not None:
+            current_safe = min(current_safe, floor)
         if current_safe is not None and current_safe != offset + 1:
             if new_headers is None:
                 new_headers = list(headers or ())
@@ -174,6 +198,10 @@ class RecordProcessor:
                 hw_to_commit = max(orig, hw.current)
             else:
                 hw_to_commit = orig
+            floor = self.floor(tp)
+            if floor is not None:
+                safe = min(safe, floor)
+                hw_to_commit = min(hw_to_commit, floor)
             out[tp] = (min(safe, orig), wrap_metadata(hw_to_commit, metadata))
         return out
 
@@ -216,6 +244,7 @@ class RecordProcessor:
         self.assembler.clear(tp)
         self.tracker.clear(tp)
         self._hw.pop(tp, None)
+        self._holds.pop(tp, None)
 
     def clear_partitions(self, tps: Iterable[TopicPartitionKey]) -> None:
         for tp in tps:

@@ -9,6 +9,7 @@ refuses the envelope.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from gateway.config import peek_int, pop_bool, pop_int
 from gateway.errors import LargeMessageSendError, StoreUnavailableError
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
+from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
 from gateway.protocol.records import OutRecord
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
@@ -120,8 +122,9 @@ class HybridProducer:
             "plain.messages": 0, "plain.bytes": 0, "plain.kafka.bytes": 0,
             "chunked.messages": 0, "chunked.bytes": 0, "chunked.segments": 0, "chunked.kafka.bytes": 0,
             "reference.messages": 0, "reference.bytes": 0, "reference.kafka.bytes": 0,
-            "delivery.failures": 0,
+            "delivery.failures": 0, "rollbacks": 0, "rollback.failures": 0, "store.put.ms": 0,
         }
+        self._unclear: list[tuple[Any, str]] = []
 
     # -- routing ---------------------------------------------------------------------------
     def _segment_size_for(self, key: bytes | None, headers: Headers) -> int:
@@ -294,14 +297,90 @@ class HybridProducer:
         self, route: Route, topic: str, value: bytes | None, key: Any, partition: int,
         on_delivery: DeliveryCallback | None, timestamp: int, headers: Any,
     ) -> None:
-        store = self.stores.get(route.store or "")
+        """Store write, then envelope produce; any failure after the write deletes the payload again.
+
+        The write is journalled as pending (atomically with it, or before it) and the mark is cleared
+        only once Kafka acknowledged the envelope, so a crash in between, or a rollback that itself
+        fails, leaves something ``gateway gc`` can find.
+        """
+        name = route.store or ""
+        store = self.stores.get(name)
         if store is None:
-            raise StoreUnavailableError(f"no store named {route.store!r} is configured on this producer")
-        raise StoreUnavailableError("reference messaging is not available in this build")
+            raise StoreUnavailableError(f"no store named {name!r} is configured on this producer")
+        payload = value if value is not None else b""
+        message_id = uuid.uuid4()
+        digest = hashlib.sha256(payload).digest()
+        started = time.perf_counter()
+        locator = store.put(topic, message_id, payload, pending_since_ms=int(time.time() * 1000), sha256=digest)
+        self.counters["store.put.ms"] += int((time.perf_counter() - started) * 1000)
+        envelope = encode_envelope(Envelope(name, locator, len(payload), digest, message_id))
+        user_headers = _headers_list(headers)
+        record_headers = [*user_headers, envelope_header()]
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                self._after_ack(store, locator)
+            else:
+                self.counters["delivery.failures"] += 1
+                self._rollback(store, locator, err)
+            if on_delivery is not None:
+                if msg is not None:
+                    msg.set_value(value)
+                    msg.set_headers(user_headers)
+                on_delivery(err, msg)
+
+        kwargs: dict[str, Any] = {"value": envelope, "partition": partition, "timestamp": timestamp,
+                                  "headers": record_headers, "on_delivery": delivered}
+        if key is not None:
+            kwargs["key"] = key
+        deadline = time.monotonic() + self._block_s
+        try:
+            while True:
+                try:
+                    self._producer.produce(topic, **kwargs)
+                    break
+                except BufferError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    self._producer.poll(0.05)
+        except BaseException as exc:
+            self._rollback(store, locator, exc)
+            raise
+        self.counters["reference.messages"] += 1
+        self.counters["reference.bytes"] += len(payload)
+        self.counters["reference.kafka.bytes"] += len(envelope) + (len(key) if isinstance(key, (bytes, str)) else 0)
+
+    def _after_ack(self, store: Any, locator: str) -> None:
+        try:
+            store.clear_pending(locator)
+        except Exception as exc:  # the payload is live: retry later rather than let gc take it
+            log.warning("could not clear the pending mark of %s (will retry): %s", locator, exc)
+            self._unclear.append((store, locator))
+
+    def _rollback(self, store: Any, locator: str, cause: Any) -> None:
+        self.counters["rollbacks"] += 1
+        try:
+            store.delete(locator)
+        except Exception as exc:  # the pending mark stays, so gc will remove it
+            self.counters["rollback.failures"] += 1
+            log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
+
+    def _retry_pending_clears(self) -> None:
+        if not self._unclear:
+            return
+        still: list[tuple[Any, str]] = []
+        for store, locator in self._unclear:
+            try:
+                store.clear_pending(locator)
+            except Exception:
+                still.append((store, locator))
+        self._unclear = still
 
     # -- Producer surface ------------------------------------------------------------------
     def poll(self, timeout: float = 0) -> int:
-        return int(self._producer.poll(timeout))
+        served = int(self._producer.poll(timeout))
+        self._retry_pending_clears()
+        return served
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for delivery reports; returns the *logical* messages still in flight."""
@@ -309,6 +388,7 @@ class HybridProducer:
             self._producer.flush()
         else:
             self._producer.flush(timeout)
+        self._retry_pending_clears()
         return len(self)
 
     def __len__(self) -> int:

@@ -1,0 +1,111 @@
+"""Fetching referenced payloads: validate, fetch ahead in parallel under a byte budget, verify.
+
+The consumer finds envelopes in a fetched batch before it hands any message out, so payloads for
+the next messages are already on their way while the application works on the current one.
+Verification (size, then SHA-256) runs in the worker threads: ``hashlib`` releases the GIL, so
+large payloads hash in parallel with the consumer loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from gateway.errors import GatewayError, StoreUnavailableError
+from gateway.protocol.envelope import Envelope
+
+DEFAULT_WORKERS = 4
+DEFAULT_BUDGET = 64_000_000
+
+
+class Resolver:
+    """Resolves envelopes against named stores; one per consumer (or Spark task).
+
+    ``budget`` caps the bytes of payloads fetched ahead and not yet taken; a single payload larger
+    than the budget is still fetched, alone, when it is the one needed next.
+    """
+
+    def __init__(
+        self, stores: Mapping[str, Any], *, workers: int = DEFAULT_WORKERS, budget: int = DEFAULT_BUDGET
+    ) -> None:
+        self.stores = dict(stores)
+        self.budget = budget
+        self._workers = max(1, workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: OrderedDict[Hashable, tuple[Envelope, Future[bytes]]] = OrderedDict()
+        self._ahead_bytes = 0
+        self._lock = threading.Lock()
+        self.counters = {"fetched": 0, "fetched.bytes": 0, "prefetched": 0, "errors": 0}
+
+    def _store(self, envelope: Envelope) -> Any:
+        store = self.stores.get(envelope.store)
+        if store is None:
+            raise StoreUnavailableError(
+                f"the envelope names store {envelope.store!r}, but this consumer has {sorted(self.stores) or 'none'}"
+            )
+        return store
+
+    def _fetch(self, envelope: Envelope) -> bytes:
+        store = self._store(envelope)
+        store.validate_locator(envelope.locator)
+        payload: bytes = store.get(envelope.locator, envelope.size)
+        envelope.verify(payload)
+        return payload
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="gateway-resolve")
+        return self._pool
+
+    def prefetch(self, key: Hashable, envelope: Envelope) -> bool:
+        """Start fetching ``envelope`` in the background if the budget allows; True when scheduled."""
+        with self._lock:
+            if key in self._ahead:
+                return True
+            if self._ahead and self._ahead_bytes + envelope.size > self.budget:
+                return False
+            if envelope.store not in self.stores:
+                return False
+            self._ahead[key] = (envelope, self._executor().submit(self._fetch, envelope))
+            self._ahead_bytes += envelope.size
+            self.counters["prefetched"] += 1
+            return True
+
+    def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
+        """The verified payload; raises the typed store or integrity error."""
+        with self._lock:
+            entry = self._ahead.pop(key, None)
+            if entry is not None:
+                self._ahead_bytes -= entry[0].size
+        try:
+            payload = entry[1].result() if entry is not None and entry[0] == envelope else self._fetch(envelope)
+        except GatewayError:
+            self.counters["errors"] += 1
+            raise
+        except Exception as exc:  # a store bug or a client error we did not map: still typed for the caller
+            self.counters["errors"] += 1
+            raise StoreUnavailableError(f"fetching {envelope.locator!r} from {envelope.store!r} failed: {exc}") from exc
+        self.counters["fetched"] += 1
+        self.counters["fetched.bytes"] += len(payload)
+        return payload
+
+    def discard(self, keep: Callable[[Hashable], bool]) -> None:
+        """Forget fetches whose key ``keep`` rejects (seek, revoke); running ones finish unobserved."""
+        with self._lock:
+            for key in [k for k in self._ahead if not keep(k)]:
+                envelope, future = self._ahead.pop(key)
+                future.cancel()
+                self._ahead_bytes -= envelope.size
+
+    @property
+    def ahead_bytes(self) -> int:
+        return self._ahead_bytes
+
+    def close(self) -> None:
+        self.discard(lambda _: False)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
