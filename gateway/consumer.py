@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from gateway.assembler import MessageAssembler
+from gateway.auditing import Auditor, AuditType
 from gateway.config import pop_bool, pop_int
 from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError, LargeMessageDroppedError
 from gateway.offsets import DeliveredOffsetTracker, TopicPartitionKey
@@ -61,7 +62,9 @@ class HybridConsumer:
       the application commits it explicitly (``commit(message=...)``).
     """
 
-    def __init__(self, config: Mapping[str, Any], stores: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], stores: Mapping[str, Any] | None = None, *, auditor: Auditor | None = None
+    ) -> None:
         conf = dict(config)
         capacity = pop_int(conf, "message.assembler.buffer.capacity", 32_000_000, minimum=1)
         gap = pop_int(conf, "message.assembler.expiration.offset.gap", 1000, minimum=0)
@@ -85,6 +88,9 @@ class HybridConsumer:
             conf["on_commit"] = self._on_commit
         self.stores: dict[str, Any] = dict(stores or {})
         self._resolver = Resolver(self.stores, workers=workers, budget=budget)
+        self._auditor = auditor
+        if auditor is not None:
+            auditor.start()
         self._envelopes: dict[tuple[str, int, int], Envelope] = {}
         self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
         self._processor = RecordProcessor(
@@ -120,6 +126,8 @@ class HybridConsumer:
             while self._raw:
                 out = self._handle(self._raw.popleft())
                 if out is not None:
+                    if self._auditor is not None and out.error() is None:
+                        self._audit(out)
                     return out
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             if not self._fetch(remaining) and deadline is not None and time.monotonic() >= deadline:
@@ -269,6 +277,13 @@ class HybridConsumer:
             msg.set_error(KafkaError(KafkaError._VALUE_DESERIALIZATION, f"{type(exc).__name__}: {exc}"))
             return msg  # type: ignore[no-any-return]
         raise exc
+
+    def _audit(self, msg: Message) -> None:
+        assert self._auditor is not None
+        stamp = msg.timestamp()[1]
+        key, value = msg.key(), msg.value()
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        self._auditor.record(msg.topic() or "", stamp if stamp > 0 else 0, 1, size, AuditType.SUCCESS)
 
     def _count_dropped(self) -> None:
         for dropped in self._processor.assembler.dropped:
@@ -512,6 +527,8 @@ class HybridConsumer:
             self._commit_quietly(asynchronous=False)
         self._closed = True
         self._resolver.close()
+        if self._auditor is not None:
+            self._auditor.close()
         self._consumer.close()
 
     # -- pass-through ----------------------------------------------------------------------------

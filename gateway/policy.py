@@ -99,6 +99,16 @@ class SizeThresholdPolicy:
     chunk_above: int | None = None
     overrides: Mapping[str, TopicOverride] = field(default_factory=dict)
 
+    def always_plain_up_to(self, segment_size: int) -> int:
+        """The largest value this policy sends plain on every topic: the producer skips the policy below it."""
+        limits = [segment_size]
+        for rule in (self, *self.overrides.values()):
+            if rule.chunk_above is not None:
+                limits.append(rule.chunk_above)
+            if rule.reference_above is not None and (rule.store or self.store) is not None:
+                limits.append(rule.reference_above)
+        return max(0, min(limits))
+
     def route(self, message: MessageInfo) -> Route:
         override = self.overrides.get(message.topic)
         reference_above = self.reference_above

@@ -20,8 +20,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from gateway.auditing import Auditor, AuditType
 from gateway.config import peek_int, pop_bool, pop_int
-from gateway.errors import LargeMessageSendError, StoreUnavailableError
+from gateway.errors import LargeMessageSendError, StoreError, StoreUnavailableError
+from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
@@ -99,6 +101,8 @@ class HybridProducer:
         config: Mapping[str, Any],
         policy: Policy | None = None,
         stores: Mapping[str, Any] | None = None,
+        *,
+        auditor: Auditor | None = None,
     ) -> None:
         conf = dict(config)
         segment_bytes = pop_int(conf, "max.message.segment.bytes", DEFAULT_SEGMENT_BYTES, minimum=1)
@@ -107,13 +111,28 @@ class HybridProducer:
         self._wrap_small = pop_bool(conf, "li.large.message.segment.wrapping.required", False)
         self._block_s = pop_int(conf, "large.message.block.ms", 60_000, minimum=0) / 1000.0
         self._max_message_bytes = peek_int(conf, "message.max.bytes", 1_000_000)
+        self._fallback_cap = pop_int(conf, "reference.fallback.inline.max.bytes", 64_000_000, minimum=0)
+        self._health_settings = (
+            pop_int(conf, "store.failure.threshold", 3, minimum=1),
+            pop_int(conf, "store.failure.window.ms", 30_000, minimum=1),
+            pop_int(conf, "store.probe.interval.ms", 5_000, minimum=0),
+        )
         overhead = (0 if self._header_only else SEGMENT_HEADER_SIZE) + RECORD_OVERHEAD
         if self._max_message_bytes - overhead < 1:
             raise ValueError(f"message.max.bytes={self._max_message_bytes} leaves no room for a segment")
         self.segment_bytes = min(segment_bytes, self._max_message_bytes - overhead)
         self._overhead = overhead
         self.policy: Policy = policy if policy is not None else SizeThresholdPolicy()
+        limit = getattr(self.policy, "always_plain_up_to", None)
+        self._plain_up_to: int = limit(self.segment_bytes) if callable(limit) else -1
         self.stores: dict[str, Any] = dict(stores or {})
+        threshold, window, probe = self._health_settings
+        self.health: dict[str, StoreHealth] = {
+            name: StoreHealth(threshold, window, probe) for name in self.stores
+        }
+        self._auditor = auditor
+        if auditor is not None:
+            auditor.start()
         self._producer = Producer(conf)
         self._lock = threading.Lock()
         self._messages_in_flight = 0
@@ -122,7 +141,8 @@ class HybridProducer:
             "plain.messages": 0, "plain.bytes": 0, "plain.kafka.bytes": 0,
             "chunked.messages": 0, "chunked.bytes": 0, "chunked.segments": 0, "chunked.kafka.bytes": 0,
             "reference.messages": 0, "reference.bytes": 0, "reference.kafka.bytes": 0,
-            "delivery.failures": 0, "rollbacks": 0, "rollback.failures": 0, "store.put.ms": 0,
+            "delivery.failures": 0, "rollbacks": 0, "rollback.failures": 0, "store.put.ms": 0, "store.puts": 0,
+            "store.put.failures": 0, "fallbacks": 0, "fallback.refused": 0,
         }
         self._unclear: list[tuple[Any, str]] = []
 
@@ -133,8 +153,8 @@ class HybridProducer:
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""
-        if size <= self.segment_bytes and not self._wrap_small:
-            return PLAIN  # fits whatever the key and headers are: the policy is not consulted
+        if size <= self._plain_up_to and not self._wrap_small:
+            return PLAIN  # the policy says plain for any topic at this size: not consulted per message
         if self._wrap_small and 0 < size <= self.segment_bytes:
             return CHUNKED
         key_bytes = _as_bytes(key)
@@ -158,17 +178,78 @@ class HybridProducer:
         on_delivery = on_delivery or callback
         raw = _as_bytes(value)
         size = 0 if raw is None else len(raw)
+        forced = route is not None
         if route is None:
             chosen = self.route_for(topic, size, key, headers)
         else:
             chosen = Route.parse(route) if isinstance(route, str) else route
-        if chosen.kind is RouteKind.PLAIN:
-            self._produce_plain(topic, value, key, partition, on_delivery, timestamp, headers, size)
-            return
-        if chosen.kind is RouteKind.CHUNKED:
-            self._produce_chunked(topic, raw, key, partition, on_delivery, timestamp, headers)
-            return
-        self._produce_reference(chosen, topic, raw, key, partition, on_delivery, timestamp, headers)
+        if self._auditor is not None:
+            # stamp the record ourselves, so producer and consumer audit the same time bucket
+            timestamp = timestamp if timestamp > 0 else int(time.time() * 1000)
+            key_size = len(key) if isinstance(key, (bytes, str)) else 0
+            self._auditor.record(topic, timestamp, 1, key_size + size, AuditType.ATTEMPT)
+            on_delivery = self._audited(topic, timestamp, key_size + size, on_delivery)
+        try:
+            if chosen.kind is RouteKind.PLAIN:
+                self._produce_plain(topic, value, key, partition, on_delivery, timestamp, headers, size)
+            elif chosen.kind is RouteKind.CHUNKED or self._reference_or_fallback(
+                chosen, forced, topic, raw, key, partition, on_delivery, timestamp, headers
+            ):
+                self._produce_chunked(topic, raw, key, partition, on_delivery, timestamp, headers)
+        except BaseException:
+            if self._auditor is not None:
+                self._auditor.record(topic, timestamp or int(time.time() * 1000), 1, size, AuditType.FAILURE)
+            raise
+
+    def _audited(
+        self, topic: str, timestamp: int, size: int, on_delivery: DeliveryCallback | None
+    ) -> DeliveryCallback:
+        auditor = self._auditor
+        assert auditor is not None
+
+        def report(err: Any, msg: Any) -> None:
+            auditor.record(topic, timestamp, 1, size, AuditType.FAILURE if err is not None else AuditType.SUCCESS)
+            if on_delivery is not None:
+                on_delivery(err, msg)
+
+        return report
+
+    def _reference_or_fallback(
+        self, route: Route, forced: bool, topic: str, value: bytes | None, key: Any, partition: int,
+        on_delivery: DeliveryCallback | None, timestamp: int, headers: Any,
+    ) -> bool:
+        """Send by reference; True when the message must be chunked instead because the store is failing.
+
+        A store the policy chose but that keeps failing is skipped (one probe per interval) and the
+        message is chunked if it is under ``reference.fallback.inline.max.bytes``; larger ones, and
+        messages whose route was forced, fail fast with :class:`StoreUnavailableError`.
+        """
+        name = route.store or ""
+        health = self.health.get(name)
+        now = int(time.time() * 1000)
+        if health is not None and not health.allow(now):
+            return self._fallback(name, forced, value, "is marked unhealthy")
+        try:
+            self._produce_reference(route, topic, value, key, partition, on_delivery, timestamp, headers)
+        except StoreError as exc:
+            self.counters["store.put.failures"] += 1
+            if health is not None:
+                health.failure(int(time.time() * 1000))
+            if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
+                return self._fallback(name, forced, value, f"failed: {exc}", exc)
+            raise
+        return False
+
+    def _fallback(self, name: str, forced: bool, value: bytes | None, why: str,
+                  cause: BaseException | None = None) -> bool:
+        size = 0 if value is None else len(value)
+        if forced or size > self._fallback_cap:
+            self.counters["fallback.refused"] += 1
+            reason = "the route was forced" if forced else \
+                f"{size} bytes exceed reference.fallback.inline.max.bytes={self._fallback_cap}"
+            raise StoreUnavailableError(f"store {name!r} {why}; not chunking instead because {reason}") from cause
+        self.counters["fallbacks"] += 1
+        return True
 
     def _produce_plain(
         self, topic: str, value: Any, key: Any, partition: int, on_delivery: DeliveryCallback | None,
@@ -313,6 +394,10 @@ class HybridProducer:
         started = time.perf_counter()
         locator = store.put(topic, message_id, payload, pending_since_ms=int(time.time() * 1000), sha256=digest)
         self.counters["store.put.ms"] += int((time.perf_counter() - started) * 1000)
+        self.counters["store.puts"] += 1
+        health = self.health.get(name)
+        if health is not None:
+            health.success(int(time.time() * 1000))
         envelope = encode_envelope(Envelope(name, locator, len(payload), digest, message_id))
         user_headers = _headers_list(headers)
         record_headers = [*user_headers, envelope_header()]
@@ -396,7 +481,18 @@ class HybridProducer:
             return max(0, len(self._producer) - self._segments_in_flight + self._messages_in_flight)
 
     def metrics(self) -> dict[str, int]:
-        return dict(self.counters)
+        out = dict(self.counters)
+        for name, health in self.health.items():
+            out[f"store.{name}.healthy"] = int(health.healthy)
+        return out
+
+    def close(self, timeout: float = -1) -> int:
+        """Flush, then close the auditor (which may publish its last counts); returns messages left."""
+        left = self.flush(timeout)
+        if self._auditor is not None:
+            self._auditor.close()
+            self._producer.flush(10 if timeout < 0 else timeout)
+        return left
 
     def list_topics(self, *args: Any, **kwargs: Any) -> Any:
         return self._producer.list_topics(*args, **kwargs)
