@@ -102,11 +102,13 @@ class SizeThresholdPolicy:
     def always_plain_up_to(self, segment_size: int) -> int:
         """The largest value this policy sends plain on every topic: the producer skips the policy below it."""
         limits = [segment_size]
-        for rule in (self, *self.overrides.values()):
-            if rule.chunk_above is not None:
-                limits.append(rule.chunk_above)
-            if rule.reference_above is not None and (rule.store or self.store) is not None:
-                limits.append(rule.reference_above)
+        rules: list[tuple[int | None, int | None, str | None]] = [(self.chunk_above, self.reference_above, self.store)]
+        rules += [(o.chunk_above, o.reference_above, o.store or self.store) for o in self.overrides.values()]
+        for chunk_above, reference_above, store in rules:
+            if chunk_above is not None:
+                limits.append(chunk_above)
+            if reference_above is not None and store is not None:
+                limits.append(reference_above)
         return max(0, min(limits))
 
     def route(self, message: MessageInfo) -> Route:
