@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="chunk size, LinkedIn's max.message.segment.bytes (default 800000)")
     demo.add_argument("--reference-above", type=_size, default=4_000_000,
                       help="values larger than this go to a store when one is available (default 4MB)")
+    demo.add_argument("--tier-above", type=_size, default=16_000_000,
+                      help="with two stores, values larger than this go to the second one (default 16MB)")
     demo.add_argument("--stores", default="redis,s3",
                       help="stores to start and use, in order of preference (default redis,s3; 'none' for none)")
     demo.add_argument("--kafka", default="mock",
@@ -103,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo_main(DemoOptions(
             count=args.count, min_size=args.min_size, max_size=args.max_size, median_size=args.median_size,
             large_fraction=args.large_fraction, segment_bytes=args.segment_bytes,
-            reference_above=args.reference_above, seed=args.seed, stores=stores, kafka=args.kafka,
+            reference_above=args.reference_above, tier_above=args.tier_above, seed=args.seed, stores=stores,
+            kafka=args.kafka,
         ))
     if args.command == "gc":
         return _gc(args)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.consumer import HybridConsumer
-from gateway.policy import SizeThresholdPolicy
+from gateway.policy import MessageInfo, Policy, Route, SizeThresholdPolicy
 from gateway.producer import HybridProducer
 
 MOCK_WINDOW = 4 * 1024 * 1024
@@ -40,6 +40,7 @@ class DemoOptions:
     large_fraction: float = 0.04
     segment_bytes: int = 800_000
     reference_above: int = 4_000_000
+    tier_above: int = 16_000_000
     seed: int = 7
     stores: tuple[str, ...] = ("redis", "s3")
     kafka: str = "mock"
@@ -88,6 +89,26 @@ def payload_for(index: int, size: int, seed: int) -> bytes:
     return (block * (size // len(block) + 1))[:size]
 
 
+@dataclass(frozen=True)
+class TieredPolicy:
+    """The demo's own policy: the size threshold policy, then a second store for the largest values.
+
+    It shows what a custom policy looks like: one call per message, a ``Route`` back.
+    """
+
+    base: SizeThresholdPolicy
+    above: int
+    store: str
+
+    def always_plain_up_to(self, segment_size: int) -> int:
+        return self.base.always_plain_up_to(segment_size)
+
+    def route(self, message: MessageInfo) -> Route:
+        if message.value_size > self.above:
+            return Route.reference(self.store)
+        return self.base.route(message)
+
+
 def run_demo(
     options: DemoOptions,
     bootstrap: str,
@@ -100,8 +121,10 @@ def run_demo(
     """Produce, consume and verify; ``window`` bounds unconsumed bytes (None: unbounded)."""
     notes: list[str] = []
     topic = f"gateway-demo-{uuid.uuid4().hex[:8]}"
-    store_name = next((s for s in options.stores if s in stores), None)
-    policy = SizeThresholdPolicy(reference_above=options.reference_above if store_name else None, store=store_name)
+    available = [s for s in options.stores if s in stores]
+    store_name = available[0] if available else None
+    base = SizeThresholdPolicy(reference_above=options.reference_above if store_name else None, store=store_name)
+    policy: Policy = TieredPolicy(base, options.tier_above, available[1]) if len(available) > 1 else base
     max_inline = options.max_size if window is None else min(options.max_size, window - 256 * 1024)
     producer = HybridProducer(
         {**client_config, "bootstrap.servers": bootstrap, "message.max.bytes": 1_000_000, "linger.ms": 5,
@@ -160,6 +183,7 @@ def run_demo(
             take(0.2)
         route = producer.route_for(topic, size, key)
         producer.produce(topic, value, key=key, on_delivery=delivered, route=route)
+        take(0)  # keep the consumer moving between sends
         name = str(route)
         expected[key] = (name, hashlib.sha256(value).hexdigest(), time.monotonic(), cost)
         stats = routes.setdefault(name, RouteStats())
@@ -180,7 +204,8 @@ def run_demo(
         )
     notes.extend(f"delivery failure: {f}" for f in failures[:5])
     counters = producer.metrics()
-    kafka_bytes = {k.split(".")[0]: v for k, v in counters.items() if k.endswith(".kafka.bytes")}
+    kafka_bytes = {k[: -len(".kafka.bytes")].replace(".", ":"): v for k, v in counters.items()
+                   if k.endswith(".kafka.bytes")}
     store_bytes = {name: int(store.metrics().get("bytes_written", 0)) for name, store in stores.items()}
     return DemoResult(
         produced, verified, mismatched, len(expected), skipped, routes, kafka_bytes, store_bytes,
@@ -206,7 +231,8 @@ def render(result: DemoResult, console: Any) -> None:
         kind = name.split(":")[0]
         store = name.split(":")[1] if ":" in name else None
         table.add_row(
-            name, f"{stats.messages:,}", f"{stats.payload_bytes:,}", f"{result.kafka_bytes.get(kind, 0):,}",
+            name, f"{stats.messages:,}", f"{stats.payload_bytes:,}",
+            f"{result.kafka_bytes.get(name, result.kafka_bytes.get(kind, 0)):,}",
             f"{result.store_bytes.get(store, 0):,}" if store else "-",
             f"{percentile(stats.latencies_ms, 50):.1f}", f"{percentile(stats.latencies_ms, 99):.1f}",
         )
@@ -227,7 +253,7 @@ def main(options: DemoOptions) -> int:
 
     from gateway import services
 
-    console = Console()
+    console = Console(width=max(110, Console().width))
     with ExitStack() as stack:
         if ":" in options.kafka:  # a bootstrap address: an existing cluster
             kafka = None
@@ -254,5 +280,41 @@ def main(options: DemoOptions) -> int:
 
 
 def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any], list[str]]:
-    """The stores the demo can use; reference messaging needs the stores package and a server."""
-    return {}, ["reference routes are not enabled in this build: large messages are chunked or left out"]
+    """Real Redis and S3 servers when installed; in-process stand-ins otherwise, and the screen says which."""
+    from gateway import services
+
+    stores: dict[str, Any] = {}
+    notes: list[str] = []
+    if "redis" in options.stores:
+        try:
+            import redis
+
+            from stores import RedisStore
+
+            server = stack.enter_context(services.RedisServer())
+            client = redis.Redis.from_url(server.url, socket_timeout=5, socket_connect_timeout=2)
+            stores["redis"] = RedisStore(client, prefix=f"demo{uuid.uuid4().hex[:6]}")
+            notes.append(f"Redis: redis-server {server.server_version()} at {server.url}")
+        except (services.ServiceUnavailable, ImportError) as exc:
+            try:
+                import fakeredis
+
+                from stores import RedisStore
+
+                stores["redis"] = RedisStore(fakeredis.FakeRedis(), prefix="demo")
+                notes.append(f"Redis: in-process fakeredis stand-in ({exc})")
+            except ImportError:
+                notes.append(f"Redis: not available ({exc}); no Redis references")
+    if "s3" in options.stores:
+        try:
+            from stores import S3Store
+
+            s3 = stack.enter_context(services.S3Server())
+            bucket = s3.create_bucket(f"gateway-demo-{uuid.uuid4().hex[:8]}")
+            stores["s3"] = S3Store(s3.client(), bucket=bucket, prefix="demo/")
+            notes.append(f"S3: moto server at {s3.endpoint_url}, bucket {bucket}")
+        except (services.ServiceUnavailable, ImportError) as exc:
+            notes.append(f"S3: not available ({exc}); no S3 references")
+    if not stores:
+        notes.append("no store available: large messages are chunked, or left out when they exceed the window")
+    return stores, notes

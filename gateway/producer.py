@@ -433,7 +433,10 @@ class HybridProducer:
             raise
         self.counters["reference.messages"] += 1
         self.counters["reference.bytes"] += len(payload)
-        self.counters["reference.kafka.bytes"] += len(envelope) + (len(key) if isinstance(key, (bytes, str)) else 0)
+        kafka_bytes = len(envelope) + (len(key) if isinstance(key, (bytes, str)) else 0)
+        self.counters["reference.kafka.bytes"] += kafka_bytes
+        per_store = f"reference.{name}.kafka.bytes"
+        self.counters[per_store] = self.counters.get(per_store, 0) + kafka_bytes
 
     def _after_ack(self, store: Any, locator: str) -> None:
         try:
