@@ -212,8 +212,10 @@ class MessageAssembler:
             result = Assembled(value, message.starting_offset, offset, True, message.count)
         else:
             self._by_partition.setdefault(tp, OrderedDict()).setdefault(message.message_id, message.starting_offset)
-        self._evict_for_space()
-        self._expire(tp, offset)
+        try:
+            self._evict_for_space()
+        finally:  # expiry runs even when an eviction is reported by raising
+            self._expire(tp, offset)
         return result
 
     def _check_declared(self, segment: Segment) -> None:

@@ -2,7 +2,8 @@
 
 Chunked (LinkedIn segments), reference and plain records all come out of ``poll`` as
 ``confluent_kafka.Message`` objects: the record that completes a message, with ``set_value`` /
-``set_headers`` applied, so a plain record is returned as librdkafka produced it, untouched.
+``set_headers`` applied. A plain record is returned as librdkafka produced it, untouched except
+for a ``_so`` header appended while a large message is pending in its partition (LinkedIn's rule).
 
 Raw records are fetched in batches into a local queue and processed one at a time, only when
 ``poll`` is about to hand one out: a message counts as delivered (and becomes committable) when
@@ -324,12 +325,13 @@ class HybridConsumer:
         """
         if message is not None:
             wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {
-                self._key(message): (int(message.offset() or 0) + 1, None)
+                self._key(message): (int(message.offset() or 0) + 1, "")
             }
             self._processor.release(self._key(message), int(message.offset() or 0))
             ignore_hw = True
         elif offsets is not None:
-            wanted = {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in offsets}
+            # no metadata is "" as Kafka clients since 2.1 write it (LinkedIn's codec would say "null")
+            wanted = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
             ignore_hw = True
         else:
             assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
@@ -402,7 +404,7 @@ class HybridConsumer:
 
     def safe_offset(self, partition: TopicPartition) -> int | None:
         """The offset a restart must resume from so that nothing delivered later is lost."""
-        return self._processor.tracker.current_safe_offset((partition.topic, partition.partition))
+        return self._processor.safe_offset((partition.topic, partition.partition))
 
     # -- positions and seeks -------------------------------------------------------------------
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
@@ -496,10 +498,12 @@ class HybridConsumer:
         for key in set(stale):
             self._drop_raw(key)
             self._processor.clear(key)
-        for tp in partitions:  # an explicit offset is a seek: forget what was known
+        for tp in partitions:  # an explicit offset is a seek: forget what was known, deliver from there
             if tp.offset >= 0 or tp.offset in (-1, -2):
-                self._drop_raw((tp.topic, tp.partition))
-                self._processor.clear((tp.topic, tp.partition))
+                key = (tp.topic, tp.partition)
+                self._drop_raw(key)
+                self._processor.clear(key)
+                self._processor.set_high_watermark(key, max(tp.offset, 0))
         self._consumer.assign(list(partitions))
 
     def unassign(self) -> None:

@@ -101,7 +101,10 @@ class TieredPolicy:
     store: str
 
     def always_plain_up_to(self, segment_size: int) -> int:
-        return self.base.always_plain_up_to(segment_size)
+        return min(self.base.always_plain_up_to(segment_size), self.above)
+
+    def store_names(self) -> set[str]:
+        return self.base.store_names() | {self.store}
 
     def route(self, message: MessageInfo) -> Route:
         if message.value_size > self.above:

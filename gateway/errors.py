@@ -20,6 +20,10 @@ class GatewayError(Exception):
     kafka_message: Any = None
 
 
+class ConfigurationError(GatewayError, ValueError):
+    """A setting that cannot work: a route to a store that was never given, an impossible size."""
+
+
 class ProtocolError(GatewayError, ValueError):
     """Bytes that claim to be one of our wire formats but cannot be decoded."""
 

@@ -92,6 +92,10 @@ class DeliveredOffsetTracker:
             f"Tracked offset range: [{tracker.earliest}, {tracker.delivered}], safe offset = {tracker.current_safe}",
         )
 
+    def is_segment_offset(self, tp: TopicPartitionKey, offset: int) -> bool:
+        tracker = self._partitions.get(tp)
+        return tracker is not None and tracker.is_segment(offset)
+
     def is_message_offset(self, tp: TopicPartitionKey, offset: int) -> bool:
         """True when ``offset`` was tracked as a whole message (delivered or filtered)."""
         tracker = self._partitions.get(tp)

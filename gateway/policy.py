@@ -99,6 +99,15 @@ class SizeThresholdPolicy:
     chunk_above: int | None = None
     overrides: Mapping[str, TopicOverride] = field(default_factory=dict)
 
+    def store_names(self) -> set[str]:
+        """Every store this policy may route to, so a producer can refuse a missing one up front."""
+        names = {self.store} if self.store is not None and self.reference_above is not None else set()
+        for o in self.overrides.values():
+            store = o.store or self.store
+            if store is not None and (o.reference_above is not None or self.reference_above is not None):
+                names.add(store)
+        return names
+
     def always_plain_up_to(self, segment_size: int) -> int:
         """The largest value this policy sends plain on every topic: the producer skips the policy below it."""
         limits = [segment_size]

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.assembler import INCOMPLETE, Assembled, MessageAssembler
+from gateway.errors import LargeMessageDroppedError
 from gateway.offsets import DeliveredOffsetTracker, HighWatermark, TopicPartitionKey
 from gateway.protocol.headers import (
     LM_HEADER,
@@ -117,7 +118,11 @@ class RecordProcessor:
                 if key == LM_HEADER:
                     lm_value, has_lm = header_value, True
                     break
-        result = self.assembler.assemble(tp, offset, value, lm_value, has_lm_header=has_lm)
+        try:
+            result = self.assembler.assemble(tp, offset, value, lm_value, has_lm_header=has_lm)
+        except LargeMessageDroppedError:
+            self.tracker.add_segment_offset(tp, offset)  # this segment is buffered; another message was dropped
+            raise
         if result is INCOMPLETE:
             self.tracker.add_segment_offset(tp, offset)
             return None
@@ -160,6 +165,14 @@ class RecordProcessor:
         self.tracker.add_segment_offset(tp, offset)
 
     # -- commits ----------------------------------------------------------------------------
+    def safe_offset(self, tp: TopicPartitionKey) -> int | None:
+        """The partition's current safe offset, holds included (what ``_so`` carries)."""
+        current = self.tracker.current_safe_offset(tp)
+        floor = self.floor(tp)
+        if current is None or floor is None:
+            return current
+        return min(current, floor)
+
     def current_positions(self, positions: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """LinkedIn's ``currentOffsetAndMetadataMap``: last delivered + 1, else the consumer position."""
         out: dict[TopicPartitionKey, int] = {}

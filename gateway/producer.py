@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway.auditing import Auditor, AuditType
 from gateway.config import peek_int, pop_bool, pop_int
-from gateway.errors import LargeMessageSendError, StoreError, StoreUnavailableError
+from gateway.errors import ConfigurationError, LargeMessageSendError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
@@ -84,9 +84,18 @@ class HybridProducer:
     * ``max.message.segment.bytes`` (800 000): chunk size; capped so that a segment, its 33-byte
       header, key and headers stay under ``message.max.bytes``;
     * ``li.record.header.enable`` (false): write LinkedIn's header-only (H3) segments;
-    * ``header.timestamp.enabled`` (true): stamp ``_t`` on every segment, as LinkedIn does;
+    * ``header.timestamp.enabled`` (true): stamp ``_t`` on every segment of a chunked message
+      (LinkedIn stamps every record; plain records are left exactly as given here);
     * ``li.large.message.segment.wrapping.required`` (false): wrap values that fit as one segment;
-    * ``large.message.block.ms`` (60 000): how long a chunked ``produce`` waits for queue space.
+    * ``large.message.block.ms`` (60 000): how long a chunked or reference ``produce`` waits for
+      queue space (the reference route has already written its payload, so it waits too);
+    * ``reference.fallback.inline.max.bytes`` (16 000 000), ``store.failure.threshold`` (3),
+      ``store.failure.window.ms`` (30 000), ``store.probe.interval.ms`` (5 000): store health and
+      fallback, see ``docs/policy.md``. The fallback cap stays below the consumer's default buffer
+      capacity (32 MB), since a chunked message larger than the consumer's buffer cannot be assembled.
+
+    ``on_delivery(err, msg)`` is called once per logical message with the message's last record,
+    whose value, key and headers are set back to what the caller passed in.
 
     A full local queue never leaves a chunked message half-queued without saying so: ``produce``
     serves delivery reports and retries until ``large.message.block.ms``; if the *first*
@@ -111,7 +120,7 @@ class HybridProducer:
         self._wrap_small = pop_bool(conf, "li.large.message.segment.wrapping.required", False)
         self._block_s = pop_int(conf, "large.message.block.ms", 60_000, minimum=0) / 1000.0
         self._max_message_bytes = peek_int(conf, "message.max.bytes", 1_000_000)
-        self._fallback_cap = pop_int(conf, "reference.fallback.inline.max.bytes", 64_000_000, minimum=0)
+        self._fallback_cap = pop_int(conf, "reference.fallback.inline.max.bytes", 16_000_000, minimum=0)
         self._health_settings = (
             pop_int(conf, "store.failure.threshold", 3, minimum=1),
             pop_int(conf, "store.failure.window.ms", 30_000, minimum=1),
@@ -123,9 +132,13 @@ class HybridProducer:
         self.segment_bytes = min(segment_bytes, self._max_message_bytes - overhead)
         self._overhead = overhead
         self.policy: Policy = policy if policy is not None else SizeThresholdPolicy()
+        self.stores: dict[str, Any] = dict(stores or {})
+        named = getattr(self.policy, "store_names", None)
+        missing = sorted(set(named()) - set(self.stores)) if callable(named) else []
+        if missing:
+            raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
         limit = getattr(self.policy, "always_plain_up_to", None)
         self._plain_up_to: int = limit(self.segment_bytes) if callable(limit) else -1
-        self.stores: dict[str, Any] = dict(stores or {})
         threshold, window, probe = self._health_settings
         self.health: dict[str, StoreHealth] = {
             name: StoreHealth(threshold, window, probe) for name in self.stores
@@ -225,6 +238,10 @@ class HybridProducer:
         messages whose route was forced, fail fast with :class:`StoreUnavailableError`.
         """
         name = route.store or ""
+        if name not in self.stores:
+            raise ConfigurationError(
+                f"the route names store {name!r}, but this producer has {sorted(self.stores) or 'no stores'}"
+            )
         health = self.health.get(name)
         now = int(time.time() * 1000)
         if health is not None and not health.allow(now):
@@ -275,7 +292,8 @@ class HybridProducer:
         on_delivery: DeliveryCallback | None, timestamp: int, headers: Any,
     ) -> None:
         key_bytes = _as_bytes(key)
-        hdrs = _headers_list(headers)
+        user_headers = _headers_list(headers)
+        hdrs = list(user_headers)
         ts = timestamp if timestamp > 0 else int(time.time() * 1000)
         if self._timestamp_header and not has_header(hdrs, TIMESTAMP_HEADER):
             hdrs.append((TIMESTAMP_HEADER, encode_timestamp(ts)))
@@ -286,7 +304,7 @@ class HybridProducer:
             topic, partition if partition >= 0 else None, ts, uuid.uuid4(), key_bytes, value,
             segment_size, hdrs, header_only=self._header_only,
         )
-        logical = _LogicalMessage(len(records), on_delivery, value, key, hdrs)
+        logical = _LogicalMessage(len(records), on_delivery, value, key, user_headers)
         with self._lock:
             self._messages_in_flight += 1
             self._segments_in_flight += len(records)

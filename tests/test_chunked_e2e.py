@@ -275,3 +275,22 @@ def test_linkedin_splitter_vectors_come_out_identical(kafka: KafkaService, topic
     for msg, (value, headers) in zip(got, expected, strict=True):
         assert msg.value() == value
         assert msg.headers() == headers
+
+
+def test_assign_at_an_offset_delivers_from_there_and_commits_without_null_metadata(
+    kafka: KafkaService, topic: str, consumer_config: Any
+) -> None:
+    produce_records(kafka.producer_config(), [plain_record(topic, i) for i in range(8)])
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first = HybridConsumer(consumer_config(group, **{"enable.auto.commit": False}))
+    first.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = drain(first, 6)
+    first.commit(message=got[-1], asynchronous=False)  # user offset 6, no metadata
+    committed = first.committed([TopicPartition(topic, 0)], timeout=10)[0]
+    assert (committed.offset, committed.metadata) == (6, "")
+    first.close()
+    second = HybridConsumer(consumer_config(group, **{"enable.auto.commit": False}))
+    second.assign([TopicPartition(topic, 0, 2)])  # an explicit offset below the committed HW: a seek
+    again = drain(second, 6)
+    second.close()
+    assert [m.offset() for m in again] == [2, 3, 4, 5, 6, 7]

@@ -243,3 +243,14 @@ def test_audit_counts_are_published_to_an_audit_topic(kafka: KafkaService, topic
     records = read_partition(consumer_config(), audit_topic, 0, 2)
     published = sorted((json.loads(m.value())["type"], json.loads(m.value())["messages"]) for m in records)
     assert published == [("ATTEMPT", 5), ("SUCCESS", 5)]
+
+
+def test_a_route_to_a_missing_store_is_a_configuration_error(kafka: KafkaService, topic: str) -> None:
+    from gateway.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError):
+        HybridProducer(kafka.producer_config(), policy=SizeThresholdPolicy(reference_above=10, store="redis"))
+    producer = HybridProducer(kafka.producer_config())
+    with pytest.raises(ConfigurationError):
+        producer.produce(topic, payload(2_000_000), route="reference:redis")
+    assert producer.metrics()["fallbacks"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.assembler import MessageAssembler
-from gateway.errors import OffsetNotTrackedError
+from gateway.errors import LargeMessageDroppedError, OffsetNotTrackedError
 from gateway.offsets import DeliveredOffsetTracker
 from gateway.processor import RecordProcessor
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, decode_lm
@@ -167,3 +167,33 @@ def test_clear_partition_forgets_everything() -> None:
     assert proc.assembler.buffered_bytes == 0
     assert proc.tracker.delivered(TP) is None
     assert proc.needs_commit(TP)
+
+
+def test_evicting_segment_is_tracked_as_a_segment_and_expiry_still_runs() -> None:
+    proc = RecordProcessor(
+        MessageAssembler(capacity=1000, expiration_offset_gap=2, exception_on_message_dropped=True,
+                         max_message_bytes=10_000),
+        DeliveredOffsetTracker(),
+    )
+    proc.load_commit(TP, None, None)
+    a = segments(payload(1800, 1), 600)
+    b = segments(payload(1800, 2), 600)
+    assert proc.process(TP, 0, *a[0]) is None
+    with pytest.raises(LargeMessageDroppedError):
+        proc.process(TP, 1, *b[0])  # A is evicted to make room; B's first segment stays
+    assert proc.tracker.is_segment_offset(TP, 1)
+    assert proc.process(TP, 2, plain(2), []) is not None
+    with pytest.raises(OffsetNotTrackedError):
+        proc.tracker.safe_offset(TP, 1)
+
+
+def test_holds_pin_safe_offset_commit_and_high_watermark() -> None:
+    proc = make()
+    for off in range(5):
+        proc.process(TP, off, plain(off), [])
+    proc.hold(TP, 2)
+    assert proc.safe_offset(TP) == 2
+    assert proc.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (2, "2,")}
+    proc.release(TP, 2)
+    assert proc.safe_offset(TP) == 5
+    assert proc.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (5, "5,")}

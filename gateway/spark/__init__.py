@@ -1,0 +1,77 @@
+"""Spark source for hybrid topics: ``spark.read.format("hybrid-kafka")`` / ``spark.readStream...``.
+
+Register once per session with :func:`register`; see ``docs/spark.md`` for options and examples.
+The source is a Python data source on confluent-kafka (pyspark ships no Kafka jar), and it gives
+the rows ``HybridConsumer`` would give for the same records: whole chunked messages (key, offset
+and timestamp of their last segment, ``_lm`` rewritten), resolved references, plain records.
+
+Range boundaries: exactly once without shared state
+---------------------------------------------------
+Every task reads one offset range ``[from, until)`` of one partition; batch queries split large
+partitions into several ranges, and a stream's micro-batches are ranges between checkpointed
+offsets. A chunked message may straddle any of these boundaries. The rule:
+
+*A message belongs to the range that holds its completing record* (the segment that makes it
+whole: LinkedIn's delivery offset). Plain records and envelopes complete at their own offset.
+
+So a range task must be able to complete messages whose first segments lie before ``from``. It
+starts reading at ``from - lookbackOffsets`` (never below the log start), runs the consumer's
+own pipeline (``RecordProcessor`` over ``MessageAssembler``) over everything, and emits only
+messages completing at an offset in ``[from, until)``. Messages completed before ``from`` are
+rebuilt and thrown away (the previous range emitted them); messages still open at ``until`` are
+left to the next range, which reads back over their segments. Ranges tile each partition, so
+each message is emitted once; no task needs another's state, a retried task gives the same
+rows, and a stream's checkpoint holds nothing but plain per-partition offsets.
+
+How far back is enough: LinkedIn's assembler drops a message once the partition has moved more
+than ``message.assembler.expiration.offset.gap`` offsets past its first segment, checked after
+each segment is added, so a message can still complete ``gap + 1`` offsets after its first
+segment and never later. The default ``lookbackOffsets`` is therefore ``gap + 1``; and because
+offsets can have holes (transaction markers, compaction), a task checks the last offset it saw
+before ``from`` and reads further back, before emitting anything, when that is not enough.
+A message whose first segment lies further back than that was expired by the consumer too:
+neither delivers it (a warning is logged). A ``lookbackOffsets`` below ``gap + 1`` trades that
+equivalence for less read-back: messages spanning more than the lookback *and* crossing a range
+boundary are then lost.
+
+Differences from ``HybridConsumer`` that remain: the ``_so`` (safe offset) header can differ near
+messages whose segments span more than the expiration gap (the consumer saw their first
+segments, the range did not); each range has its own assembler buffer, so eviction under
+``message.assembler.buffer.capacity`` is per range rather than per consumer; and failed
+references do not hold back later ``_so`` values (there are no commits to hold).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.spark.options import OptionError, SourceOptions, parse_options
+from gateway.spark.planning import DataLossError, OffsetRange
+from gateway.spark.reconcile import Dangling, Orphan, ReconcileReport, reconcile
+from gateway.spark.session import local_session
+from gateway.spark.source import ENVELOPE_FORMAT, FORMAT, EnvelopeScanDataSource, HybridKafkaDataSource
+
+
+def register(spark: Any) -> None:
+    """Make ``hybrid-kafka`` and ``hybrid-kafka-envelopes`` available on ``spark`` (idempotent)."""
+    spark.dataSource.register(HybridKafkaDataSource)
+    spark.dataSource.register(EnvelopeScanDataSource)
+
+
+__all__ = [
+    "ENVELOPE_FORMAT",
+    "FORMAT",
+    "Dangling",
+    "DataLossError",
+    "EnvelopeScanDataSource",
+    "HybridKafkaDataSource",
+    "OffsetRange",
+    "OptionError",
+    "Orphan",
+    "ReconcileReport",
+    "SourceOptions",
+    "local_session",
+    "parse_options",
+    "reconcile",
+    "register",
+]

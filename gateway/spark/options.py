@@ -1,0 +1,260 @@
+"""The ``hybrid-kafka`` options, parsed once into a picklable value.
+
+Spark hands a data source its options as a case-insensitive dict of strings; the same options
+must be understood on the driver (planning) and in every executor (reading), so they are parsed
+into one frozen dataclass that travels inside the reader and each input partition. Parsing is
+strict about values (a bad number fails the query at planning, not half-way through a job) and
+lenient about unknown keys, as Spark's own sources are.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gateway.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
+from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
+
+EARLIEST = -2
+"""Kafka's and Spark's spelling of "the first offset still in the log" in per-partition JSON."""
+LATEST = -1
+""""The high watermark at the time of planning" in per-partition JSON."""
+
+TopicPartitionKey = tuple[str, int]
+
+_KAFKA_PREFIX = "kafka."
+# Keys this source sets itself on every consumer: a user value would break the range reads.
+_RESERVED_KAFKA_KEYS = frozenset({
+    "enable.auto.commit", "enable.partition.eof", "auto.offset.reset", "enable.auto.offset.store",
+})
+
+
+class OptionError(ValueError):
+    """An option value this source cannot use; raised on the driver before any task starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """``earliest``, ``latest`` or explicit offsets per partition (-2 earliest, -1 latest).
+
+    Partitions missing from an explicit spec fall back to ``default`` (earliest for starting
+    offsets, latest for ending ones): Spark's Kafka source insists on every partition being
+    named, which makes a spec go stale as soon as a partition is added.
+    """
+
+    kind: str  # "earliest" | "latest" | "specific"
+    specific: tuple[tuple[TopicPartitionKey, int], ...] = ()
+    default: int = EARLIEST
+
+    def for_partition(self, tp: TopicPartitionKey) -> int:
+        """The requested offset for ``tp``: an absolute offset, :data:`EARLIEST` or :data:`LATEST`."""
+        if self.kind == "earliest":
+            return EARLIEST
+        if self.kind == "latest":
+            return LATEST
+        return dict(self.specific).get(tp, self.default)
+
+
+def parse_offset_spec(text: str | None, *, name: str, default_kind: str, allow_earliest: bool = True) -> OffsetSpec:
+    default = EARLIEST if default_kind == "earliest" else LATEST
+    if text is None or not text.strip():
+        return OffsetSpec(default_kind, (), default)
+    raw = text.strip()
+    lowered = raw.lower()
+    if lowered in ("earliest", "latest"):
+        if lowered == "earliest" and not allow_earliest:
+            raise OptionError(f"{name}=earliest is not allowed (it would select nothing)")
+        return OffsetSpec(lowered, (), default)
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"{name} must be earliest, latest or JSON like {{\"topic\":{{\"0\":23}}}}: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise OptionError(f"{name} JSON must be an object of topics, got {type(parsed).__name__}")
+    specific: list[tuple[TopicPartitionKey, int]] = []
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise OptionError(f"{name}: topic {topic!r} must map partition numbers to offsets")
+        for partition, offset in partitions.items():
+            try:
+                number = int(partition)
+            except ValueError as exc:
+                raise OptionError(f"{name}: {partition!r} of topic {topic!r} is not a partition number") from exc
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise OptionError(f"{name}: offset for {topic}[{partition}] must be an int >= -2, got {offset!r}")
+            if offset == EARLIEST and not allow_earliest:
+                raise OptionError(f"{name}: -2 (earliest) is not allowed for {topic}[{partition}]")
+            specific.append(((str(topic), number), offset))
+    return OffsetSpec("specific", tuple(sorted(specific)), default)
+
+
+def _int(options: Mapping[str, str], key: str, default: int | None, minimum: int | None = None) -> int | None:
+    value = options.get(key)
+    if value is None or str(value).strip() == "":
+        return default
+    try:
+        number = int(str(value).strip().replace("_", ""))
+    except ValueError as exc:
+        raise OptionError(f"{key} must be an integer, got {value!r}") from exc
+    if minimum is not None and number < minimum:
+        raise OptionError(f"{key} must be >= {minimum}, got {number}")
+    return number
+
+
+def _required_int(options: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
+    value = _int(options, key, default, minimum)
+    assert value is not None
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    value = options.get(key)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise OptionError(f"{key} must be true or false, got {value!r}")
+
+
+def _str(options: Mapping[str, str], key: str, default: str | None = None) -> str | None:
+    value = options.get(key)
+    if value is None or str(value) == "":
+        return default
+    return str(value)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything a planner or a range task needs to know, with defaults applied."""
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    kafka_config: Mapping[str, str] = field(default_factory=dict)
+    starting_offsets: OffsetSpec = OffsetSpec("earliest")
+    ending_offsets: OffsetSpec = OffsetSpec("latest", (), LATEST)
+    fail_on_data_loss: bool = True
+    # stores
+    redis_url: str | None = None
+    redis_prefix: str = "gw"
+    redis_name: str = "redis"
+    s3_endpoint: str | None = None
+    s3_bucket: str | None = None
+    s3_prefix: str = "gw/"
+    s3_region: str | None = None
+    s3_access_key: str | None = None
+    s3_secret_key: str | None = None
+    s3_name: str = "s3"
+    s3_path_style: bool = True
+    fetch_workers: int = DEFAULT_WORKERS
+    fetch_budget: int = DEFAULT_BUDGET
+    # assembler
+    buffer_capacity: int = DEFAULT_BUFFER_CAPACITY
+    expiration_offset_gap: int = DEFAULT_EXPIRATION_OFFSET_GAP
+    max_segments: int = DEFAULT_MAX_SEGMENTS
+    max_message_bytes: int | None = None
+    lookback_offsets: int = DEFAULT_EXPIRATION_OFFSET_GAP + 1
+    # planning
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    poll_timeout_ms: int = 120_000
+    high_watermark_from: str = "listOffsets"
+    group_id: str = field(default_factory=lambda: f"gateway-spark-{uuid.uuid4().hex[:12]}")
+
+    @property
+    def has_stores(self) -> bool:
+        return self.redis_url is not None or self.s3_bucket is not None
+
+    def consumer_config(self) -> dict[str, Any]:
+        """The confluent-kafka config of every consumer this source opens (planner and tasks).
+
+        Range reads use ``assign`` only (no group join, no commits); end of partition must be
+        reported so a task can tell "the range's tail holds no visible record" from "wait".
+        """
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "group.id": self.group_id,
+                                "fetch.wait.max.ms": 100}
+        conf.update(self.kafka_config)
+        conf.update({
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        })
+        return conf
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Validate Spark's option map (keys arrive lower-cased) into :class:`SourceOptions`."""
+    opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    bootstrap = opts.get("kafka.bootstrap.servers")
+    if not bootstrap:
+        raise OptionError("option kafka.bootstrap.servers is required")
+    for unsupported in ("assign", "subscribepattern"):
+        if unsupported in opts:
+            raise OptionError(f"option {unsupported} is not supported by hybrid-kafka; use subscribe")
+    topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+    if not topics:
+        raise OptionError("option subscribe (comma-separated topics) is required")
+    kafka_config: dict[str, str] = {}
+    for key, value in opts.items():
+        if key.startswith(_KAFKA_PREFIX) and key != "kafka.bootstrap.servers":
+            inner = key[len(_KAFKA_PREFIX):]
+            if inner in _RESERVED_KAFKA_KEYS:
+                raise OptionError(f"option {key} is managed by hybrid-kafka and cannot be set")
+            kafka_config[inner] = value
+    group_id = kafka_config.pop("group.id", None)
+    starting = parse_offset_spec(
+        opts.get("startingoffsets"), name="startingOffsets", default_kind="latest" if streaming else "earliest"
+    )
+    ending = parse_offset_spec(opts.get("endingoffsets"), name="endingOffsets", default_kind="latest",
+                               allow_earliest=False)
+    if streaming and "endingoffsets" in opts:
+        raise OptionError("endingOffsets is for batch queries; a stream reads on as data arrives")
+    gap = _required_int(opts, "message.assembler.expiration.offset.gap", DEFAULT_EXPIRATION_OFFSET_GAP, 0)
+    capacity = _required_int(opts, "message.assembler.buffer.capacity", DEFAULT_BUFFER_CAPACITY, 1)
+    high_from = opts.get("highwatermarkfrom", "listOffsets")
+    if high_from.lower() not in ("listoffsets", "fetch"):
+        raise OptionError(f"highWatermarkFrom must be listOffsets or fetch, got {high_from!r}")
+    result = SourceOptions(
+        bootstrap_servers=bootstrap,
+        topics=topics,
+        kafka_config=kafka_config,
+        starting_offsets=starting,
+        ending_offsets=ending,
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        redis_url=_str(opts, "redis.url"),
+        redis_prefix=_str(opts, "redis.prefix", "gw") or "gw",
+        redis_name=_str(opts, "redis.name", "redis") or "redis",
+        s3_endpoint=_str(opts, "s3.endpoint"),
+        s3_bucket=_str(opts, "s3.bucket"),
+        s3_prefix=opts.get("s3.prefix", "gw/"),
+        s3_region=_str(opts, "s3.region"),
+        s3_access_key=_str(opts, "s3.access.key"),
+        s3_secret_key=_str(opts, "s3.secret.key"),
+        s3_name=_str(opts, "s3.name", "s3") or "s3",
+        s3_path_style=_bool(opts, "s3.path.style", True),
+        fetch_workers=_required_int(opts, "reference.fetch.workers", DEFAULT_WORKERS, 1),
+        fetch_budget=_required_int(opts, "reference.fetch.budget.bytes", DEFAULT_BUDGET, 0),
+        buffer_capacity=capacity,
+        expiration_offset_gap=gap,
+        max_segments=_required_int(opts, "message.assembler.max.segments.per.message", DEFAULT_MAX_SEGMENTS, 1),
+        max_message_bytes=_int(opts, "message.assembler.max.message.bytes", None, 1),
+        lookback_offsets=_required_int(opts, "lookbackoffsets", gap + 1, 0),
+        max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", None, 1),
+        min_partitions=_int(opts, "minpartitions", None, 1),
+        max_records_per_partition=_int(opts, "maxrecordsperpartition", None, 1),
+        poll_timeout_ms=_required_int(opts, "kafkaconsumer.polltimeoutms", 120_000, 1),
+        high_watermark_from="fetch" if high_from.lower() == "fetch" else "listOffsets",
+    )
+    if group_id is not None:
+        result = replace(result, group_id=group_id)
+    if (result.s3_access_key is None) != (result.s3_secret_key is None):
+        raise OptionError("s3.access.key and s3.secret.key go together")
+    return result
+

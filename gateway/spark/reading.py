@@ -1,0 +1,308 @@
+"""What one Spark task does with one offset range: read back, assemble, resolve, emit Arrow batches.
+
+The task yields ``pyarrow.RecordBatch`` objects rather than tuples: values are large binaries,
+and Spark's tuple path converts every cell in Python before building the very same Arrow batch.
+Batches are cut by row count and by bytes, because an Arrow binary column addresses at most
+2 GiB and Spark holds a whole batch in memory on both sides of the worker pipe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
+
+from gateway.errors import EnvelopeFormatError, GatewayError
+from gateway.protocol.envelope import (
+    ENVELOPE_HEADER,
+    decode_envelope,
+    is_envelope_record,
+    looks_like_envelope,
+)
+from gateway.protocol.headers import LM_HEADER, Headers, has_header
+from gateway.resolver import Resolver
+from gateway.spark.assembly import ROUTE_REFERENCE, AssemblyLimits, Emitted, RawRecord, owned_messages
+from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
+from gateway.spark.options import SourceOptions
+from gateway.spark.planning import DataLossError, OffsetRange
+from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, MESSAGE_ARROW_SCHEMA
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_ROWS = 2_000
+MAX_BATCH_BYTES = 128 * 1024 * 1024
+
+
+def build_stores(options: SourceOptions) -> dict[str, Any]:
+    """The payload stores named in the options, opened in this process (executors open their own)."""
+    stores: dict[str, Any] = {}
+    if options.redis_url:
+        import redis
+
+        from stores import RedisStore
+
+        stores[options.redis_name] = RedisStore(
+            redis.Redis.from_url(options.redis_url), prefix=options.redis_prefix, name=options.redis_name,
+            close_client=True,
+        )
+    if options.s3_bucket:
+        import boto3
+        from botocore.config import Config
+
+        from stores import S3Store
+
+        kwargs: dict[str, Any] = {}
+        if options.s3_endpoint:
+            kwargs["endpoint_url"] = options.s3_endpoint
+        if options.s3_region:
+            kwargs["region_name"] = options.s3_region
+        if options.s3_access_key is not None:
+            kwargs["aws_access_key_id"] = options.s3_access_key
+            kwargs["aws_secret_access_key"] = options.s3_secret_key
+        if options.s3_path_style:
+            kwargs["config"] = Config(s3={"addressing_style": "path"})
+        stores[options.s3_name] = S3Store(
+            boto3.client("s3", **kwargs), bucket=options.s3_bucket, prefix=options.s3_prefix, name=options.s3_name,
+            close_client=True,
+        )
+    return stores
+
+
+def _close_stores(stores: dict[str, Any]) -> None:
+    for store in stores.values():
+        try:
+            store.close()
+        except Exception as exc:  # closing is best effort; the task's outcome is already decided
+            log.debug("closing store %r failed: %s", store, exc)
+
+
+class _Rows:
+    """Column lists for one Arrow batch of the message schema."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int | None] = []
+        self.timestamp_types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+        self.routes: list[str] = []
+        self.starts: list[int] = []
+        self.errors: list[str | None] = []
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message: Emitted, value: bytes | None, error: str | None) -> None:
+        record = message.record
+        self.keys.append(record.key)
+        self.values.append(value)
+        self.offsets.append(record.offset)
+        self.timestamps.append(None if record.timestamp_ms is None else record.timestamp_ms * 1000)
+        self.timestamp_types.append(record.timestamp_type)
+        self.headers.append(_headers(message.headers))
+        self.routes.append(message.route)
+        self.starts.append(message.starting_offset)
+        self.errors.append(error)
+        self.nbytes += (len(value) if value is not None else 0) + (len(record.key) if record.key else 0)
+
+    def full(self) -> bool:
+        return len(self.offsets) >= MAX_BATCH_ROWS or self.nbytes >= MAX_BATCH_BYTES
+
+    def take(self) -> pa.RecordBatch:
+        schema = MESSAGE_ARROW_SCHEMA
+        n = len(self.offsets)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.keys, schema.field("key").type),
+                pa.array(self.values, schema.field("value").type),
+                pa.array([self.topic] * n, schema.field("topic").type),
+                pa.array([self.partition] * n, schema.field("partition").type),
+                pa.array(self.offsets, schema.field("offset").type),
+                pa.array(self.timestamps, schema.field("timestamp").type),
+                pa.array(self.timestamp_types, schema.field("timestampType").type),
+                pa.array(self.headers, schema.field("headers").type),
+                pa.array(self.routes, schema.field("route").type),
+                pa.array(self.starts, schema.field("startingOffset").type),
+                pa.array(self.errors, schema.field("error").type),
+            ],
+            schema=schema,
+        )
+        self._reset()
+        return batch
+
+
+def _headers(headers: Headers | None) -> list[dict[str, Any]] | None:
+    if not headers:
+        return None
+    return [{"key": k, "value": v} for k, v in headers]
+
+
+def read_messages(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Every message owned by ``rng`` (see :mod:`gateway.spark`), as Arrow batches."""
+    consumer = open_consumer(options)
+    stores = build_stores(options)
+    resolver = Resolver(stores, workers=options.fetch_workers, budget=options.fetch_budget)
+    try:
+        yield from _read(options, rng, consumer, resolver)
+    finally:
+        resolver.close()
+        _close_stores(stores)
+        consumer.close()
+
+
+def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, resolver: Resolver) -> Iterator[pa.RecordBatch]:
+    topic, partition = rng.tp
+    low, _ = watermarks(consumer, [rng.tp])[rng.tp]
+    emit_from, until = rng.from_offset, rng.until_offset
+    if emit_from < low:
+        if not rng.from_earliest:
+            _data_loss(f"{topic}[{partition}]: offsets {emit_from}..{low - 1} were deleted before they were read",
+                       options.fail_on_data_loss)
+        emit_from = low
+    if until <= emit_from:
+        return
+    timeout = options.poll_timeout_ms / 1000.0
+
+    def fetch(start: int, end: int) -> Iterator[list[RawRecord]]:
+        return read_batches(consumer, topic, partition, start, end, timeout_s=timeout,
+                            fail_on_data_loss=options.fail_on_data_loss)
+
+    upcoming: deque[tuple[int, Any]] = deque()
+
+    def on_batch(batch: Sequence[RawRecord]) -> None:
+        if resolver.stores:
+            _queue_prefetch(batch, emit_from, upcoming)
+            _prefetch(resolver, upcoming)
+
+    def on_restart() -> None:
+        upcoming.clear()
+        resolver.discard(lambda _: False)
+
+    rows = _Rows(topic, partition)
+    for message in owned_messages(fetch, topic, partition, emit_from, until, low, limits(options),
+                                  on_batch=on_batch, on_restart=on_restart):
+        value, error = _resolve(message, resolver, options.fail_on_data_loss, upcoming)
+        rows.add(message, value, error)
+        if rows.full():
+            yield rows.take()
+    if len(rows):
+        yield rows.take()
+
+
+def limits(options: SourceOptions) -> AssemblyLimits:
+    return AssemblyLimits(options.buffer_capacity, options.expiration_offset_gap, options.max_segments,
+                          options.max_message_bytes, options.lookback_offsets)
+
+
+def _queue_prefetch(batch: Sequence[RawRecord], emit_from: int, upcoming: deque[tuple[int, Any]]) -> None:
+    for record in batch:
+        if record.offset < emit_from or not looks_like_envelope(record.value) or has_header(record.headers, LM_HEADER):
+            continue
+        try:
+            upcoming.append((record.offset, decode_envelope(record.value)))
+        except EnvelopeFormatError:
+            continue  # reported when the record's turn comes
+
+
+def _prefetch(resolver: Resolver, upcoming: deque[tuple[int, Any]]) -> None:
+    """Start fetches in record order until the byte budget says stop, as the consumer does."""
+    while upcoming:
+        offset, envelope = upcoming[0]
+        if not resolver.prefetch(offset, envelope):
+            return
+        upcoming.popleft()
+
+
+def _resolve(message: Emitted, resolver: Resolver, fail: bool, upcoming: deque[tuple[int, Any]]
+             ) -> tuple[bytes | None, str | None]:
+    """The row's value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column."""
+    error = message.error
+    if message.route == ROUTE_REFERENCE and message.envelope is not None:
+        try:
+            return resolver.resolve(message.record.offset, message.envelope), None
+        except GatewayError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            while upcoming and upcoming[0][0] <= message.record.offset:
+                upcoming.popleft()
+            _prefetch(resolver, upcoming)
+    if error is None:
+        return message.value, None
+    if fail:
+        raise DataLossError(
+            f"{message.route} message at offset {message.record.offset} cannot be delivered: {error}"
+            " (set failOnDataLoss=false to get the row with its error instead)"
+        )
+    return None, error
+
+
+def _data_loss(message: str, fail: bool) -> None:
+    if fail:
+        raise DataLossError(message + " (set failOnDataLoss=false to go on without it)")
+    log.warning("%s; going on without it (failOnDataLoss=false)", message)
+
+
+# -- the envelope scan (for reconcile) ----------------------------------------------------------
+
+
+def read_envelopes(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Every envelope record in ``rng``: no read-back, since an envelope is always one record."""
+    consumer = open_consumer(options)
+    try:
+        topic, partition = rng.tp
+        low, _ = watermarks(consumer, [rng.tp])[rng.tp]
+        start = rng.from_offset
+        if start < low:
+            if not rng.from_earliest:
+                _data_loss(f"{topic}[{partition}]: offsets {start}..{low - 1} were deleted before they were read",
+                           options.fail_on_data_loss)
+            start = low
+        if rng.until_offset <= start:
+            return
+        columns: dict[str, list[Any]] = {name: [] for name in ENVELOPE_ARROW_SCHEMA.names}
+        for batch in read_batches(consumer, topic, partition, start, rng.until_offset,
+                                  timeout_s=options.poll_timeout_ms / 1000.0,
+                                  fail_on_data_loss=options.fail_on_data_loss):
+            for record in batch:
+                if has_header(record.headers, LM_HEADER) or not is_envelope_record(record.value, record.headers):
+                    continue
+                row = _envelope_row(topic, partition, record)
+                if row is not None:
+                    for name, value in zip(ENVELOPE_ARROW_SCHEMA.names, row, strict=True):
+                        columns[name].append(value)
+            if len(columns["offset"]) >= MAX_BATCH_ROWS:
+                yield _envelope_batch(columns)
+        if columns["offset"]:
+            yield _envelope_batch(columns)
+    finally:
+        consumer.close()
+
+
+def _envelope_row(topic: str, partition: int, record: RawRecord) -> tuple[Any, ...] | None:
+    ts = None if record.timestamp_ms is None else record.timestamp_ms * 1000
+    try:
+        envelope = decode_envelope(record.value)
+    except EnvelopeFormatError as exc:
+        if not has_header(record.headers, ENVELOPE_HEADER):
+            return None  # a legacy value that only starts like an envelope
+        return (topic, partition, record.offset, ts, None, None, None, None, f"{type(exc).__name__}: {exc}")
+    return (topic, partition, record.offset, ts, envelope.store, envelope.locator, envelope.size,
+            str(envelope.message_id), None)
+
+
+def _envelope_batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:
+    schema = ENVELOPE_ARROW_SCHEMA
+    arrays = [pa.array(columns[f.name], f.type) for f in schema]
+    for values in columns.values():
+        values.clear()
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

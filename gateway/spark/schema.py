@@ -1,0 +1,92 @@
+"""The output schemas, as Spark types (for the planner) and as Arrow types (for the tasks).
+
+Spark checks a data source's Arrow batches against ``to_arrow_schema`` of its declared schema
+field by field, list element names included, so the Arrow side is spelled out here rather than
+derived at run time from a pyspark helper that is not public API; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
+
+MESSAGE_COLUMNS = (
+    "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    "route", "startingOffset", "error",
+)
+"""Spark's Kafka source columns first, in its order, then ours."""
+
+_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+
+MESSAGE_ARROW_SCHEMA = pa.schema([
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestampType", pa.int32()),
+    pa.field("headers", pa.list_(pa.field("element", _HEADER))),
+    pa.field("route", pa.string()),
+    pa.field("startingOffset", pa.int64()),
+    pa.field("error", pa.string()),
+])
+
+ENVELOPE_ARROW_SCHEMA = pa.schema([
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("store", pa.string()),
+    pa.field("locator", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("messageId", pa.string()),
+    pa.field("error", pa.string()),
+])
+
+
+def message_schema() -> Any:
+    """``StructType`` of the ``hybrid-kafka`` rows."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    return StructType([
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField("headers", ArrayType(header)),
+        StructField("route", StringType()),
+        StructField("startingOffset", LongType()),
+        StructField("error", StringType()),
+    ])
+
+
+def envelope_schema() -> Any:
+    """``StructType`` of the ``hybrid-kafka-envelopes`` rows (one per envelope record)."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+    return StructType([
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("store", StringType()),
+        StructField("locator", StringType()),
+        StructField("size", LongType()),
+        StructField("messageId", StringType()),
+        StructField("error", StringType()),
+    ])
