@@ -679,7 +679,36 @@ def _find_redis_server() -> str | None:
     return None
 
 
-class RedisServer:
+_ServerT = TypeVar("_ServerT", bound="_LocalServer")
+
+
+class _LocalServer:
+    """A server child process with a scratch directory: started on enter, stopped and cleaned on exit."""
+
+    _proc: _Process | None
+    _workdir: Path | None
+
+    def start(self: _ServerT) -> _ServerT:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop for good and remove the scratch directory; safe to call twice."""
+        if self._proc is not None:
+            self._proc.stop(grace=5.0)
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    def __enter__(self: _ServerT) -> _ServerT:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class RedisServer(_LocalServer):
     """A real redis-server on loopback, or ``REDIS_URL`` when set (then nothing is started).
 
     :meth:`stop` and :meth:`start` keep the port, so a test can take Redis away in the middle of a
@@ -795,29 +824,15 @@ class RedisServer:
             self._proc.stop(grace=5.0)
 
     def close(self) -> None:
-        """Stop for good and remove the temp dir; safe to call twice."""
-        if self.external:
-            return
-        if self._proc is not None:
-            self._proc.stop(grace=5.0)
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-
-    def __enter__(self: _RedisT) -> _RedisT:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        if not self.external:
+            super().close()
 
 
 # --------------------------------------------------------------------------------------------
 # S3
 
 
-class S3Server:
+class S3Server(_LocalServer):
     """moto's S3 as a separate process, or the endpoint in ``S3_ENDPOINT_URL`` when set.
 
     A separate process rather than moto's in-process server, because Spark workers and other
@@ -933,18 +948,3 @@ class S3Server:
         )
         self._endpoint_url = f"http://{LOOPBACK}:{port}"
         return self
-
-    def close(self) -> None:
-        if self._proc is not None:
-            self._proc.stop(grace=5.0)
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-
-    def __enter__(self: _S3T) -> _S3T:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

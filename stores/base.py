@@ -18,11 +18,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from gateway.errors import LocatorError
+from gateway.errors import LocatorError, StoreUnavailableError
 
 Payload = bytes | bytearray | memoryview
+
+_StoreT = TypeVar("_StoreT", bound="StoreLifecycle")
 
 MAX_TOPIC_LENGTH = 249
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -120,6 +122,39 @@ class Store(Protocol):
     def metrics(self) -> dict[str, int | float]: ...
 
     def close(self) -> None: ...
+
+
+class StoreLifecycle:
+    """What both stores share around their I/O: metrics, closing, and refusing calls once closed.
+
+    ``close()`` closes the client only when the store was told it owns it (``close_client=True``):
+    the caller usually shares one client among several users.
+    """
+
+    client: Any
+    _close_client: bool
+    _closed: bool
+    _metrics: StoreMetrics
+
+    def metrics(self) -> dict[str, int | float]:
+        return self._metrics.snapshot()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._close_client:
+            self.client.close()
+
+    def __enter__(self: _StoreT) -> _StoreT:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError(f"{self!r} is closed")
 
 
 class StoreMetrics:

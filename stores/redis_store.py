@@ -48,6 +48,7 @@ from gateway.errors import (
 from gateway.protocol.envelope import validate_store_name
 from stores.base import (
     Payload,
+    StoreLifecycle,
     StoreMetrics,
     now_ms,
     parse_topic,
@@ -115,7 +116,7 @@ def ttl_from_retention(admin_client: Any, topic: str, margin_seconds: int = 3600
     return topic_retention(admin_client, topic).payload_ttl_seconds(margin_seconds)
 
 
-class RedisStore:
+class RedisStore(StoreLifecycle):
     """A :class:`stores.Store` on redis-py.
 
     ``client`` must return bytes (``decode_responses=False``). Redis errors that mean the server is
@@ -353,27 +354,7 @@ class RedisStore:
                 return
 
     # -- lifecycle -------------------------------------------------------------------------
-    def metrics(self) -> dict[str, int | float]:
-        return self._metrics.snapshot()
-
-    def close(self) -> None:
-        """Refuse further calls; close the client only if this store was told it owns it."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._close_client:
-            self.client.close()
-
-    def __enter__(self) -> RedisStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- plumbing --------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreUnavailableError(f"{self!r} is closed")
 
     def _transaction(self, build: Callable[[Pipeline], None]) -> list[Any]:
         def run() -> list[Any]:

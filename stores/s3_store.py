@@ -43,6 +43,7 @@ from stores.base import (
     TOPIC_PATTERN,
     UUID_PATTERN,
     Payload,
+    StoreLifecycle,
     StoreMetrics,
     parse_topic,
     parse_uuid,
@@ -94,7 +95,7 @@ def expiry_days_from_retention(admin_client: Any, topic: str, margin_seconds: in
     return None if seconds is None else max(1, -(-seconds // 86400))
 
 
-class S3Store:
+class S3Store(StoreLifecycle):
     """A :class:`stores.Store` on a boto3 S3 client (thread-safe, as boto3 clients are).
 
     Writes below ``multipart_threshold`` are one PutObject; larger ones a multipart upload of
@@ -340,27 +341,7 @@ class S3Store:
         return rule
 
     # -- lifecycle -------------------------------------------------------------------------
-    def metrics(self) -> dict[str, int | float]:
-        return self._metrics.snapshot()
-
-    def close(self) -> None:
-        """Refuse further calls; close the client only if this store was told it owns it."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._close_client:
-            self.client.close()
-
-    def __enter__(self) -> S3Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- plumbing --------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreUnavailableError(f"{self!r} is closed")
 
     def _transfer(self) -> Any:
         if self._transfer_config is None:
