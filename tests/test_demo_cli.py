@@ -64,3 +64,15 @@ def test_prometheus_collector_exposes_route_counters(kafka: KafkaService, topic:
     assert "gateway_producer_plain_messages_total 1.0" in text
     assert "gateway_consumer_chunked_messages_total 1.0" in text
     assert "gateway_consumer_assembler_buffered_bytes 0.0" in text
+
+
+def test_demo_verdict_requires_every_message_verified() -> None:
+    from gateway.demo import DemoResult
+
+    def result(produced: int, verified: int, mismatched: int, missing: int) -> DemoResult:
+        return DemoResult(produced, verified, mismatched, missing, 0, {}, {}, {}, "mock", [], 1.0)
+
+    assert result(10, 10, 0, 0).ok
+    assert not result(10, 9, 1, 0).ok
+    assert not result(10, 9, 0, 1).ok
+    assert not result(0, 0, 0, 0).ok
