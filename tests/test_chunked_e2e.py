@@ -11,9 +11,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
-from gateway import HybridConsumer, HybridProducer, LargeMessageDroppedError, OffsetNotTrackedError
+from gateway import (
+    HybridConsumer,
+    HybridProducer,
+    LargeMessageDroppedError,
+    LargeMessageSendError,
+    OffsetNotTrackedError,
+)
+from gateway.embedded import EmbeddedKafka
 from gateway.protocol import LM_HEADER, decode_lm, split
 from gateway.protocol.headers import last_header
 from gateway.services import KafkaService
@@ -86,17 +93,38 @@ def test_round_trip_mixed_sizes_and_delivery_reports(kafka: KafkaService, topic:
     assert last_header(big.headers(), "_t") is not None
 
 
-def test_failed_send_reports_once_with_typed_error(kafka: KafkaService, topic: str) -> None:
+def test_failed_send_reports_once_with_typed_error() -> None:
+    with EmbeddedKafka() as cluster:
+        cluster.create_topic("down", partitions=1)
+        producer = HybridProducer({"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 2000,
+                                   "max.message.segment.bytes": 100_000})
+        producer.list_topics("down", timeout=10)
+        for broker in cluster.broker_ids:
+            cluster.set_broker_down(broker)
+        reports: list[Any] = []
+        producer.produce("down", payload(450_000), key=b"k", on_delivery=lambda err, msg: reports.append((err, msg)))
+        producer.flush(20)
+        assert len(reports) == 1, "one report for the logical message, not one per segment"
+        err, msg = reports[0]
+        assert isinstance(err, LargeMessageSendError) and "Sent 0 of 5 segments" in str(err)
+        assert err.code() == KafkaError._MSG_TIMED_OUT and err.sent == 0 and err.total == 5
+        assert msg.value() == payload(450_000) and msg.key() == b"k"
+        assert len(producer) == 0
+        del producer
+
+
+def test_unknown_partition_fails_the_whole_message(kafka: KafkaService, topic: str) -> None:
     producer = HybridProducer({**kafka.producer_config(), "max.message.segment.bytes": 100_000,
                                "message.timeout.ms": 3000})
     reports: list[Any] = []
-    # partition 7 does not exist on a one-partition topic: every segment fails
-    producer.produce(topic, payload(450_000), key=b"k", partition=7, on_delivery=lambda e, m: reports.append(e))
-    producer.flush(20)
-    assert len(reports) == 1
-    err = reports[0]
-    assert err is not None and "of 5 segments" in str(err)
-    assert err.code() == KafkaError._UNKNOWN_PARTITION
+    try:  # synchronously once librdkafka knows the topic has one partition, else in the delivery report
+        producer.produce(topic, payload(450_000), key=b"k", partition=7, on_delivery=lambda e, m: reports.append(e))
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError._UNKNOWN_PARTITION
+        assert reports == []
+    else:
+        producer.flush(20)
+        assert len(reports) == 1 and reports[0].code() == KafkaError._UNKNOWN_PARTITION
     assert len(producer) == 0
 
 
