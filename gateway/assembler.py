@@ -122,6 +122,9 @@ class MessageAssembler:
             return next(iter(tracked.values()))
         return INT64_MAX
 
+    def has_pending(self, tp: TopicPartitionKey) -> bool:
+        return bool(self._by_partition.get(tp))
+
     def safe_offsets(self) -> dict[TopicPartitionKey, int]:
         """Smallest pending start per partition that has any, without expiring."""
         return {tp: next(iter(t.values())) for tp, t in self._by_partition.items() if t}

@@ -64,6 +64,42 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds a write may stay pending before it counts as orphaned (default 3600)")
     gc.add_argument("--bootstrap", help="Kafka bootstrap servers: verify against the topics before deleting")
     gc.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    reconcile = sub.add_parser(
+        "reconcile",
+        help="Spark job: find payloads no envelope points at (orphans) and envelopes whose payload is gone",
+        description="Scans every envelope of the topic with Spark (hybrid-kafka-envelopes), lists the store's "
+        "objects for the topic, and anti-joins both ways. Orphans are objects no envelope points at that were "
+        "written before now - grace; dangling envelopes point at nothing. Deletes orphans only with --delete. "
+        "Exits 1 when dangling or broken envelopes were found, or a deletion failed.",
+    )
+    reconcile.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    reconcile.add_argument("--topic", required=True, action="append",
+                           help="topic to reconcile (repeat for several)")
+    reconcile.add_argument("--redis-url", help="Redis store, e.g. redis://127.0.0.1:6379/0")
+    reconcile.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
+    reconcile.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
+    reconcile.add_argument("--s3-bucket", help="S3 bucket of the store")
+    reconcile.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
+    reconcile.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
+    reconcile.add_argument("--grace", type=float, default=3600.0,
+                           help="seconds an unreferenced object may be young before it counts as orphan (default 3600)")
+    reconcile.add_argument("--delete", action="store_true", help="delete the orphans found")
+    reconcile.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[2])")
+    reconcile.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                           help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)")
+    bench = sub.add_parser(
+        "bench",
+        help="measure every route beside raw confluent-kafka, redis-py and boto3; regenerate docs/benchmarks.md",
+        description="Starts a broker (Tansu by default), redis-server and a moto S3 server, measures the chunked, "
+        "Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
+        "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
+        "docs/benchmarks.md with its plots. Same as python -m benchmarks.",
+    )
+    bench.add_argument("--quick", action="store_true", help="smaller volumes, no 100 MB size (about 2-3 minutes)")
+    bench.add_argument("--backend", default="tansu",
+                       help="Kafka broker: tansu (default), noida, or external (KAFKA_BOOTSTRAP_SERVERS)")
+    bench.add_argument("--output", default=None,
+                       help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)")
     return parser
 
 
@@ -94,6 +130,41 @@ def _gc(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def _reconcile(args: argparse.Namespace) -> int:
+    if not args.redis_url and not args.s3_bucket:
+        print("gateway reconcile: name a store with --redis-url or --s3-bucket", file=sys.stderr)
+        return 2
+    options = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": ",".join(args.topic)}
+    for item in args.kafka_option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"gateway reconcile: --kafka-option needs KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        options[f"kafka.{key.strip()}"] = value
+    if args.redis_url:
+        options.update({"redis.url": args.redis_url, "redis.prefix": args.redis_prefix})
+    if args.s3_bucket:
+        options.update({"s3.bucket": args.s3_bucket, "s3.prefix": args.s3_prefix})
+        if args.s3_endpoint:
+            options["s3.endpoint"] = args.s3_endpoint
+        if args.s3_region:
+            options["s3.region"] = args.s3_region
+    from pyspark.sql import SparkSession
+
+    from gateway.spark import local_session, reconcile
+
+    owned = SparkSession.getActiveSession() is None  # a caller's session (tests, notebooks) is left running
+    spark = local_session(args.master, app_name="gateway-reconcile")
+    try:
+        report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+    finally:
+        if owned:
+            spark.stop()
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -110,6 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ))
     if args.command == "gc":
         return _gc(args)
+    if args.command == "reconcile":
+        return _reconcile(args)
+    if args.command == "bench":
+        from benchmarks.__main__ import main as bench_main
+
+        bench_argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
+        return bench_main(bench_argv + (["--output", args.output] if args.output else []))
     parser.print_help()
     return 0 if args.command is None else 2
 

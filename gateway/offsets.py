@@ -81,6 +81,15 @@ class DeliveredOffsetTracker:
         if start != offset or safe != offset + 1:
             tracker.put(offset, safe, start)
 
+    def track_plain(self, tp: TopicPartitionKey, offset: int) -> None:
+        """``track`` for a delivered record with nothing pending in its partition: the hot path, inlined."""
+        tracker = self._partitions.get(tp)
+        if tracker is None:
+            tracker = _PartitionTracker(earliest=offset, max_tracked=self.max_tracked, current_safe=offset)
+            self._partitions[tp] = tracker
+        tracker.current_safe = offset + 1
+        tracker.delivered = offset
+
     def add_segment_offset(self, tp: TopicPartitionKey, offset: int) -> None:
         """An offset that held a segment (or anything that is not a deliverable message)."""
         self._get(tp, offset).add_segment(offset)

@@ -59,6 +59,7 @@ class RecordProcessor:
         self.tracker = tracker
         self._hw: dict[TopicPartitionKey, HighWatermark] = {}
         self._holds: dict[TopicPartitionKey, set[int]] = {}
+        self._busy: set[TopicPartitionKey] = set()  # partitions with holds: never on the fast path
 
     # -- holds: delivered offsets that must be read again after a restart ------------------
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
@@ -69,12 +70,15 @@ class RecordProcessor:
         re-delivering what followed it: at least once, never lost).
         """
         self._holds.setdefault(tp, set()).add(offset)
+        self._busy.add(tp)
 
     def release(self, tp: TopicPartitionKey, up_to: int) -> None:
         """The application took responsibility for held offsets up to ``up_to`` (it committed past them)."""
         held = self._holds.get(tp)
         if held:
             held.difference_update([o for o in held if o <= up_to])
+        if not held:
+            self._busy.discard(tp)
 
     def floor(self, tp: TopicPartitionKey) -> int | None:
         held = self._holds.get(tp)
@@ -127,6 +131,23 @@ class RecordProcessor:
             self.tracker.add_segment_offset(tp, offset)
             return None
         return self._track(tp, offset, result, headers, has_lm, lm_value)
+
+    def deliver_plain(self, tp: TopicPartitionKey, offset: int) -> bool:
+        """The plain-record fast path: True when the record was tracked and is to be handed out as is.
+
+        Only for a record the caller has established is neither a segment nor an envelope. It applies
+        when nothing is pending, held or filtered in the partition, which is when LinkedIn's pipeline
+        reduces to "delivered at ``offset``, safe at ``offset + 1``"; otherwise it returns False and
+        the caller takes :meth:`process`.
+        """
+        hw = self._hw.get(tp)
+        if hw is None or tp in self._busy or self.assembler.has_pending(tp):
+            return False
+        if (hw.current if hw.current != -1 else hw.initial) > offset:
+            return False
+        self.tracker.track_plain(tp, offset)
+        hw.current = offset
+        return True
 
     def _track(
         self,
@@ -258,6 +279,7 @@ class RecordProcessor:
         self.tracker.clear(tp)
         self._hw.pop(tp, None)
         self._holds.pop(tp, None)
+        self._busy.discard(tp)
 
     def clear_partitions(self, tps: Iterable[TopicPartitionKey]) -> None:
         for tp in tps:

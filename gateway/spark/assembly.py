@@ -25,7 +25,7 @@ from gateway.errors import EnvelopeFormatError, InvalidSegmentError
 from gateway.offsets import DeliveredOffsetTracker
 from gateway.processor import RecordProcessor
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope, is_envelope_record
-from gateway.protocol.headers import Headers, has_header, without
+from gateway.protocol.headers import SAFE_OFFSET_HEADER, Headers, has_header, without
 
 ROUTE_PLAIN = "plain"
 ROUTE_CHUNKED = "chunked"
@@ -125,11 +125,11 @@ class RangeAssembler:
             return Emitted(record, None, record.headers, ROUTE_CHUNKED, record.offset,
                            error=f"{type(exc).__name__}: {exc}")
         finally:
-            self._collect_dropped()
+            self._collect_dropped(emit)
         if delivery is None or not emit:
             return None
         self.counters.emitted += 1
-        headers = delivery.headers if delivery.headers is not None else record.headers
+        headers = _without_added_safe_offset(delivery.headers, record.headers)
         if not delivery.segmented and is_envelope_record(record.value, record.headers):
             marked = has_header(record.headers, ENVELOPE_HEADER)
             try:
@@ -144,11 +144,12 @@ class RangeAssembler:
         route = ROUTE_CHUNKED if delivery.segmented else ROUTE_PLAIN
         return Emitted(record, delivery.value, headers, route, delivery.starting_offset)
 
-    def _collect_dropped(self) -> None:
+    def _collect_dropped(self, emit: bool) -> None:
+        """Count messages given up while reading the range itself; read-back drops are the previous range's."""
         dropped = self.processor.assembler.dropped
         if not dropped:
             return
-        for message in dropped:
+        for message in dropped if emit else ():
             if message.reason == "expired":
                 self.counters.dropped_expired += 1
             else:
@@ -159,6 +160,25 @@ class RangeAssembler:
                     f"({message.number_of_segments} segments)"
                 )
         dropped.clear()
+
+
+def _without_added_safe_offset(rewritten: Headers | None, original: Headers | None) -> Headers | None:
+    """The consumer's header rewrite minus the ``_so`` it appends.
+
+    ``_so`` tells a consumer which offset is safe to commit; its value depends on which
+    incomplete messages that consumer happens to hold, i.e. on where it started reading. A range
+    task starts elsewhere by design, and Spark commits nothing to Kafka, so the header would be
+    both unreproducible and useless here. A ``_so`` the record itself carried is kept.
+    """
+    if rewritten is None:
+        return original
+    theirs = sum(k == SAFE_OFFSET_HEADER for k, _ in original or ())
+    ours = sum(k == SAFE_OFFSET_HEADER for k, _ in rewritten)
+    if ours > theirs and rewritten[-1][0] == SAFE_OFFSET_HEADER:
+        rewritten = rewritten[:-1]
+        if rewritten == list(original or ()):
+            return original
+    return rewritten
 
 
 def earlier_start_needed(
