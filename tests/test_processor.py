@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gateway.assembler import MessageAssembler
@@ -197,3 +199,34 @@ def test_holds_pin_safe_offset_commit_and_high_watermark() -> None:
     proc.release(TP, 2)
     assert proc.safe_offset(TP) == 5
     assert proc.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (5, "5,")}
+
+
+def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
+    """Same records through deliver_plain-when-possible and through process only: same answers."""
+    m = segments(payload(3000), 1000)
+    records: list[tuple[int, bytes | None, list[Any]]] = []
+    for off in range(40):
+        if off in (5, 12, 20):
+            records.append((off, *m[(5, 12, 20).index(off)]))
+        else:
+            records.append((off, plain(off), []))
+    fast, full = make(), make()
+    fast.load_commit(TP, 3, "4,")
+    full.load_commit(TP, 3, "4,")
+    fast_out, full_out = [], []
+    for off, value, headers in records[3:]:
+        is_plain = not headers
+        if is_plain and fast.deliver_plain(TP, off):
+            fast_out.append(off)
+        else:
+            d = fast.process(TP, off, value, headers)
+            if d is not None:
+                fast_out.append(off)
+        d = full.process(TP, off, value, headers)
+        if d is not None:
+            full_out.append(off)
+    assert fast_out == full_out
+    for off in full_out:
+        assert fast.tracker.safe_offset(TP, off) == full.tracker.safe_offset(TP, off)
+        assert fast.tracker.starting_offset(TP, off) == full.tracker.starting_offset(TP, off)
+    assert fast.safe_offsets_to_commit({TP: (40, "")}, False) == full.safe_offsets_to_commit({TP: (40, "")}, False)
