@@ -34,11 +34,12 @@ neither delivers it (a warning is logged). A ``lookbackOffsets`` below ``gap + 1
 equivalence for less read-back: messages spanning more than the lookback *and* crossing a range
 boundary are then lost.
 
-Differences from ``HybridConsumer`` that remain: the ``_so`` (safe offset) header can differ near
-messages whose segments span more than the expiration gap (the consumer saw their first
-segments, the range did not); each range has its own assembler buffer, so eviction under
-``message.assembler.buffer.capacity`` is per range rather than per consumer; and failed
-references do not hold back later ``_so`` values (there are no commits to hold).
+Differences from ``HybridConsumer`` that remain, all by design: the ``_so`` (safe offset) header
+the consumer appends while a message is pending is left out (its value depends on where a
+reader started, and Spark commits nothing to Kafka); each range has its own assembler buffer, so
+eviction under ``message.assembler.buffer.capacity`` is per range rather than per consumer; and
+a message whose segments were re-sent (duplicates from a non-idempotent producer) may complete
+in a range that began after its first copy, where a consumer reading from the start expired it.
 """
 
 from __future__ import annotations

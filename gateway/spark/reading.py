@@ -189,7 +189,7 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, resolver: Res
         resolver.discard(lambda _: False)
 
     rows = _Rows(topic, partition)
-    for message in owned_messages(fetch, topic, partition, emit_from, until, low, limits(options),
+    for message in owned_messages(fetch, topic, partition, emit_from, until, low, _limits(options),
                                   on_batch=on_batch, on_restart=on_restart):
         value, error = _resolve(message, resolver, options.fail_on_data_loss, upcoming)
         rows.add(message, value, error)
@@ -199,7 +199,7 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, resolver: Res
         yield rows.take()
 
 
-def limits(options: SourceOptions) -> AssemblyLimits:
+def _limits(options: SourceOptions) -> AssemblyLimits:
     return AssemblyLimits(options.buffer_capacity, options.expiration_offset_gap, options.max_segments,
                           options.max_message_bytes, options.lookback_offsets)
 
