@@ -124,8 +124,10 @@ def run(backend: str, sizes: list[int], total_bytes: int, repeats: int) -> dict[
                         assert got == moved, (got, moved)
                 for t in (topic_raw, topic_hyb):
                     kafka.delete_topic(t)
-            row = {name: {"median_MBps": m.median, "min": m.spread[0], "max": m.spread[1], "samples": m.samples}
-                   for name, m in measures.items()}
+            row: dict[str, Any] = {
+                name: {"median_MBps": m.median, "min": m.spread[0], "max": m.spread[1], "samples": m.samples}
+                for name, m in measures.items()
+            }
             row["produce_ratio"] = measures["hybrid_produce"].median / measures["raw_produce"].median
             row["consume_ratio"] = measures["hybrid_consume"].median / measures["raw_consume"].median
             row["messages"] = count

@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
         "docs/benchmarks.md with its plots. Same as python -m benchmarks.",
     )
-    bench.add_argument("--quick", action="store_true", help="smaller volumes, no 100 MB size (about 2-3 minutes)")
+    bench.add_argument("--quick", action="store_true",
+                       help="smaller volumes, no 100 MB size (about 2 minutes on 2 cores)")
     bench.add_argument("--backend", default="tansu",
                        help="Kafka broker: tansu (default), noida, or external (KAFKA_BOOTSTRAP_SERVERS)")
     bench.add_argument("--output", default=None,
