@@ -95,6 +95,7 @@ class HybridConsumer:
         if auditor is not None:
             auditor.start()
         self._envelopes: dict[tuple[str, int, int], Envelope] = {}
+        self._candidates: deque[tuple[tuple[str, int, int], Envelope]] = deque()
         self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
         self._processor = RecordProcessor(
             MessageAssembler(
@@ -158,15 +159,19 @@ class HybridConsumer:
         if first is None:
             return out
         out.append(first)
-        while len(out) < num_messages:
-            try:
-                msg = self.poll(0)
-            except GatewayError as exc:
-                self._deferred = exc
-                break
-            if msg is None:
-                break
-            out.append(msg)
+        handle, raw, audit = self._handle, self._raw, self._auditor
+        try:
+            while len(out) < num_messages:
+                if not raw and not self._fetch(0):
+                    break
+                while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
+                    msg = handle(raw.popleft())
+                    if msg is not None:
+                        if audit is not None and msg.error() is None:
+                            self._audit(msg)
+                        out.append(msg)
+        except GatewayError as exc:
+            self._deferred = exc
         return out
 
     def _fetch(self, timeout: float) -> bool:
@@ -177,27 +182,37 @@ class HybridConsumer:
         if self._batch > 1:
             batch.extend(self._consumer.consume(self._batch - 1, 0))
         self._raw.extend(batch)
-        self._schedule_prefetch()
+        if self.stores:
+            self._scan_for_envelopes(batch)
+            self._schedule_prefetch()
         return True
 
     def _schedule_prefetch(self) -> None:
-        """Start fetching the payloads of envelopes waiting in the raw queue, within the byte budget."""
+        """Start fetching the payloads of queued envelopes, in queue order, within the byte budget.
+
+        Each fetched batch is scanned once for envelopes (:meth:`_scan_for_envelopes`), so this only
+        walks the queue of candidates not yet scheduled, however often it runs.
+        """
         if not self.stores:
             return
-        for msg in self._raw:
+        while self._candidates:
+            key, envelope = self._candidates[0]
+            if key in self._envelopes and not self._resolver.prefetch(key, envelope):
+                return  # over budget: resume here when a payload has been taken
+            self._candidates.popleft()
+
+    def _scan_for_envelopes(self, batch: Sequence[Any]) -> None:
+        for msg in batch:
             value = msg.value()
             if msg.error() is not None or not looks_like_envelope(value):
                 continue
+            try:
+                envelope = decode_envelope(value)
+            except EnvelopeFormatError:
+                continue  # reported when the record's turn comes
             key = (msg.topic(), msg.partition(), msg.offset())
-            envelope = self._envelopes.get(key)
-            if envelope is None:
-                try:
-                    envelope = decode_envelope(value)
-                except EnvelopeFormatError:
-                    continue  # reported when the record's turn comes
-                self._envelopes[key] = envelope
-            if not self._resolver.prefetch(key, envelope):
-                return
+            self._envelopes[key] = envelope
+            self._candidates.append((key, envelope))
 
     def _load_commits(self, batch: Iterable[Any]) -> None:
         """Read the stored high watermark of partitions seen for the first time (one broker call for all)."""
@@ -511,6 +526,8 @@ class HybridConsumer:
         self._resolver.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
         for stale in [k for k in self._envelopes if (k[0], k[1]) == key]:
             del self._envelopes[stale]
+        if self._candidates:
+            self._candidates = deque(c for c in self._candidates if (c[0][0], c[0][1]) != key)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         keep = {(tp.topic, tp.partition) for tp in partitions}
@@ -541,6 +558,7 @@ class HybridConsumer:
         self._raw.clear()
         self._resolver.discard(lambda _: False)
         self._envelopes.clear()
+        self._candidates.clear()
         self._processor.assembler.clear()
         self._processor.tracker.clear()
         self._processor.clear_high_watermarks()

@@ -457,11 +457,15 @@ class HybridProducer:
         self.counters[per_store] = self.counters.get(per_store, 0) + kafka_bytes
 
     def _after_ack(self, store: Any, locator: str) -> None:
-        try:
-            store.clear_pending(locator)
-        except Exception as exc:  # the payload is live: retry later rather than let gc take it
-            log.warning("could not clear the pending mark of %s (will retry): %s", locator, exc)
-            self._unclear.append((store, locator))
+        """Queue the pending mark for clearing: cleared in one call per store when poll/flush returns.
+
+        Batching keeps the reference route at about one store round trip per message. The window in
+        which a crash leaves a mark on a landed payload stays one ``poll`` call long, and
+        ``gateway gc --bootstrap`` keeps such payloads.
+        """
+        self._unclear.append((store, locator))
+        if len(self._unclear) >= 512:
+            self._retry_pending_clears()
 
     def _rollback(self, store: Any, locator: str, cause: Any) -> None:
         self.counters["rollbacks"] += 1
@@ -474,12 +478,21 @@ class HybridProducer:
     def _retry_pending_clears(self) -> None:
         if not self._unclear:
             return
-        still: list[tuple[Any, str]] = []
+        batches: dict[int, tuple[Any, list[str]]] = {}
         for store, locator in self._unclear:
+            batches.setdefault(id(store), (store, []))[1].append(locator)
+        still: list[tuple[Any, str]] = []
+        for store, locators in batches.values():
             try:
-                store.clear_pending(locator)
-            except Exception:
-                still.append((store, locator))
+                many = getattr(store, "clear_pending_many", None)
+                if many is not None:
+                    many(locators)
+                else:
+                    for locator in locators:
+                        store.clear_pending(locator)
+            except Exception as exc:  # the payloads are live: keep the marks queued, never let gc guess
+                log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
+                still.extend((store, locator) for locator in locators)
         self._unclear = still
 
     # -- Producer surface ------------------------------------------------------------------

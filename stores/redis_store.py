@@ -30,7 +30,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -313,10 +313,17 @@ class RedisStore(StoreLifecycle):
         self._metrics.add("pending_marked")
 
     def clear_pending(self, locator: str) -> None:
-        self.validate_locator(locator)
+        self.clear_pending_many([locator])
+
+    def clear_pending_many(self, locators: Sequence[str]) -> None:
+        """One ZREM for many acknowledged writes: the producer clears marks in batches."""
+        if not locators:
+            return
+        for locator in locators:
+            self.validate_locator(locator)
         self._check_open()
-        self._call(partial(self.client.zrem, self.pending_key, locator))
-        self._metrics.add("pending_cleared")
+        self._call(partial(self.client.zrem, self.pending_key, *locators))
+        self._metrics.add("pending_cleared", len(locators))
 
     def list_pending(self, older_than_ms: int) -> list[str]:
         self._check_open()

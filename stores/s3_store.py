@@ -24,9 +24,10 @@ import re
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from botocore import exceptions as bex
@@ -281,6 +282,19 @@ class S3Store(StoreLifecycle):
         self._check_open()
         self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=self.marker_key(parsed)))
         self._metrics.add("pending_cleared")
+
+    def clear_pending_many(self, locators: Sequence[str]) -> None:
+        """DeleteObjects in batches of 1000 markers: the producer clears marks in batches."""
+        keys = [self.marker_key(self.validate_locator(locator)) for locator in locators]
+        self._check_open()
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            response = self._call(partial(self.client.delete_objects, Bucket=self.bucket,
+                                          Delete={"Objects": batch, "Quiet": True}))
+            errors = response.get("Errors") if isinstance(response, dict) else None
+            if errors:
+                raise StoreUnavailableError(f"could not clear {len(errors)} pending markers: {errors[0]}")
+        self._metrics.add("pending_cleared", len(keys))
 
     def list_pending(self, older_than_ms: int) -> list[str]:
         """Markers by their LastModified, which is the *server's* clock at one-second resolution.

@@ -322,3 +322,30 @@ def test_assign_at_an_offset_delivers_from_there_and_commits_without_null_metada
     again = drain(second, 6)
     second.close()
     assert [m.offset() for m in again] == [2, 3, 4, 5, 6, 7]
+
+
+def test_consume_batches_and_keeps_a_mid_batch_error_for_the_next_call(
+    kafka: KafkaService, topic: str, consumer_config: Any
+) -> None:
+    from gateway import InvalidSegmentError
+    from gateway.protocol import LargeMessageHeader, encode_lm
+
+    bad = encode_lm(LargeMessageHeader(2, uuid.uuid4(), 5, 2, 100))  # H3 header with seq >= count
+    records = [plain_record(topic, i) for i in range(3)]
+    records += raw_segments(topic, payload(300_000), 100_000)
+    records.append({"topic": topic, "partition": 0, "value": b"chunk", "headers": [("_lm", bad)]})
+    records += [plain_record(topic, i) for i in range(10, 12)]
+    produce_records(kafka.producer_config(), records)
+    consumer = HybridConsumer(consumer_config(**{"enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    first: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(first) < 4 and time.monotonic() < deadline:
+        first += consumer.consume(100, 1.0)
+    assert [m.value() for m in first] == [b"plain-0", b"plain-1", b"plain-2", payload(300_000)]
+    with pytest.raises(InvalidSegmentError) as info:
+        consumer.consume(100, 5.0)
+    assert info.value.kafka_message.offset() == 6
+    rest = consumer.consume(100, 5.0)
+    assert [m.value() for m in rest] == [b"plain-10", b"plain-11"]
+    consumer.close()

@@ -85,6 +85,7 @@ def round_trip(kafka: KafkaService, topic: str, consumer_config: Any, stores: di
                          on_delivery=lambda err, msg: reports.append(err))
     assert producer.flush(120) == 0
     assert reports == [None] * len(sizes)
+    assert stores[store].list_pending(2**62) == [], "acknowledged writes are no longer pending"
     raw = read_partition(consumer_config(), topic, 0, len(sizes))
     assert all(len(m.value()) < 1024 for m in raw), "the Kafka record is the envelope only"
     assert all(m.headers()[-1] == envelope_header() for m in raw)
