@@ -10,8 +10,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 
-def pop_bool(conf: MutableMapping[str, Any], key: str, default: bool) -> bool:
-    value = conf.pop(key, default)
+def parse_bool(key: str, value: Any, error: type[Exception] = ValueError) -> bool:
+    """A config boolean as Kafka clients accept it: a bool, or true/false (1/0, yes/no, on/off) as text."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -19,7 +19,11 @@ def pop_bool(conf: MutableMapping[str, Any], key: str, default: bool) -> bool:
         return True
     if text in ("false", "0", "no", "off"):
         return False
-    raise ValueError(f"{key} must be a boolean, got {value!r}")
+    raise error(f"{key} must be true or false, got {value!r}")
+
+
+def pop_bool(conf: MutableMapping[str, Any], key: str, default: bool) -> bool:
+    return parse_bool(key, conf.pop(key, default))
 
 
 def pop_int(conf: MutableMapping[str, Any], key: str, default: int, minimum: int | None = None) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
+from gateway.config import parse_bool
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 EARLIEST = -2
@@ -112,14 +113,7 @@ def _required_int(options: Mapping[str, str], key: str, default: int, minimum: i
 
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     value = options.get(key)
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise OptionError(f"{key} must be true or false, got {value!r}")
+    return default if value is None else parse_bool(key, value, OptionError)
 
 
 def _str(options: Mapping[str, str], key: str, default: str | None = None) -> str | None:
