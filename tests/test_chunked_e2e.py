@@ -349,3 +349,22 @@ def test_consume_batches_and_keeps_a_mid_batch_error_for_the_next_call(
     rest = consumer.consume(100, 5.0)
     assert [m.value() for m in rest] == [b"plain-10", b"plain-11"]
     consumer.close()
+
+
+def test_header_only_segments_from_the_producer(kafka: KafkaService, topic: str, consumer_config: Any) -> None:
+    producer = HybridProducer({**kafka.producer_config(), "li.record.header.enable": True,
+                               "max.message.segment.bytes": 200_000})
+    value = payload(700_000, 9)
+    producer.produce(topic, value, key=None)
+    assert producer.flush(30) == 0
+    from tests.kafkautil import read_partition
+
+    raw = read_partition(consumer_config(), topic, 0, 4)
+    assert [decode_lm(last_header(m.headers(), LM_HEADER)).type for m in raw] == [2, 2, 2, 2]
+    assert b"".join(m.value() for m in raw) == value, "H3 values are the raw chunks"
+    assert len({m.key() for m in raw}) == 1 and len(raw[0].key()) == 16, "one UUID key for every segment"
+    consumer = HybridConsumer(consumer_config())
+    consumer.subscribe([topic])
+    got = drain(consumer, 1)
+    consumer.close()
+    assert got[0].value() == value and got[0].offset() == raw[-1].offset()
