@@ -15,7 +15,7 @@ from gateway.protocol.headers import (
     encode_lm,
 )
 from gateway.protocol.metadata import offset_from_metadata, user_metadata_from, wrap_metadata
-from gateway.protocol.records import InRecord, OutRecord
+from gateway.protocol.records import OutRecord
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE, Segment, decode_segment, encode_segment
 from gateway.protocol.splitter import split
 
@@ -24,7 +24,6 @@ __all__ = [
     "SAFE_OFFSET_HEADER",
     "SEGMENT_HEADER_SIZE",
     "TIMESTAMP_HEADER",
-    "InRecord",
     "LargeMessageHeader",
     "LmType",
     "OutRecord",

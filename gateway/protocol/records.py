@@ -23,17 +23,3 @@ class OutRecord:
     key: Bytes | None
     value: Bytes | None
     headers: Headers = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class InRecord:
-    """A consumed record as the assembler sees it; ``raw`` is the I/O layer's own object, passed back untouched."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers | None
-    timestamp: int = -1
-    raw: object = None
