@@ -62,20 +62,31 @@ class LargeMessageSendError(LargeMessageError):
         self.total = total
 
     # It stands where confluent-kafka passes a KafkaError, so it answers the same questions.
+    def _kafka_error(self) -> Any:
+        """The KafkaError behind ``cause``, also when it came wrapped in a KafkaException."""
+        cause = self.cause
+        if not hasattr(cause, "code") and getattr(cause, "args", None):
+            cause = cause.args[0]
+        return cause if hasattr(cause, "code") else None
+
     def code(self) -> Any:
-        return self.cause.code() if hasattr(self.cause, "code") else None
+        error = self._kafka_error()
+        return None if error is None else error.code()
 
     def name(self) -> str:
-        return str(self.cause.name()) if hasattr(self.cause, "name") else type(self).__name__
+        error = self._kafka_error()
+        return type(self).__name__ if error is None else str(error.name())
 
     def str(self) -> str:
         return str(self)
 
     def retriable(self) -> bool:
-        return bool(self.cause.retriable()) if hasattr(self.cause, "retriable") else False
+        error = self._kafka_error()
+        return False if error is None else bool(error.retriable())
 
     def fatal(self) -> bool:
-        return bool(self.cause.fatal()) if hasattr(self.cause, "fatal") else False
+        error = self._kafka_error()
+        return False if error is None else bool(error.fatal())
 
 
 class OffsetNotTrackedError(LargeMessageError):
