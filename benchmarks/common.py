@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
-import hashlib
 import json
 import os
 import statistics
@@ -15,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.demo import pattern_bytes
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = RESULTS.parent.parent
 
@@ -23,8 +24,7 @@ Stat = dict[str, Any]
 
 
 def payload(size: int, seed: int) -> bytes:
-    block = hashlib.sha256(f"bench:{seed}".encode()).digest() * 2048
-    return (block * (size // len(block) + 1))[:size]
+    return pattern_bytes(f"bench:{seed}", size)
 
 
 @dataclass

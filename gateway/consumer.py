@@ -127,14 +127,7 @@ class HybridConsumer:
             raise exc
         if self._auto_commit:
             self._maybe_auto_commit()
-        raw = self._raw
-        while raw:  # the common case first: a record is already queued
-            out = self._handle(raw.popleft())
-            if out is not None:
-                if self._auditor is not None and out.error() is None:
-                    self._audit(out)
-                return out
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
         while True:
             while self._raw:
                 out = self._handle(self._raw.popleft())
@@ -142,6 +135,8 @@ class HybridConsumer:
                     if self._auditor is not None and out.error() is None:
                         self._audit(out)
                     return out
+            if deadline is None and timeout is not None and timeout >= 0:
+                deadline = time.monotonic() + timeout
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             if not self._fetch(remaining) and deadline is not None and time.monotonic() >= deadline:
                 return None

@@ -84,9 +84,15 @@ def sizes(options: DemoOptions) -> Iterator[int]:
         yield max(options.min_size, min(options.max_size, size))
 
 
-def payload_for(index: int, size: int, seed: int) -> bytes:
-    block = hashlib.sha256(f"{seed}:{index}".encode()).digest() * 2048
+def pattern_bytes(label: str, size: int) -> bytes:
+    """``size`` deterministic bytes derived from ``label``: cheap at any size, reproducible, and without
+    the long runs of one byte that would let a broker's compression flatter a measurement."""
+    block = hashlib.sha256(label.encode()).digest() * 2048  # 64 KiB
     return (block * (size // len(block) + 1))[:size]
+
+
+def payload_for(index: int, size: int, seed: int) -> bytes:
+    return pattern_bytes(f"{seed}:{index}", size)
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ class HybridProducer:
             "delivery.failures": 0, "rollbacks": 0, "rollback.failures": 0, "store.put.ms": 0, "store.puts": 0,
             "store.put.failures": 0, "fallbacks": 0, "fallback.refused": 0,
         }
-        self._unclear: list[tuple[Any, str]] = []
+        self._acked: list[tuple[Any, str]] = []
 
     # -- routing ---------------------------------------------------------------------------
     def _segment_size_for(self, key: bytes | None, headers: Headers) -> int:
@@ -463,9 +463,9 @@ class HybridProducer:
         which a crash leaves a mark on a landed payload stays one ``poll`` call long, and
         ``gateway gc --bootstrap`` keeps such payloads.
         """
-        self._unclear.append((store, locator))
-        if len(self._unclear) >= 512:
-            self._retry_pending_clears()
+        self._acked.append((store, locator))
+        if len(self._acked) >= 512:
+            self._clear_acked_marks()
 
     def _rollback(self, store: Any, locator: str, cause: Any) -> None:
         self.counters["rollbacks"] += 1
@@ -475,11 +475,11 @@ class HybridProducer:
             self.counters["rollback.failures"] += 1
             log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
 
-    def _retry_pending_clears(self) -> None:
-        if not self._unclear:
+    def _clear_acked_marks(self) -> None:
+        if not self._acked:
             return
         batches: dict[int, tuple[Any, list[str]]] = {}
-        for store, locator in self._unclear:
+        for store, locator in self._acked:
             batches.setdefault(id(store), (store, []))[1].append(locator)
         still: list[tuple[Any, str]] = []
         for store, locators in batches.values():
@@ -493,12 +493,12 @@ class HybridProducer:
             except Exception as exc:  # the payloads are live: keep the marks queued, never let gc guess
                 log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
                 still.extend((store, locator) for locator in locators)
-        self._unclear = still
+        self._acked = still
 
     # -- Producer surface ------------------------------------------------------------------
     def poll(self, timeout: float = 0) -> int:
         served = int(self._producer.poll(timeout))
-        self._retry_pending_clears()
+        self._clear_acked_marks()
         return served
 
     def flush(self, timeout: float = -1) -> int:
@@ -507,7 +507,7 @@ class HybridProducer:
             self._producer.flush()
         else:
             self._producer.flush(timeout)
-        self._retry_pending_clears()
+        self._clear_acked_marks()
         return len(self)
 
     def __len__(self) -> int:

@@ -49,9 +49,8 @@ class Resolver:
         return store
 
     def _fetch(self, envelope: Envelope) -> bytes:
-        store = self._store(envelope)
-        store.validate_locator(envelope.locator)
-        payload: bytes = store.get(envelope.locator, envelope.size)
+        # the store validates the locator (and its size claim) before any I/O
+        payload: bytes = self._store(envelope).get(envelope.locator, envelope.size)
         envelope.verify(payload)
         return payload
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 
+from gateway.demo import pattern_bytes
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import Headers, last_header
 
 
 def payload(size: int, seed: int = 0) -> bytes:
-    """Deterministic, non-repeating-looking bytes (cheap for large sizes)."""
-    block = hashlib.sha256(f"{seed}".encode()).digest() * 2048  # 64 KiB
-    reps = size // len(block) + 1
-    return (block * reps)[:size]
+    return pattern_bytes(str(seed), size)
 
 
 def random_payload(size: int) -> bytes:
