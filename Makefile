@@ -1,18 +1,24 @@
-# Two entry points, both safe to run twice on a fresh Debian machine with Python 3.11:
-#   make demo   - set up, then run the main job (gateway demo on the embedded cluster)
-#   make test   - set up, then run the whole test suite (mock backend, then Kafka tests on noida)
+# Two entry points, both safe to run twice on a fresh Debian machine with Python 3.11, Java 17 and Maven:
+#   make demo   - set up, then run the main job (gateway demo on the embedded cluster; no JVM needed)
+#   make test   - set up, fetch Apache Kafka and Spark's Kafka source from Maven Central, run the whole suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+MVN    ?= mvn -q -B
+KAFKA_LIB := tests/kafka/target/lib/.fetched
+SPARK_LIB := tests/spark/target/lib/.fetched
 
-.PHONY: demo test setup system lint
+.PHONY: demo test bench setup system kafka spark-kafka lint
 
 demo: setup
 	$(BIN)/gateway demo
 
-test: setup
+test: setup kafka spark-kafka
 	bash .ci/test
+
+bench: setup kafka spark-kafka
+	$(BIN)/gateway bench
 
 setup: system $(STAMP)
 
@@ -21,6 +27,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,spark,bench,dev]'
 	touch $(STAMP)
+
+# Apache Kafka's broker (KRaft) and its dependencies, copied from Maven Central (cached in ~/.m2).
+kafka: $(KAFKA_LIB)
+$(KAFKA_LIB): tests/kafka/pom.xml
+	$(MVN) -f tests/kafka/pom.xml package
+	touch $@
+
+# Spark's own Kafka source, for the version of PySpark installed, the yardstick for hybrid-kafka.
+spark-kafka: $(SPARK_LIB)
+$(SPARK_LIB): tests/spark/pom.xml $(STAMP)
+	$(MVN) -f tests/spark/pom.xml package -Dspark.version=$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+	touch $@
 
 # redis-server comes from Debian; the tests and the demo start their own instance on a free port.
 system:

@@ -83,23 +83,28 @@ def test_consumer_killed_mid_message_restarts_without_loss_or_duplicates(kafka: 
     assert 5 <= len(before) < len(expected)
 
 
-def group_protocol_config(kafka: KafkaService, consumer_config: Any, group: str) -> dict[str, Any]:
-    """KIP-848 where the backend has it; else the classic protocol, where revoke-time commits must stick."""
+def group_protocol_config(kafka: KafkaService, consumer_config: Any, group: str, protocol: str) -> dict[str, Any]:
+    """A group config for ``protocol``: KIP-848 (``consumer``) or ``classic``, where revoke-time commits must stick."""
     conf = consumer_config(group, **{"auto.commit.interval.ms": 200})
-    if kafka.has("kip848"):
+    if protocol == "consumer":
+        if not kafka.has("kip848"):
+            pytest.skip(f"backend {kafka.name!r} lacks KIP-848 (group.protocol=consumer)")
         for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
             conf.pop(key, None)
         conf["group.protocol"] = "consumer"
     elif not kafka.has("classic_revoke_commit"):
-        pytest.skip(f"backend {kafka.name!r} rejects commits during a classic rebalance and lacks KIP-848")
+        pytest.skip(f"backend {kafka.name!r} rejects commits during a classic rebalance")
     return dict(conf)
 
 
-def test_second_consumer_joins_while_messages_are_half_read(kafka: KafkaService, consumer_config: Any) -> None:
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_second_consumer_joins_while_messages_are_half_read(
+    kafka: KafkaService, consumer_config: Any, protocol: str
+) -> None:
     topic = f"t-{uuid.uuid4().hex[:12]}"
     kafka.create_topic(topic, partitions=2)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    conf = group_protocol_config(kafka, consumer_config, group)
+    conf = group_protocol_config(kafka, consumer_config, group, protocol)
     expected: dict[str, str] = {}
     records: list[dict[str, Any]] = []
     for partition in (0, 1):
