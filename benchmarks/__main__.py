@@ -1,9 +1,9 @@
 """Route benchmark: chunked, Redis and S3 references beside raw confluent-kafka, redis-py and boto3.
 
-    python -m benchmarks [--quick] [--backend tansu|noida|external] [--output NAME|PATH.json]
+    python -m benchmarks [--quick] [--backend kafka|tansu|noida|external] [--output NAME|PATH.json]
     gateway bench  [same options]
 
-Starts its own broker (Tansu by default), redis-server and moto S3 server, measures every route
+Starts its own broker (Apache Kafka by default), redis-server and moto S3 server, measures every route
 and its baselines (see benchmarks/variants.py), writes benchmarks/results/<name>.json and then
 regenerates docs/benchmarks.md and its plots from it (python -m benchmarks.report).
 """
@@ -70,8 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``gateway bench`` shares with ``python -m benchmarks``."""
     parser.add_argument("--quick", action="store_true",
                         help="smaller volumes and no 100 MB size (about 2 minutes on 2 cores)")
-    parser.add_argument("--backend", default="tansu",
-                        help="Kafka broker: tansu (default), noida, or external (KAFKA_BOOTSTRAP_SERVERS)")
+    parser.add_argument("--backend", default="kafka",
+                        help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
+                       "or external (KAFKA_BOOTSTRAP_SERVERS)")
     parser.add_argument("--output", default=None,
                         help="results name under benchmarks/results/ or a .json path "
                              "(default routes-quick / routes-full)")

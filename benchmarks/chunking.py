@@ -5,7 +5,7 @@ were built before the clock started, and a raw ``Consumer`` reading those same r
 reassembling them. Both sides run in this process against the same broker, alternating, so the
 ratio compares our overhead and nothing else.
 
-    python -m benchmarks.chunking [--backend tansu] [--quick]
+    python -m benchmarks.chunking [--backend kafka] [--quick]
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from benchmarks.common import Measure, mbps, payload, save
+from benchmarks.common import Measure, bench_kafka, mbps, payload, save
 from gateway import HybridConsumer, HybridProducer
 from gateway.protocol import split
-from gateway.services import KafkaService, start_kafka
+from gateway.services import KafkaService
 
 SEGMENT = 800_000
 PRODUCER_CONF = {"message.max.bytes": 1_000_000, "linger.ms": 5, "batch.size": 1_000_000,
@@ -85,7 +85,7 @@ def consume_hybrid(kafka: KafkaService, topic: str, messages: int) -> int:
 
 def run(backend: str, sizes: list[int], total_bytes: int, repeats: int) -> dict[str, Any]:
     results: dict[str, Any] = {"segment_bytes": SEGMENT, "sizes": {}}
-    with start_kafka(backend) as kafka:
+    with bench_kafka(backend) as kafka:
         results["backend"] = f"{kafka.name} {kafka.version}"
         print(f"backend: {results['backend']}")
         for size in sizes:
@@ -141,7 +141,7 @@ def run(backend: str, sizes: list[int], total_bytes: int, repeats: int) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="tansu", help="tansu (default), noida, mock or external")
+    parser.add_argument("--backend", default="kafka", help="kafka (default), tansu, noida, mock, external")
     parser.add_argument("--quick", action="store_true", help="fewer bytes and repetitions")
     args = parser.parse_args(argv)
     total = 64_000_000 if args.quick else 256_000_000

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from confluent_kafka import libversion
 from confluent_kafka import version as ck_version
 
-from benchmarks.common import MEMORY_METHOD, malloc_mode, mbps, payload, percentile, stat, timed
+from benchmarks.common import MEMORY_METHOD, bench_kafka, malloc_mode, mbps, payload, percentile, stat, timed
 from benchmarks.memory import measure_in_child, spec_for
 from benchmarks.variants import (
     CEILING,
@@ -50,7 +50,7 @@ from benchmarks.variants import (
     produce_job,
     produce_small,
 )
-from gateway.services import RedisServer, S3Server, start_kafka
+from gateway.services import RedisServer, S3Server
 
 TARGET_RATIO = 0.9
 MIX_VARIANTS = ("raw.record", "chunked", "redis", "s3")
@@ -193,7 +193,7 @@ class Suite:
 
     @contextmanager
     def services(self) -> Iterator[dict[str, Any]]:
-        with start_kafka(self.backend) as kafka, RedisServer() as redis_server, S3Server() as s3_server:
+        with bench_kafka(self.backend) as kafka, RedisServer() as redis_server, S3Server() as s3_server:
             bucket = s3_server.bucket or s3_server.create_bucket(f"bench-{self.run_id}")
             self.svc = Services(kafka, redis_server, s3_server, bucket,
                                 redis_prefix=f"bench{self.run_id}", s3_prefix=f"bench-{self.run_id}/")

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--stores", default="redis,s3",
                       help="stores to start and use, in order of preference (default redis,s3; 'none' for none)")
     demo.add_argument("--kafka", default="mock",
-                      help="mock (embedded, default), noida, tansu, external (KAFKA_BOOTSTRAP_SERVERS) or host:port")
+                      help="mock (embedded, default), kafka (Apache Kafka, after `make kafka`), noida, tansu, "
+                      "external (KAFKA_BOOTSTRAP_SERVERS) or host:port")
     demo.add_argument("--seed", type=int, default=7, help="random seed for sizes and payloads")
     gc = sub.add_parser(
         "gc",
@@ -90,15 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench",
         help="measure every route beside raw confluent-kafka, redis-py and boto3; regenerate docs/benchmarks.md",
-        description="Starts a broker (Tansu by default), redis-server and a moto S3 server, measures the chunked, "
-        "Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
+        description="Starts a broker (Apache Kafka by default), redis-server and a moto S3 server, measures the "
+        "chunked, Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
         "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
         "docs/benchmarks.md with its plots. Same as python -m benchmarks.",
     )
     bench.add_argument("--quick", action="store_true",
                        help="smaller volumes, no 100 MB size (about 2 minutes on 2 cores)")
-    bench.add_argument("--backend", default="tansu",
-                       help="Kafka broker: tansu (default), noida, or external (KAFKA_BOOTSTRAP_SERVERS)")
+    bench.add_argument("--backend", default="kafka",
+                       help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
+                       "or external (KAFKA_BOOTSTRAP_SERVERS)")
     bench.add_argument("--output", default=None,
                        help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)")
     return parser

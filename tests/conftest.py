@@ -35,6 +35,26 @@ _OPTIONAL_BACKENDS = frozenset({"noida", "tansu"})
 _AUTO_MARKERS = {"kafka": "kafka", "redis_server": "redis", "s3_server": "s3"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--no-skips",
+        action="store_true",
+        help="fail the run if any test was skipped (CI uses it on Apache Kafka, which has every capability)",
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not session.config.getoption("--no-skips"):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        for report in skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+            print(f"\nSKIPPED where no skip is allowed: {report.nodeid}: {reason}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_configure(config: pytest.Config) -> None:
     try:
         resolve_backend()

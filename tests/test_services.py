@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,13 +12,16 @@ from typing import Any
 import pytest
 import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource
 
 from gateway.services import (
     BACKEND_CAPABILITIES,
+    ApacheKafka,
     CAPABILITIES,
     KafkaService,
     RedisServer,
     S3Server,
+    ServiceStartError,
     ServiceUnavailable,
     free_port,
 )
@@ -40,10 +44,11 @@ def _assert_child_process(pid: int | None, needle: str) -> None:
 
 
 def test_capability_table_is_closed_and_complete() -> None:
-    assert set(BACKEND_CAPABILITIES) == {"mock", "noida", "tansu", "external"}
+    assert set(BACKEND_CAPABILITIES) == {"kafka", "mock", "noida", "tansu", "external"}
     for caps in BACKEND_CAPABILITIES.values():
         assert caps <= CAPABILITIES
     assert BACKEND_CAPABILITIES["external"] == CAPABILITIES
+    assert BACKEND_CAPABILITIES["kafka"] == CAPABILITIES  # Apache Kafka itself: nothing is ever skipped on it
     assert "retention" not in BACKEND_CAPABILITIES["mock"]
     assert "size_limit" in BACKEND_CAPABILITIES["noida"]
     assert "benchmarks" in BACKEND_CAPABILITIES["tansu"]
@@ -128,7 +133,7 @@ def test_kafka_server_process(kafka: KafkaService) -> None:
     if kafka.name == "mock":
         assert kafka.pid is None  # in process, by design
     else:
-        _assert_child_process(kafka.pid, {"noida": "noida-db", "tansu": "tansu"}[kafka.name])
+        _assert_child_process(kafka.pid, {"kafka": "kafka.Kafka", "noida": "noida-db", "tansu": "tansu"}[kafka.name])
     assert kafka.version
     for host_port in kafka.bootstrap_servers.split(","):
         assert host_port.startswith("127.0.0.1:")
@@ -177,3 +182,39 @@ def test_broker_rejects_oversize_record(topic: str, producer_config: dict[str, A
     assert err is None, err
     offset = msg.offset()
     assert offset is not None and offset >= 0
+
+
+def test_apache_kafka_that_cannot_start_shows_its_log_and_leaves_nothing() -> None:
+    """A broker that refuses its configuration fails fast with its own log in the error, and its folder goes."""
+    try:
+        broken = ApacheKafka(overrides={"num.partitions": "not-a-number"})
+    except ServiceUnavailable as exc:
+        pytest.skip(f"Apache Kafka not fetched: {exc.reason}")
+    except ServiceStartError as exc:
+        text = str(exc)
+        assert "num.partitions" in text, text[-2000:]
+        leftovers = [p for p in Path(tempfile.gettempdir()).glob("gw-kafka-*") if p.name in text]
+        assert leftovers == []
+    else:
+        broken.close()
+        raise AssertionError("a broker with num.partitions=not-a-number started")
+
+
+def test_apache_kafka_keeps_user_defaults_and_cleans_up() -> None:
+    """Defaults users keep stay Kafka's own (size limit 1 048 588); stop removes the process and its storage."""
+    try:
+        broker = ApacheKafka()
+    except ServiceUnavailable as exc:
+        pytest.skip(f"Apache Kafka not fetched: {exc.reason}")
+    workdir, pid = broker.workdir, broker.pid
+    with broker:
+        _assert_child_process(pid, "kafka.Kafka")
+        assert "message.max.bytes" not in (workdir / "server.properties").read_text()
+        configs = broker.admin().describe_configs(
+            [ConfigResource(ConfigResource.Type.BROKER, "1")]  # type: ignore[attr-defined]
+        )
+        (values,) = (f.result(30) for f in configs.values())
+        assert values["message.max.bytes"].value == "1048588"
+        assert values["group.initial.rebalance.delay.ms"].value == "0"
+    assert not workdir.exists()
+    assert pid is not None and not Path(f"/proc/{pid}").exists()
