@@ -16,8 +16,8 @@ from confluent_kafka.admin import ConfigResource
 
 from gateway.services import (
     BACKEND_CAPABILITIES,
-    ApacheKafka,
     CAPABILITIES,
+    ApacheKafka,
     KafkaService,
     RedisServer,
     S3Server,
