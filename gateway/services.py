@@ -86,6 +86,8 @@ CAPABILITIES: frozenset[str] = frozenset(
         # and noida ILLEGAL_GENERATION, so a revoke-time commit is lost there)
         "classic_revoke_commit",
         "benchmarks",  # fast and faithful enough for throughput numbers to mean something
+        # the test may start Apache Kafka nodes of its own and SIGKILL, SIGSTOP and restart them
+        "broker_faults",
     }
 )
 
@@ -107,7 +109,8 @@ BACKEND_CAPABILITIES: dict[str, frozenset[str]] = {
     ),
     # Apache Kafka itself has every behaviour a test may ask for, so nothing is ever skipped on it.
     "kafka": CAPABILITIES,
-    "external": CAPABILITIES,
+    # a cluster someone else runs cannot be killed by a test
+    "external": CAPABILITIES - {"broker_faults"},
 }
 
 BACKENDS: tuple[str, ...] = tuple(BACKEND_CAPABILITIES)
@@ -768,8 +771,47 @@ class ApacheKafka(KafkaService):
         except ServiceStartError as exc:
             raise ServiceStartError(f"{exc}\nbroker log {self.log_path}:\n{_tail(self.log_path)}") from None
 
+    # -- faults, for reliability tests: the same node, port and storage, as an operator would see it --
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap_servers.rsplit(":", 1)[1])
+
+    def kill(self) -> None:
+        """SIGKILL the broker: no clean shutdown, unflushed page cache is the kernel's to keep."""
+        self._proc.stop(grace=0)
+
+    def restart(self, *, timeout: float | None = None) -> None:
+        """Start the killed or stopped node again on the same ports and storage, and wait until it answers."""
+        if not self._proc.exited():
+            raise RuntimeError("the broker is still running; kill() it first")
+        argv = self._proc.argv
+        deadline = time.monotonic() + (timeout or self.start_timeout)
+        while True:  # the old listener may linger a moment after a kill
+            proc = _Process("kafka", argv, self._workdir)
+            try:
+                _await_metadata(proc, self.port, max(1.0, deadline - time.monotonic()))
+            except ServiceStartError:
+                proc.stop(grace=0)
+                if time.monotonic() >= deadline:
+                    raise ServiceStartError(f"broker did not come back; log:\n{_tail(self.log_path)}") from None
+                time.sleep(0.5)
+                continue
+            self._proc = proc
+            self.pid = proc.pid
+            return
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker keeps its connections but answers nothing, like a long GC pause or a hung host."""
+        self._proc.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._proc.popen.send_signal(signal.SIGCONT)
+
     def _shutdown(self) -> None:
         try:
+            if not self._proc.exited():
+                self.resume()  # a paused JVM cannot act on SIGTERM
             self._proc.stop(grace=self.stop_grace)
         finally:
             shutil.rmtree(self._workdir, ignore_errors=True)
@@ -1049,7 +1091,7 @@ class S3Server(_LocalServer):
             "endpoint_url": self.endpoint_url,
             "region_name": self.region,
             "config": Config(
-                s3={"addressing_style": "path"}, retries={"max_attempts": 3, "mode": "standard"}, **config
+                **{"s3": {"addressing_style": "path"}, "retries": {"max_attempts": 3, "mode": "standard"}, **config}
             ),
         }
         if not self._external:
@@ -1087,6 +1129,16 @@ class S3Server(_LocalServer):
                 conn.close()
 
         proc.wait_until(answers, timeout=self.start_timeout, what="an HTTP response")
+
+    def pause(self) -> None:
+        """SIGSTOP the server: connections are accepted by the kernel but nothing answers, like a hung endpoint."""
+        if self._proc is None or self._external:
+            raise ServiceUnavailable("only a local S3 server started here can be paused")
+        self._proc.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None:
+            self._proc.popen.send_signal(signal.SIGCONT)
 
     def start(self: _S3T) -> _S3T:
         if self._external or self.pid is not None:

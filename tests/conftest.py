@@ -32,7 +32,7 @@ _OPTIONAL_BACKENDS = frozenset({"noida", "tansu"})
 
 # Fixture name -> marker added to every test that (transitively) uses it, so that
 # `pytest -m kafka` selects exactly the tests that cross a broker.
-_AUTO_MARKERS = {"kafka": "kafka", "redis_server": "redis", "s3_server": "s3"}
+_AUTO_MARKERS = {"kafka": "kafka", "own_kafka": "kafka", "redis_server": "redis", "s3_server": "s3"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

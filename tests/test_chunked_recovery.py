@@ -84,7 +84,9 @@ def test_consumer_killed_mid_message_restarts_without_loss_or_duplicates(kafka: 
 
 
 def group_protocol_config(kafka: KafkaService, consumer_config: Any, group: str, protocol: str) -> dict[str, Any]:
-    """A group config for ``protocol``: KIP-848 (``consumer``) or ``classic``, where revoke-time commits must stick."""
+    """A group config for ``protocol``: KIP-848 (``consumer``), or the classic protocol with its eager
+    (``classic``) or incremental (``cooperative``, cooperative-sticky) rebalances, where revoke-time
+    commits must stick."""
     conf = consumer_config(group, **{"auto.commit.interval.ms": 200})
     if protocol == "consumer":
         if not kafka.has("kip848"):
@@ -92,12 +94,15 @@ def group_protocol_config(kafka: KafkaService, consumer_config: Any, group: str,
         for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
             conf.pop(key, None)
         conf["group.protocol"] = "consumer"
-    elif not kafka.has("classic_revoke_commit"):
+        return dict(conf)
+    if not kafka.has("classic_revoke_commit"):
         pytest.skip(f"backend {kafka.name!r} rejects commits during a classic rebalance")
+    if protocol == "cooperative":
+        conf["partition.assignment.strategy"] = "cooperative-sticky"
     return dict(conf)
 
 
-@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+@pytest.mark.parametrize("protocol", ["consumer", "classic", "cooperative"])
 def test_second_consumer_joins_while_messages_are_half_read(
     kafka: KafkaService, consumer_config: Any, protocol: str
 ) -> None:
