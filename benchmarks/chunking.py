@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from benchmarks.common import Measure, bench_kafka, mbps, payload, save
 from gateway import HybridConsumer, HybridProducer
 from gateway.protocol import split
-from gateway.services import KafkaService
+from gateway.testing import KafkaService
 
 SEGMENT = 800_000
 PRODUCER_CONF = {"message.max.bytes": 1_000_000, "linger.ms": 5, "batch.size": 1_000_000,

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.demo import pattern_bytes
-from gateway.services import ApacheKafka, KafkaService, start_kafka
+from gateway.testing import ApacheKafka, KafkaService, start_kafka
+from gateway.testing.demo import pattern_bytes
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = RESULTS.parent.parent

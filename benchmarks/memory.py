@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks.common import ROOT, PeakMemory, malloc_mode, payload
 from benchmarks.variants import Services, Work, consume_job
-from gateway.services import KafkaService, RedisServer, S3Server
+from gateway.testing import KafkaService, RedisServer, S3Server
 
 
 class _Attached(KafkaService):

@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmarks.common import save
 from gateway import HybridProducer
-from gateway.services import RedisServer, ServiceUnavailable, start_kafka
+from gateway.testing import RedisServer, ServiceUnavailable, start_kafka
 from stores import RedisStore
 
 PARTITIONS = 4

@@ -50,7 +50,7 @@ from benchmarks.variants import (
     produce_job,
     produce_small,
 )
-from gateway.services import RedisServer, S3Server
+from gateway.testing import RedisServer, S3Server
 
 TARGET_RATIO = 0.9
 MIX_VARIANTS = ("raw.record", "chunked", "redis", "s3")

@@ -43,7 +43,7 @@ from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.protocol import split
 from gateway.protocol.envelope import Envelope, encode_envelope
 from gateway.protocol.headers import encode_timestamp
-from gateway.services import KafkaService, RedisServer, S3Server
+from gateway.testing import KafkaService, RedisServer, S3Server
 from stores import RedisStore, S3Store
 
 SEGMENT = 800_000

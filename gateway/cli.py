@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def _size(text: str) -> int:
@@ -168,12 +169,24 @@ def _reconcile(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _benchmarks_main() -> Callable[[list[str]], int] | None:
+    """The benchmarks live in the source checkout, not in the wheel: found from the working directory."""
+    try:
+        from benchmarks.__main__ import main as bench_main
+    except ImportError:
+        if not (Path.cwd() / "benchmarks" / "__main__.py").is_file():
+            return None
+        sys.path.insert(0, str(Path.cwd()))
+        from benchmarks.__main__ import main as bench_main
+    return bench_main
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from gateway.demo import DemoOptions
-        from gateway.demo import main as demo_main
+        from gateway.testing.demo import DemoOptions
+        from gateway.testing.demo import main as demo_main
 
         stores = () if args.stores.strip().lower() == "none" else tuple(s.strip() for s in args.stores.split(",") if s)
         return demo_main(DemoOptions(
@@ -187,8 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "reconcile":
         return _reconcile(args)
     if args.command == "bench":
-        from benchmarks.__main__ import main as bench_main
-
+        bench_main = _benchmarks_main()
+        if bench_main is None:
+            print("gateway bench runs the benchmarks/ folder of a source checkout: run it from the checkout's root",
+                  file=sys.stderr)
+            return 2
         bench_argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
         return bench_main(bench_argv + (["--output", args.output] if args.output else []))
     parser.print_help()

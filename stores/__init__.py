@@ -2,11 +2,22 @@
 
 A store keeps the payload; Kafka carries a small envelope (``gateway.protocol.envelope``) with the
 store's name and the locator returned by :meth:`Store.put`.
+
+``RedisStore`` needs redis-py and ``S3Store`` needs boto3; each is imported only when it is first
+used, so that ``import stores`` works with neither installed and a missing one says which extra
+to install.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from stores.base import RetentionInfo, Store, StoreMetrics, topic_retention, validate_topic
-from stores.redis_store import RedisLocator, RedisStore, ttl_from_retention
-from stores.s3_store import S3Locator, S3Store, expiry_days_from_retention
+
+if TYPE_CHECKING:
+    from stores.redis_store import RedisLocator, RedisStore, ttl_from_retention
+    from stores.s3_store import S3Locator, S3Store, expiry_days_from_retention
 
 __all__ = [
     "RedisLocator",
@@ -21,3 +32,28 @@ __all__ = [
     "ttl_from_retention",
     "validate_topic",
 ]
+
+# name -> (module, the client package it needs, the extra that installs it)
+_LAZY = {
+    "RedisLocator": ("stores.redis_store", "redis", "redis"),
+    "RedisStore": ("stores.redis_store", "redis", "redis"),
+    "ttl_from_retention": ("stores.redis_store", "redis", "redis"),
+    "S3Locator": ("stores.s3_store", "boto3", "s3"),
+    "S3Store": ("stores.s3_store", "boto3", "s3"),
+    "expiry_days_from_retention": ("stores.s3_store", "boto3", "s3"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'stores' has no attribute {name!r}")
+    module, package, extra = _LAZY[name]
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in (package, "botocore"):
+            raise
+        raise ImportError(
+            f"{name} needs the {package!r} package: pip install 'kafka-hybrid-gateway[{extra}]'", name=exc.name
+        ) from exc
+    return getattr(loaded, name)

@@ -1,7 +1,7 @@
 """Shared fixtures: real servers on loopback, started once per session and only when a test needs them.
 
 The Kafka backend comes from ``KAFKA_TEST_BACKEND`` (``mock`` by default, see
-:func:`gateway.services.resolve_backend`). Tests declare the broker behaviour they depend on with
+:func:`gateway.testing.resolve_backend`). Tests declare the broker behaviour they depend on with
 ``@pytest.mark.requires("capability", ...)`` and are skipped, not failed, on a backend that cannot
 provide it, because a local emulation lacking a feature says nothing about our code.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gateway.services import (
+from gateway.testing import (
     CAPABILITIES,
     KafkaService,
     RedisServer,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import uuid
 
-from gateway.demo import pattern_bytes
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import Headers, last_header
+from gateway.testing.demo import pattern_bytes
 
 
 def payload(size: int, seed: int = 0) -> bytes:

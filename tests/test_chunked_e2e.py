@@ -23,7 +23,7 @@ from gateway import (
 from gateway.embedded import EmbeddedKafka
 from gateway.protocol import LM_HEADER, decode_lm, split
 from gateway.protocol.headers import last_header
-from gateway.services import KafkaService
+from gateway.testing import KafkaService
 from tests.golden import hx, load_vectors
 from tests.helpers import payload
 from tests.kafkautil import produce_records

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gateway import HybridConsumer
-from gateway.services import KafkaService
+from gateway.testing import KafkaService
 from tests.helpers import payload
 from tests.kafkautil import produce_records
 from tests.test_chunked_e2e import plain_record, raw_segments

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gateway import HybridConsumer, HybridProducer
 from gateway.prometheus import GatewayCollector
-from gateway.services import KafkaService
+from gateway.testing import KafkaService
 from tests.helpers import payload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def test_prometheus_collector_exposes_route_counters(kafka: KafkaService, topic:
 
 
 def test_demo_verdict_requires_every_message_verified() -> None:
-    from gateway.demo import DemoResult
+    from gateway.testing.demo import DemoResult
 
     def result(produced: int, verified: int, mismatched: int, missing: int) -> DemoResult:
         return DemoResult(produced, verified, mismatched, missing, 0, {}, {}, {}, "mock", [], 1.0)

@@ -29,7 +29,7 @@ from confluent_kafka import KafkaException
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.errors import GatewayError, StoreError
 from gateway.gc import envelope_locators, kafka_verifier, sweep
-from gateway.services import ApacheKafka, KafkaService, RedisServer, S3Server, ServiceUnavailable
+from gateway.testing import ApacheKafka, KafkaService, RedisServer, S3Server, ServiceUnavailable
 from stores import RedisStore, S3Store
 from tests.helpers import payload
 

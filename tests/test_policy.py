@@ -18,7 +18,7 @@ from gateway.health import StoreHealth
 from gateway.policy import MessageInfo
 from gateway.protocol import LM_HEADER
 from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
-from gateway.services import KafkaService, RedisServer
+from gateway.testing import KafkaService, RedisServer
 from stores import RedisStore, S3Store
 from tests.helpers import payload
 from tests.kafkautil import read_partition

@@ -25,7 +25,7 @@ from gateway.errors import (
     StoreUnavailableError,
 )
 from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
-from gateway.services import RedisServer
+from gateway.testing import RedisServer
 from stores import RedisStore, Store, ttl_from_retention
 from stores.base import RetentionInfo
 

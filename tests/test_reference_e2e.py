@@ -25,7 +25,7 @@ from gateway.errors import (
     PayloadIntegrityError,
 )
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
-from gateway.services import KafkaService, RedisServer, free_port
+from gateway.testing import KafkaService, RedisServer, free_port
 from stores import RedisStore, S3Store
 from tests.helpers import payload
 from tests.kafkautil import produce_records, read_partition

@@ -22,7 +22,7 @@ from gateway.errors import (
     StoreUnavailableError,
 )
 from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
-from gateway.services import S3Server
+from gateway.testing import S3Server
 from stores import S3Store, Store
 
 MiB = 1024 * 1024

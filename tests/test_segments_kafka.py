@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError, Producer
 from gateway.assembler import INCOMPLETE, MessageAssembler
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import last_header
-from gateway.services import KafkaService
+from gateway.testing import KafkaService
 from tests.helpers import payload
 from tests.kafkautil import produce_records, read_partition
 

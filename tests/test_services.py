@@ -14,7 +14,7 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
-from gateway.services import (
+from gateway.testing import (
     BACKEND_CAPABILITIES,
     CAPABILITIES,
     ApacheKafka,

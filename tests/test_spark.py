@@ -28,9 +28,9 @@ from gateway import HybridConsumer, HybridProducer
 from gateway.errors import PayloadNotFoundError
 from gateway.protocol import SAFE_OFFSET_HEADER, split
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
-from gateway.services import KafkaService, RedisServer, S3Server
 from gateway.spark.options import parse_options
 from gateway.spark.source import plan_batch
+from gateway.testing import KafkaService, RedisServer, S3Server
 from stores import RedisStore, S3Store
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]

@@ -260,7 +260,7 @@ def main(options: DemoOptions) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from gateway import services
+    from gateway import testing
 
     console = Console(width=max(110, Console().width))
     with ExitStack() as stack:
@@ -268,7 +268,7 @@ def main(options: DemoOptions) -> int:
             kafka = None
             bootstrap, client_config, backend = options.kafka, {}, f"external {options.kafka}"
         else:
-            kafka = stack.enter_context(services.start_kafka(options.kafka))
+            kafka = stack.enter_context(testing.start_kafka(options.kafka))
             bootstrap, client_config = kafka.bootstrap_servers, dict(kafka.client_config)
             backend = f"{kafka.name} ({kafka.version})"
         window = MOCK_WINDOW if kafka is not None and kafka.name == "mock" else None
@@ -290,7 +290,7 @@ def main(options: DemoOptions) -> int:
 
 def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any], list[str]]:
     """Real Redis and S3 servers when installed; in-process stand-ins otherwise, and the screen says which."""
-    from gateway import services
+    from gateway import testing
 
     stores: dict[str, Any] = {}
     notes: list[str] = []
@@ -300,11 +300,11 @@ def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any],
 
             from stores import RedisStore
 
-            server = stack.enter_context(services.RedisServer())
+            server = stack.enter_context(testing.RedisServer())
             client = redis.Redis.from_url(server.url, socket_timeout=5, socket_connect_timeout=2)
             stores["redis"] = RedisStore(client, prefix=f"demo{uuid.uuid4().hex[:6]}")
             notes.append(f"Redis: redis-server {server.server_version()} at {server.url}")
-        except (services.ServiceUnavailable, ImportError) as exc:
+        except (testing.ServiceUnavailable, ImportError) as exc:
             try:
                 import fakeredis
 
@@ -318,11 +318,11 @@ def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any],
         try:
             from stores import S3Store
 
-            s3 = stack.enter_context(services.S3Server())
+            s3 = stack.enter_context(testing.S3Server())
             bucket = s3.create_bucket(f"gateway-demo-{uuid.uuid4().hex[:8]}")
             stores["s3"] = S3Store(s3.client(), bucket=bucket, prefix="demo/")
             notes.append(f"S3: moto server at {s3.endpoint_url}, bucket {bucket}")
-        except (services.ServiceUnavailable, ImportError) as exc:
+        except (testing.ServiceUnavailable, ImportError) as exc:
             notes.append(f"S3: not available ({exc}); no S3 references")
     if not stores:
         notes.append("no store available: large messages are chunked, or left out when they exceed the window")

@@ -1,0 +1,44 @@
+"""Real servers on loopback for tests, ``gateway demo`` and benchmarks: Apache Kafka, the emulators,
+redis-server and moto's S3 server, each started on a free port and stopped again by its PID.
+
+Nothing in the library imports this package: it is tooling, installed with the ``[testing]`` extra.
+Each service can instead point at something that already runs, through environment variables, so
+the same suite can be aimed at a real cluster: ``KAFKA_TEST_BACKEND`` / ``KAFKA_BOOTSTRAP_SERVERS``
+(+ ``KAFKA_CLIENT_CONFIG``), ``REDIS_URL``, ``S3_ENDPOINT_URL`` (+ ``AWS_*``, ``S3_BUCKET``).
+"""
+
+from gateway.testing.apache_kafka import ApacheKafka, kafka_lib_dir
+from gateway.testing.backends import ExternalKafka, MockKafka, NoidaKafka, TansuKafka, start_kafka
+from gateway.testing.kafka_service import (
+    BACKEND_CAPABILITIES,
+    BACKENDS,
+    CAPABILITIES,
+    KafkaService,
+    backend_capabilities,
+    resolve_backend,
+)
+from gateway.testing.processes import LOOPBACK, ServiceStartError, ServiceUnavailable, free_port
+from gateway.testing.redis_server import RedisServer
+from gateway.testing.s3_server import S3Server
+
+__all__ = [
+    "BACKENDS",
+    "BACKEND_CAPABILITIES",
+    "CAPABILITIES",
+    "LOOPBACK",
+    "ApacheKafka",
+    "ExternalKafka",
+    "KafkaService",
+    "MockKafka",
+    "NoidaKafka",
+    "RedisServer",
+    "S3Server",
+    "ServiceStartError",
+    "ServiceUnavailable",
+    "TansuKafka",
+    "backend_capabilities",
+    "free_port",
+    "kafka_lib_dir",
+    "resolve_backend",
+    "start_kafka",
+]

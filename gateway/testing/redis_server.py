@@ -1,0 +1,155 @@
+"""A real redis-server on loopback for tests and the demo, or ``REDIS_URL``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gateway.testing.processes import (
+    LOOPBACK,
+    LocalServer,
+    ServerProcess,
+    ServiceStartError,
+    ServiceUnavailable,
+    start_with_port_retry,
+)
+
+if TYPE_CHECKING:
+    import redis
+
+_RedisT = TypeVar("_RedisT", bound="RedisServer")
+
+def _find_redis_server() -> str | None:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    for candidate in ("/usr/sbin/redis-server", "/usr/bin/redis-server", "/usr/local/bin/redis-server"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class RedisServer(LocalServer):
+    """A real redis-server on loopback, or ``REDIS_URL`` when set (then nothing is started).
+
+    :meth:`stop` and :meth:`start` keep the port, so a test can take Redis away in the middle of a
+    run and bring it back at the same URL, as a failover would look to a client. Persistence is
+    off: a restart comes back empty, which is what a crashed cache looks like.
+    """
+
+    def __init__(self, url: str | None = None, *, from_env: bool = True, start_timeout: float = 15.0) -> None:
+        env_url = os.environ.get("REDIS_URL") if from_env else None
+        self._external_url: str | None = url or env_url or None
+        self.start_timeout = start_timeout
+        self._proc: ServerProcess | None = None
+        self._port: int | None = None
+        self._workdir: Path | None = None
+        self._binary: str | None = None
+
+    @property
+    def external(self) -> bool:
+        return self._external_url is not None
+
+    @property
+    def url(self) -> str:
+        if self._external_url is not None:
+            return self._external_url
+        if self._port is None:
+            raise RuntimeError("RedisServer has not been started")
+        return f"redis://{LOOPBACK}:{self._port}/0"
+
+    @property
+    def port(self) -> int | None:
+        return self._port
+
+    @property
+    def pid(self) -> int | None:
+        """The server process while it runs; ``None`` when external or stopped."""
+        if self._proc is None or self._proc.exited():
+            return None
+        return self._proc.pid
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._proc.log_path if self._proc is not None else None
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A new client; short connect timeouts so a stopped server fails fast instead of hanging."""
+        import redis as redis_mod
+
+        kwargs.setdefault("socket_connect_timeout", 5)
+        return redis_mod.Redis.from_url(self.url, **kwargs)
+
+    def server_version(self) -> str:
+        info = self.client().info("server")
+        return f"redis {info.get('redis_version', 'unknown')}"
+
+    def start(self: _RedisT) -> _RedisT:
+        """Start the server (again, on the same port after :meth:`stop`); no-op when external or running."""
+        if self.external or self.pid is not None:
+            return self
+        if self._binary is None:
+            self._binary = _find_redis_server()
+            if self._binary is None:
+                raise ServiceUnavailable("redis-server not found (apt-get install redis-server, or set REDIS_URL)")
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="gw-redis-"))
+        if self._port is None:
+            self._proc, self._port = start_with_port_retry(self._launch, self._await_ready)
+        else:
+            # Same port on restart: clients keep their URL. Retry briefly in case the old socket lingers.
+            port = self._port
+            for attempt in range(5):
+                proc = self._launch(port)
+                try:
+                    self._await_ready(proc, port)
+                except ServiceStartError:
+                    proc.stop(grace=0)
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.2)
+                    continue
+                self._proc = proc
+                break
+        return self
+
+    def _launch(self, port: int) -> ServerProcess:
+        assert self._binary is not None and self._workdir is not None
+        argv = [
+            self._binary, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
+            "--dir", str(self._workdir), "--daemonize", "no",
+        ]  # fmt: skip
+        return ServerProcess("redis-server", argv, self._workdir)
+
+    def _await_ready(self, proc: ServerProcess, port: int) -> None:
+        import redis as redis_mod
+
+        probe = redis_mod.Redis(host=LOOPBACK, port=port, socket_connect_timeout=0.5, socket_timeout=1)
+
+        def pings() -> bool:
+            try:
+                return bool(probe.ping())
+            except redis_mod.RedisError:
+                return False
+
+        try:
+            proc.wait_until(pings, timeout=self.start_timeout, what="PING")
+        finally:
+            probe.close()
+
+    def stop(self) -> None:
+        """Stop the server but keep its port and directory for :meth:`start`."""
+        if self.external:
+            raise ServiceUnavailable("cannot stop an external Redis (REDIS_URL is set)")
+        if self._proc is not None:
+            self._proc.stop(grace=5.0)
+
+    def close(self) -> None:
+        if not self.external:
+            super().close()
+
+
