@@ -18,6 +18,7 @@ from gateway.testing import (
     BACKEND_CAPABILITIES,
     CAPABILITIES,
     ApacheKafka,
+    ApacheKafkaCluster,
     KafkaService,
     RedisServer,
     S3Server,
@@ -44,7 +45,7 @@ def _assert_child_process(pid: int | None, needle: str) -> None:
 
 
 def test_capability_table_is_closed_and_complete() -> None:
-    assert set(BACKEND_CAPABILITIES) == {"kafka", "mock", "noida", "tansu", "external"}
+    assert set(BACKEND_CAPABILITIES) == {"kafka", "kafka3", "mock", "noida", "tansu", "external"}
     for caps in BACKEND_CAPABILITIES.values():
         assert caps <= CAPABILITIES
     assert BACKEND_CAPABILITIES["external"] == CAPABILITIES - {"broker_faults"}
@@ -132,6 +133,9 @@ def test_kafka_server_process(kafka: KafkaService) -> None:
         pytest.skip("external cluster: no local process")
     if kafka.name == "mock":
         assert kafka.pid is None  # in process, by design
+    elif isinstance(kafka, ApacheKafkaCluster):
+        for node in kafka.nodes:
+            _assert_child_process(node.pid, "kafka.Kafka")
     else:
         _assert_child_process(kafka.pid, {"kafka": "kafka.Kafka", "noida": "noida-db", "tansu": "tansu"}[kafka.name])
     assert kafka.version

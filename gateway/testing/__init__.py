@@ -7,7 +7,7 @@ the same suite can be aimed at a real cluster: ``KAFKA_TEST_BACKEND`` / ``KAFKA_
 (+ ``KAFKA_CLIENT_CONFIG``), ``REDIS_URL``, ``S3_ENDPOINT_URL`` (+ ``AWS_*``, ``S3_BUCKET``).
 """
 
-from gateway.testing.apache_kafka import ApacheKafka, kafka_lib_dir
+from gateway.testing.apache_kafka import ApacheKafka, ApacheKafkaCluster, KafkaNode, kafka_lib_dir
 from gateway.testing.backends import ExternalKafka, MockKafka, NoidaKafka, TansuKafka, start_kafka
 from gateway.testing.kafka_service import (
     BACKEND_CAPABILITIES,
@@ -27,7 +27,9 @@ __all__ = [
     "CAPABILITIES",
     "LOOPBACK",
     "ApacheKafka",
+    "ApacheKafkaCluster",
     "ExternalKafka",
+    "KafkaNode",
     "KafkaService",
     "MockKafka",
     "NoidaKafka",

@@ -10,9 +10,10 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gateway.testing.kafka_service import KafkaService
 from gateway.testing.processes import (
@@ -26,8 +27,6 @@ from gateway.testing.processes import (
     start_with_port_retry,
 )
 
-if TYPE_CHECKING:
-    pass
 
 def _repo_root() -> Path:
     """The source checkout this package runs from (an editable install), where the Maven projects live."""
@@ -65,6 +64,166 @@ logger.request.level = WARN
 """
 
 
+_TEST_SPEED = {
+    # a test's group should not wait 3 s for members that will never come
+    "group.initial.rebalance.delay.ms": "0",
+    # KIP-848 groups reconcile on heartbeats, every 5 s by default: a test would mostly wait
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    # fewer internal partitions: the first group and transaction start faster, semantics unchanged
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.num.partitions": "4",
+}
+
+
+@dataclass
+class _Jvm:
+    """How to run Kafka's classes here: the java binary, the fetched jars and their version."""
+
+    java: str
+    classpath: str
+    version: str
+
+    @classmethod
+    def find(cls) -> _Jvm:
+        lib = kafka_lib_dir()
+        version = _kafka_version(lib) if lib.is_dir() else None
+        if version is None:
+            raise ServiceUnavailable(
+                f"Apache Kafka's jars are not in {lib}: run `make kafka` (Maven fetches them), or set KAFKA_LIB_DIR"
+            )
+        java = shutil.which("java")
+        if java is None:
+            raise ServiceUnavailable("java is not on PATH (Apache Kafka needs Java 17 or newer)")
+        return cls(java, f"{lib}/*", version)
+
+    def argv(self, heap: str, workdir: Path) -> list[str]:
+        log4j = workdir / "log4j2.properties"
+        log4j.write_text(_LOG4J2_CONFIG.format(log=workdir / "server.log"))
+        return [
+            self.java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={workdir}", "-cp", self.classpath,
+        ]  # fmt: skip
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster id form: a random UUID in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class KafkaNode:
+    """One KRaft node (broker and controller in one JVM) with its ports and folder, running or not.
+
+    Its storage and ports outlive its process, so a test can SIGKILL it and start it again as the
+    same node, which is what a crashed and restarted broker looks like to clients and to the quorum.
+    """
+
+    node_id: int
+    port: int
+    controller_port: int
+    workdir: Path
+    argv: list[str] = field(default_factory=list)
+    proc: ServerProcess | None = None
+
+    @property
+    def log_path(self) -> Path:
+        """The broker's own log (log4j), not the JVM's stdout."""
+        return self.workdir / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and not self.proc.exited()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.running and self.proc is not None else None
+
+    def configure(self, jvm: _Jvm, heap: str, props: Mapping[str, str], cluster_id: str) -> None:
+        """Write the node's properties and format its storage (once: a restart keeps the data)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        base = jvm.argv(heap, self.workdir)
+        shutil.rmtree(self.workdir / "data", ignore_errors=True)
+        fmt = subprocess.run(
+            [*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        if fmt.returncode != 0:
+            raise ServiceStartError(f"formatting Kafka's storage failed ({fmt.returncode}):\n{fmt.stdout}{fmt.stderr}")
+        self.argv = [*base, "kafka.Kafka", str(config)]
+
+    def start(self) -> ServerProcess:
+        self.proc = ServerProcess(f"kafka-{self.node_id}", self.argv, self.workdir)
+        return self.proc
+
+    def await_ready(self, timeout: float) -> None:
+        """Ready means the broker answers metadata with a broker in it, not merely that its port is open."""
+        assert self.proc is not None
+        try:
+            await_kafka_metadata(self.proc, self.port, timeout)
+        except ServiceStartError as exc:
+            raise ServiceStartError(f"{exc}\nbroker log {self.log_path}:\n{log_tail(self.log_path)}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown; what the JVM wrote stays in the kernel's page cache, as after a crash."""
+        if self.proc is not None:
+            self.proc.stop(grace=0)
+
+    def restart(self, timeout: float) -> None:
+        """Start the killed node again on its ports and storage, retrying while the old socket lingers."""
+        if self.running:
+            raise RuntimeError(f"node {self.node_id} is still running; kill() it first")
+        deadline = time.monotonic() + timeout
+        while True:
+            self.start()
+            try:
+                self.await_ready(max(1.0, deadline - time.monotonic()))
+                return
+            except ServiceStartError:
+                self.kill()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open but nothing answers, like a long GC pause or a hung host."""
+        if self.proc is not None:
+            self.proc.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.popen.send_signal(signal.SIGCONT)
+
+    def stop(self, grace: float) -> None:
+        if self.running:
+            self.resume()  # a stopped JVM cannot act on SIGTERM
+            assert self.proc is not None
+            self.proc.stop(grace=grace)
+
+
+def _node_properties(node: KafkaNode, voters: str, replicas: int) -> dict[str, str]:
+    """A combined broker + controller; defaults kept where users keep them, replication sized to the cluster."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port},CONTROLLER://{LOOPBACK}:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(node.workdir / "data"),
+        "offsets.topic.replication.factor": str(replicas),
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(min(2, replicas)),
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(min(2, replicas)),
+        **_TEST_SPEED,
+    }
+
+
 class ApacheKafka(KafkaService):
     """Apache Kafka itself: one KRaft node (broker and controller) as a JVM child process.
 
@@ -85,26 +244,25 @@ class ApacheKafka(KafkaService):
     stop_grace: float = 15.0
 
     def __init__(self, *, heap: str | None = None, overrides: Mapping[str, str] | None = None) -> None:
-        lib = kafka_lib_dir()
-        version = _kafka_version(lib) if lib.is_dir() else None
-        if version is None:
-            raise ServiceUnavailable(
-                f"Apache Kafka's jars are not in {lib}: run `make kafka` (Maven fetches them), or set KAFKA_LIB_DIR"
-            )
-        java = shutil.which("java")
-        if java is None:
-            raise ServiceUnavailable("java is not on PATH (Apache Kafka needs Java 17 or newer)")
-        self._heap = heap or os.environ.get("KAFKA_HEAP", "768m")
-        self._overrides = dict(overrides or {})
+        jvm = _Jvm.find()
+        heap = heap or os.environ.get("KAFKA_HEAP", "768m")
         self._workdir = Path(tempfile.mkdtemp(prefix="gw-kafka-"))
-        self._java = java
-        self._classpath = f"{lib}/*"
+        self.node = KafkaNode(1, 0, 0, self._workdir)
+
+        def launch(port: int) -> ServerProcess:
+            self.node.port, self.node.controller_port = port, free_port()
+            voters = f"1@{LOOPBACK}:{self.node.controller_port}"
+            props = {**_node_properties(self.node, voters, replicas=1), **(overrides or {})}
+            self.node.configure(jvm, heap, props, new_cluster_id())
+            return self.node.start()
+
         try:
-            self._proc, port = start_with_port_retry(self._launch, self._await_ready)
+            start_with_port_retry(launch, lambda proc, port: self.node.await_ready(self.start_timeout))
         except BaseException:
             shutil.rmtree(self._workdir, ignore_errors=True)
             raise
-        super().__init__(version=f"Apache Kafka {version}", bootstrap_servers=f"{LOOPBACK}:{port}", pid=self._proc.pid)
+        super().__init__(version=f"Apache Kafka {jvm.version}", bootstrap_servers=f"{LOOPBACK}:{self.node.port}",
+                         pid=self.node.pid)
 
     @property
     def workdir(self) -> Path:
@@ -112,109 +270,130 @@ class ApacheKafka(KafkaService):
 
     @property
     def log_path(self) -> Path:
-        """The broker's own log (log4j), not the JVM's stdout."""
-        return self._workdir / "server.log"
-
-    def _properties(self, port: int, controller_port: int) -> dict[str, str]:
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self._workdir / "data"),
-            # one node: every internal topic can only have one replica
-            "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            # a test's group should not wait 3 s for members that will never come
-            "group.initial.rebalance.delay.ms": "0",
-            # KIP-848 groups reconcile on heartbeats, every 5 s by default: a test would mostly wait
-            "group.consumer.heartbeat.interval.ms": "500",
-            "group.consumer.min.heartbeat.interval.ms": "500",
-            # fewer internal partitions: the first group and transaction start faster, semantics unchanged
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.num.partitions": "4",
-        }
-        props.update(self._overrides)
-        return props
-
-    def _launch(self, port: int) -> ServerProcess:
-        controller_port = free_port()
-        config = self._workdir / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in self._properties(port, controller_port).items()))
-        log4j = self._workdir / "log4j2.properties"
-        log4j.write_text(_LOG4J2_CONFIG.format(log=self.log_path))
-        jvm = [
-            self._java, f"-Xmx{self._heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={log4j}", "-Dkafka.logs.dir=" + str(self._workdir), "-cp", self._classpath,
-        ]  # fmt: skip
-        data = self._workdir / "data"
-        shutil.rmtree(data, ignore_errors=True)  # a retried start formats afresh
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        fmt = subprocess.run(
-            [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        if fmt.returncode != 0:
-            raise ServiceStartError(f"formatting Kafka's storage failed ({fmt.returncode}):\n{fmt.stdout}{fmt.stderr}")
-        return ServerProcess("kafka", [*jvm, "kafka.Kafka", str(config)], self._workdir)
-
-    def _await_ready(self, proc: ServerProcess, port: int) -> None:
-        """Ready means the broker answers metadata with itself in it (the controller has elected it)."""
-        try:
-            await_kafka_metadata(proc, port, self.start_timeout)
-        except ServiceStartError as exc:
-            raise ServiceStartError(f"{exc}\nbroker log {self.log_path}:\n{log_tail(self.log_path)}") from None
-
-    # -- faults, for reliability tests: the same node, port and storage, as an operator would see it --
+        return self.node.log_path
 
     @property
     def port(self) -> int:
-        return int(self.bootstrap_servers.rsplit(":", 1)[1])
+        return self.node.port
+
+    # -- faults, for reliability tests: the same node, port and storage, as an operator would see it --
 
     def kill(self) -> None:
-        """SIGKILL the broker: no clean shutdown, unflushed page cache is the kernel's to keep."""
-        self._proc.stop(grace=0)
+        self.node.kill()
 
     def restart(self, *, timeout: float | None = None) -> None:
-        """Start the killed or stopped node again on the same ports and storage, and wait until it answers."""
-        if not self._proc.exited():
-            raise RuntimeError("the broker is still running; kill() it first")
-        argv = self._proc.argv
-        deadline = time.monotonic() + (timeout or self.start_timeout)
-        while True:  # the old listener may linger a moment after a kill
-            proc = ServerProcess("kafka", argv, self._workdir)
-            try:
-                await_kafka_metadata(proc, self.port, max(1.0, deadline - time.monotonic()))
-            except ServiceStartError:
-                proc.stop(grace=0)
-                if time.monotonic() >= deadline:
-                    raise ServiceStartError(f"broker did not come back; log:\n{log_tail(self.log_path)}") from None
-                time.sleep(0.5)
-                continue
-            self._proc = proc
-            self.pid = proc.pid
-            return
+        self.node.restart(timeout or self.start_timeout)
+        self.pid = self.node.pid
 
     def pause(self) -> None:
-        """SIGSTOP: the broker keeps its connections but answers nothing, like a long GC pause or a hung host."""
-        self._proc.popen.send_signal(signal.SIGSTOP)
+        self.node.pause()
 
     def resume(self) -> None:
-        self._proc.popen.send_signal(signal.SIGCONT)
+        self.node.resume()
 
     def _shutdown(self) -> None:
         try:
-            if not self._proc.exited():
-                self.resume()  # a paused JVM cannot act on SIGTERM
-            self._proc.stop(grace=self.stop_grace)
+            self.node.stop(self.stop_grace)
         finally:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
 
+class ApacheKafkaCluster(KafkaService):
+    """Three Apache Kafka nodes, each broker and controller, forming one KRaft quorum.
+
+    Topics get three replicas and ``min.insync.replicas=2`` by default and producers ``acks=all``
+    with idempotence, the settings under which a cluster promises that an acknowledged record
+    survives the loss of its leader. Any node can be SIGKILLed and restarted as itself.
+    """
+
+    name = "kafka3"
+    consumer_defaults = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+    start_timeout: float = 120.0
+    stop_grace: float = 15.0
+
+    def __init__(self, nodes: int = 3, *, heap: str = "512m", overrides: Mapping[str, str] | None = None) -> None:
+        jvm = _Jvm.find()
+        self._workdir = Path(tempfile.mkdtemp(prefix="gw-kafka3-"))
+        self.nodes = [KafkaNode(i, free_port(), free_port(), self._workdir / f"node-{i}") for i in range(1, nodes + 1)]
+        voters = ",".join(f"{n.node_id}@{LOOPBACK}:{n.controller_port}" for n in self.nodes)
+        cluster_id = new_cluster_id()
+        replicas = min(3, nodes)
+        cluster_defaults = {
+            "default.replication.factor": str(replicas),
+            "min.insync.replicas": str(min(2, replicas)),
+            # a dead node is fenced and its partitions move after 3 s instead of 9 s: tests wait less
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+        }
+        try:
+            for node in self.nodes:
+                props = {**_node_properties(node, voters, replicas), **cluster_defaults, **(overrides or {})}
+                node.configure(jvm, heap, props, cluster_id)
+            for node in self.nodes:  # all at once: no node is ready before a quorum has formed
+                node.start()
+            self._await_brokers(len(self.nodes), self.start_timeout)
+        except BaseException:
+            self._stop_all(grace=0)
+            raise
+        super().__init__(version=f"Apache Kafka {jvm.version}, {nodes} nodes",
+                         bootstrap_servers=",".join(f"{LOOPBACK}:{n.port}" for n in self.nodes))
+
+    def _await_brokers(self, count: int, timeout: float) -> None:
+        for node in self.nodes:
+            if node.running:
+                node.await_ready(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            from confluent_kafka import KafkaException
+            from confluent_kafka.admin import AdminClient
+
+            live = [n for n in self.nodes if n.running]
+            try:
+                admin = AdminClient({"bootstrap.servers": ",".join(f"{LOOPBACK}:{n.port}" for n in live)})
+                if len(admin.list_topics(timeout=2).brokers) >= count:
+                    return
+            except KafkaException:
+                pass
+            if time.monotonic() >= deadline:
+                logs = "\n".join(f"node {n.node_id}:\n{log_tail(n.log_path, 1500)}" for n in self.nodes)
+                raise ServiceStartError(f"{count} brokers did not register within {timeout:.0f}s\n{logs}")
+            time.sleep(0.2)
+
+    def producer_config(self, **overrides: Any) -> dict[str, Any]:
+        return super().producer_config(**{"acks": "all", "enable.idempotence": True, **overrides})
+
+    def node(self, node_id: int) -> KafkaNode:
+        return self.nodes[node_id - 1]
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node id that leads a partition now, as the cluster's metadata says."""
+        meta = self.admin().list_topics(topic=topic, timeout=10).topics[topic]
+        return int(meta.partitions[partition].leader)
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        meta = self.admin().list_topics(topic=topic, timeout=10).topics[topic]
+        return [int(x) for x in meta.partitions[partition].isrs]
+
+    def kill(self, node_id: int) -> None:
+        self.node(node_id).kill()
+
+    def restart(self, node_id: int, *, timeout: float | None = None) -> None:
+        self.node(node_id).restart(timeout or self.start_timeout)
+
+    def await_full_isr(self, topic: str, partitions: Iterable[int], timeout: float = 60.0) -> None:
+        """Wait until every replica of the partitions is back in sync (after a restart)."""
+        deadline = time.monotonic() + timeout
+        while any(len(self.isr(topic, p)) < len(self.nodes) for p in partitions):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"replicas of {topic} not back in sync after {timeout:.0f}s")
+            time.sleep(0.2)
+
+    def _stop_all(self, grace: float) -> None:
+        try:
+            for node in self.nodes:
+                node.stop(grace)
+        finally:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _shutdown(self) -> None:
+        self._stop_all(self.stop_grace)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.testing.apache_kafka import ApacheKafka
+from gateway.testing.apache_kafka import ApacheKafka, ApacheKafkaCluster
 from gateway.testing.kafka_service import KafkaService, resolve_backend
 from gateway.testing.processes import (
     LOOPBACK,
@@ -221,6 +221,7 @@ class ExternalKafka(KafkaService):
 
 _KAFKA_CLASSES: dict[str, Callable[[], KafkaService]] = {
     "kafka": ApacheKafka,
+    "kafka3": ApacheKafkaCluster,
     "mock": MockKafka,
     "noida": NoidaKafka,
     "tansu": TansuKafka,

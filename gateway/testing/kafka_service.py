@@ -60,6 +60,7 @@ BACKEND_CAPABILITIES: dict[str, frozenset[str]] = {
     ),
     # Apache Kafka itself has every behaviour a test may ask for, so nothing is ever skipped on it.
     "kafka": CAPABILITIES,
+    "kafka3": CAPABILITIES,  # three Apache Kafka nodes, replication factor 3
     # a cluster someone else runs cannot be killed by a test
     "external": CAPABILITIES - {"broker_faults"},
 }
