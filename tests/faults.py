@@ -49,6 +49,7 @@ class Tally:
     orphaned_before_gc: int = 0
     note: str = ""
     errored: set[str] = field(default_factory=set)  # keys the consumer raised a typed error for
+    error_types: Counter[str] = field(default_factory=Counter)
 
     @property
     def lost(self) -> set[str]:
@@ -175,6 +176,7 @@ def consume(
             assert exc.kafka_message is not None, f"{type(exc).__name__} without its record"
             tally.consumer_errors += 1
             tally.errored.add(exc.kafka_message.key().decode())
+            tally.error_types[type(exc).__name__] += 1
             continue
         if msg is None or msg.error() is not None:
             continue

@@ -125,6 +125,7 @@ def test_redis_restarted_without_persistence(own_kafka: ApacheKafka, redis_serve
     row = tally.row()
     assert row["delivered"] == 0 and row["consumer_errors"] == 12, row
     assert row["lost"] == 0 and row["reported_unrecoverable"] == 12, row
+    assert tally.error_types == {"PayloadNotFoundError": 12}, tally.error_types
     assert row["wrong_bytes"] == 0
 
 
@@ -160,6 +161,7 @@ def test_s3_unavailable_during_consume(
         s3_server.resume()
     consumer.close()
     assert tally.consumer_errors >= 3, tally.row()
+    assert set(tally.error_types) == {"StoreUnavailableError"}, tally.error_types
     consumer = HybridConsumer(consumer_conf(own_kafka, group), stores=stores)
     consumer.subscribe([topic])
     consume(tally, consumer, until=everything_delivered(tally))
