@@ -6,24 +6,36 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gateway.command import EXIT_USAGE, CommandError, OneLineParser, fail, run
+
+if TYPE_CHECKING:
+    from gateway.testing.demo import DemoOptions
 
 
 def _size(text: str) -> int:
     """Accepts 1000, 1_000, 10KB, 4MB, 1GiB."""
     units = {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "b": 1}
     raw = text.strip().lower().replace("_", "")
-    for suffix, factor in units.items():
-        if raw.endswith(suffix):
-            return int(float(raw[: -len(suffix)]) * factor)
-    return int(raw)
+    try:
+        for suffix, factor in units.items():
+            if raw.endswith(suffix):
+                return int(float(raw[: -len(suffix)]) * factor)
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 1000, 10KB, 4MB, 1GiB)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from gateway import __version__
+
+    parser = OneLineParser(
         prog="gateway",
         description="Kafka messages of any size: LinkedIn-compatible chunking or Redis/S3 references, per message.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
     demo = sub.add_parser(
         "demo",
@@ -181,20 +193,48 @@ def _benchmarks_main() -> Callable[[list[str]], int] | None:
     return bench_main
 
 
+def _demo_options(args: argparse.Namespace) -> DemoOptions:
+    """The demo's options, checked: a bad value is one line and exit 2, never a 2 GB surprise in Redis."""
+    from gateway.testing.demo import DemoOptions
+
+    stores = () if args.stores.strip().lower() == "none" else tuple(s.strip() for s in args.stores.split(",") if s)
+    problems = [
+        f"--count must be at least 1, got {args.count}" if args.count < 1 else "",
+        "--min-size must be at least 1 byte" if args.min_size < 1 else "",
+        f"--min-size ({args.min_size:,}) exceeds --max-size ({args.max_size:,})"
+        if args.min_size > args.max_size
+        else "",
+        "--large-fraction must be between 0 and 1" if not 0 <= args.large_fraction <= 1 else "",
+        f"--segment-bytes must be at least 64, got {args.segment_bytes}" if args.segment_bytes < 64 else "",
+        "--reference-above must be at least 1 byte" if args.reference_above < 1 else "",
+        "--tier-above must be at least 1 byte" if args.tier_above < 1 else "",
+        *(f"--stores: unknown store {s!r} (redis, s3 or none)" for s in stores if s not in ("redis", "s3")),
+    ]
+    problem = next((p for p in problems if p), None)
+    if problem:
+        raise CommandError(problem, EXIT_USAGE)
+    return DemoOptions(
+        count=args.count, min_size=args.min_size, max_size=args.max_size, median_size=args.median_size,
+        large_fraction=args.large_fraction, segment_bytes=args.segment_bytes,
+        reference_above=args.reference_above, tier_above=args.tier_above, seed=args.seed, stores=stores,
+        kafka=args.kafka,
+    )  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return run(f"gateway {args.command}", lambda: _dispatch(parser, args))
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from gateway.testing.demo import DemoOptions
         from gateway.testing.demo import main as demo_main
 
-        stores = () if args.stores.strip().lower() == "none" else tuple(s.strip() for s in args.stores.split(",") if s)
-        return demo_main(DemoOptions(
-            count=args.count, min_size=args.min_size, max_size=args.max_size, median_size=args.median_size,
-            large_fraction=args.large_fraction, segment_bytes=args.segment_bytes,
-            reference_above=args.reference_above, tier_above=args.tier_above, seed=args.seed, stores=stores,
-            kafka=args.kafka,
-        ))
+        return demo_main(_demo_options(args))
     if args.command == "gc":
         return _gc(args)
     if args.command == "reconcile":
@@ -202,13 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench":
         bench_main = _benchmarks_main()
         if bench_main is None:
-            print("gateway bench runs the benchmarks/ folder of a source checkout: run it from the checkout's root",
-                  file=sys.stderr)
-            return 2
+            fail("gateway bench runs the benchmarks/ folder of a source checkout: run it from the checkout's root")
         bench_argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
         return bench_main(bench_argv + (["--output", args.output] if args.output else []))
     parser.print_help()
-    return 0 if args.command is None else 2
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gateway import HybridConsumer, HybridProducer
 from gateway.prometheus import GatewayCollector
-from gateway.testing import KafkaService
+from gateway.testing import KafkaService, free_port
 from tests.helpers import payload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,3 +80,77 @@ def test_demo_verdict_requires_every_message_verified() -> None:
     assert not result(10, 9, 1, 0).ok
     assert not result(10, 9, 0, 1).ok
     assert not result(0, 0, 0, 0).ok
+
+
+def test_version() -> None:
+    out = run_cli("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip().startswith("gateway 0.")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--count", "-1"], "--count must be at least 1"),
+        (["--segment-bytes", "0"], "--segment-bytes must be at least 64"),
+        (["--min-size", "10MB", "--max-size", "1MB"], "exceeds --max-size"),
+        (["--stores", "bogus"], "unknown store 'bogus'"),
+        (["--min-size", "10XB"], "not a size: '10XB'"),
+        (["--large-fraction", "2"], "--large-fraction must be between 0 and 1"),
+    ],
+)
+def test_demo_refuses_bad_arguments_in_one_line(args: list[str], says: str) -> None:
+    out = run_cli("demo", *args, timeout=10)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], out.stderr
+    assert lines[0].startswith("gateway demo: error: ")
+
+
+def test_demo_reports_a_dead_broker_in_one_line_within_seconds() -> None:
+    started = time.monotonic()
+    out = run_cli("demo", "--kafka", f"127.0.0.1:{free_port()}", "--stores", "none", timeout=10)
+    assert time.monotonic() - started < 10
+    assert out.returncode == 3, out.stdout + out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot reach Kafka at 127.0.0.1:" in lines[0], out.stderr
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Direct children of ``pid``: their command lines."""
+    found: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                child = int(stat.parent.name)
+                found[child] = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_sigterm_stops_the_servers_the_demo_started_and_removes_their_folders() -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    demo = subprocess.Popen([sys.executable, "-m", "gateway.cli", "demo", "--count", "100000"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert demo.stdout is not None
+        deadline = time.monotonic() + 60
+        servers: dict[int, str] = {}
+        while time.monotonic() < deadline:
+            line = demo.stdout.readline()
+            if line.startswith("Kafka:"):
+                servers = _children(demo.pid)
+                break
+        assert {"redis", "moto"} <= {n for c in servers.values() for n in ("redis", "moto") if n in c}, servers
+        folders = [Path(os.readlink(f"/proc/{pid}/cwd")) for pid in servers]
+        assert all(f.name.startswith(("gw-redis-", "gw-moto-")) for f in folders), folders
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(30) == 128 + signal.SIGTERM
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert not [pid for pid in servers if Path(f"/proc/{pid}").exists()], "servers left running"
+    assert not [f for f in folders if f.exists()], "server folders left behind"

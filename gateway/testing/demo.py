@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.command import kafka_logger, probe_kafka
 from gateway.consumer import HybridConsumer
 from gateway.policy import MessageInfo, Policy, Route, SizeThresholdPolicy
 from gateway.producer import HybridProducer
@@ -137,7 +138,7 @@ def run_demo(
     max_inline = options.max_size if window is None else min(options.max_size, window - 256 * 1024)
     producer = HybridProducer(
         {**client_config, "bootstrap.servers": bootstrap, "message.max.bytes": 1_000_000, "linger.ms": 5,
-         "max.message.segment.bytes": options.segment_bytes},
+         "max.message.segment.bytes": options.segment_bytes, "logger": kafka_logger()},
         policy=policy, stores=stores,
     )
     consumer = HybridConsumer({
@@ -145,6 +146,7 @@ def run_demo(
         "auto.offset.reset": "earliest", "enable.auto.commit": True,
         "message.assembler.buffer.capacity": 64_000_000, "fetch.max.bytes": 52_428_800,
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 20,
+        "logger": kafka_logger(),
     }, stores=stores)
     consumer.subscribe([topic])
     expected: dict[bytes, tuple[str, str, float, int]] = {}
@@ -232,6 +234,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def render(result: DemoResult, console: Any) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"gateway demo on {result.backend} ({result.seconds:.1f} s)")
     for column in ("route", "messages", "payload bytes", "Kafka bytes", "store bytes", "p50 ms", "p99 ms"):
@@ -247,7 +250,7 @@ def render(result: DemoResult, console: Any) -> None:
         )
     console.print(table)
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(Text("note: ", style="yellow") + Text(note))
     verdict = "[green]every byte verified[/green]" if result.ok else "[red]VERIFICATION FAILED[/red]"
     console.print(
         f"{verdict}: {result.verified}/{result.produced} messages match by SHA-256"
@@ -259,13 +262,15 @@ def main(options: DemoOptions) -> int:
     """Start what the demo needs, run it, print the report; exit status 0 only if every byte verified."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
+    from rich.text import Text
 
     from gateway import testing
 
     console = Console(width=max(110, Console().width))
     with ExitStack() as stack:
-        if ":" in options.kafka:  # a bootstrap address: an existing cluster
+        if ":" in options.kafka:  # a bootstrap address: an existing cluster, which must answer first
             kafka = None
+            probe_kafka(options.kafka)
             bootstrap, client_config, backend = options.kafka, {}, f"external {options.kafka}"
         else:
             kafka = stack.enter_context(testing.start_kafka(options.kafka))
@@ -274,10 +279,10 @@ def main(options: DemoOptions) -> int:
         window = MOCK_WINDOW if kafka is not None and kafka.name == "mock" else None
         stores, store_notes = open_stores(options, stack)
         for note in store_notes:
-            console.print(f"[yellow]note:[/yellow] {note}")
-        console.print(f"Kafka: {backend}" + (
+            console.print(Text("note: ", style="yellow") + Text(note))
+        console.print(Text(f"Kafka: {backend}" + (
             f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
-            if window else ""))
+            if window else "")))
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       console=console, transient=True) as bar:
             task = bar.add_task("producing and verifying", total=options.count)

@@ -1,0 +1,98 @@
+"""How the ``gateway`` command fails: one line on stderr and an exit code, never a traceback.
+
+An operator runs these commands from scripts and cron jobs. A traceback there hides the one fact
+that matters (which broker, which bucket, which argument), and a command killed by a signal must
+still stop the servers it started and remove their folders, or every failed run leaks processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, NoReturn
+
+#: Exit codes: 0 ok, 1 the work failed or found problems, 2 bad arguments, 3 a service was unreachable.
+EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+
+
+class CommandError(Exception):
+    """A failure the command reports as one line with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (``gateway demo: error: ...``) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    raise CommandError(message, code)
+
+
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``SystemExit`` so every ``with`` block runs its clean-up on the way out."""
+
+    def unwind(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def kafka_logger() -> logging.Logger:
+    """librdkafka's own log lines go through Python logging (``gateway.kafka``) instead of raw stderr."""
+    return logging.getLogger("gateway.kafka")
+
+
+def probe_kafka(bootstrap: str, client_config: dict[str, Any] | None = None, timeout: float = 5.0) -> None:
+    """Fail within ``timeout`` seconds, in one line, when no broker answers metadata at ``bootstrap``."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    conf = {**(client_config or {}), "bootstrap.servers": bootstrap, "logger": kafka_logger(),
+            "socket.connection.setup.timeout.ms": int(timeout * 1000)}  # fmt: skip
+    try:
+        metadata = AdminClient(conf).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        fail(f"cannot reach Kafka at {bootstrap} within {timeout:.0f} s: {exc.args[0].str()}", EXIT_UNREACHABLE)
+    if not metadata.brokers:
+        fail(f"Kafka at {bootstrap} answered with no brokers", EXIT_UNREACHABLE)
+
+
+def run(prog: str, action: Callable[[], int]) -> int:
+    """Run a subcommand: its own errors, and any library, Kafka, Redis or S3 error, become one line.
+
+    ``GATEWAY_DEBUG=1`` lets the traceback through, for bug reports.
+    """
+    logging.basicConfig(level=logging.WARNING, format=f"{prog}: %(levelname)s %(name)s: %(message)s")
+    try:
+        with signals_unwind():
+            return action()
+    except CommandError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every other failure: one line, the type names the component
+        if os.environ.get("GATEWAY_DEBUG"):
+            raise
+        text = " ".join(str(exc).split()) or "(no message)"
+        print(f"{prog}: error: {type(exc).__name__}: {text}", file=sys.stderr)
+        return EXIT_FAILED
