@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -78,6 +79,19 @@ def log_tail(path: Path, chars: int = _LOG_TAIL_CHARS) -> str:
     return data[-chars:].decode("utf-8", errors="replace")
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies, even by SIGKILL.
+
+    A test run killed by its timeout or a demo killed with ``kill -9`` cannot stop its servers;
+    Linux's parent-death signal does it for them, so no redis-server or broker outlives its owner.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class ServerProcess:
     """A server child process with its output in a file.
 
@@ -99,6 +113,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
                 env=dict(env) if env is not None else None,
+                preexec_fn=_die_with_parent,
             )
 
     @property
