@@ -14,13 +14,12 @@ from typing import Any
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.delivery import DeliveryFold, InFlight
 from gateway.errors import LargeMessageSendError
-from gateway.outgoing import OutgoingMessage
+from gateway.outgoing import OutgoingMessage, Send
 from gateway.producer_config import ProducerSettings
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.headers import TIMESTAMP_HEADER, encode_timestamp, has_header
 from gateway.protocol.records import OutRecord
 from gateway.protocol.splitter import split
-from gateway.reference_writer import Send
 
 
 class ChunkedWriter:

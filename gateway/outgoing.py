@@ -15,6 +15,9 @@ from gateway.protocol.headers import Headers
 
 DeliveryCallback = Callable[[Any, Any], None]
 
+Send = Callable[[str, dict[str, Any]], None]
+"""Queue one record: ``producer.produce(topic, **kwargs)``, waiting while the local queue is full."""
+
 
 def as_bytes(value: Any) -> bytes | None:
     """``value`` as bytes; ``TypeError`` for anything librdkafka would not take as a value or key."""

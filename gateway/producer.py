@@ -131,7 +131,7 @@ class HybridProducer:
             # stamp the record ourselves, so producer and consumer audit the same time bucket
             message = message.stamped(self._clock.wall_ms)
             auditor.record(topic, message.timestamp, 1, message.key_size + message.size, AuditType.ATTEMPT)
-            message = message.with_callback(self._audited(message))
+            message = message.with_callback(_audited(auditor, message))
         try:
             if chosen.kind is RouteKind.REFERENCE:
                 chosen = self._references.send(chosen, route is not None, message)
@@ -143,19 +143,6 @@ class HybridProducer:
             if auditor is not None:
                 auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)
             raise
-
-    def _audited(self, message: OutgoingMessage) -> DeliveryCallback:
-        auditor = self._auditor
-        assert auditor is not None
-        on_delivery = message.on_delivery
-        topic, timestamp, size = message.topic, message.timestamp, message.key_size + message.size
-
-        def report(err: Any, msg: Any) -> None:
-            auditor.record(topic, timestamp, 1, size, AuditType.FAILURE if err is not None else AuditType.SUCCESS)
-            if on_delivery is not None:
-                on_delivery(err, msg)
-
-        return report
 
     def _send(self, topic: str, kwargs: dict[str, Any]) -> None:
         """Queue one record; while the local queue is full, serve delivery reports up to ``large.message.block.ms``."""
@@ -220,6 +207,19 @@ class HybridProducer:
     def inner(self) -> Producer:
         """The wrapped librdkafka producer, for what this wrapper does not expose."""
         return self._producer
+
+
+def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:
+    """``message``'s callback, recording SUCCESS or FAILURE in the audit bucket its ATTEMPT went to first."""
+    on_delivery = message.on_delivery
+    topic, timestamp, size = message.topic, message.timestamp, message.key_size + message.size
+
+    def report(err: Any, msg: Any) -> None:
+        auditor.record(topic, timestamp, 1, size, AuditType.FAILURE if err is not None else AuditType.SUCCESS)
+        if on_delivery is not None:
+            on_delivery(err, msg)
+
+    return report
 
 
 __all__ = ["HybridProducer", "KafkaError", "KafkaException"]

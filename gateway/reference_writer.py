@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
-from gateway.outgoing import DeliveryCallback, OutgoingMessage
+from gateway.outgoing import DeliveryCallback, OutgoingMessage, Send
 from gateway.policy import CHUNKED, Route
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from stores.base import Store
 
 log = logging.getLogger(__name__)
-
-Send = Callable[[str, dict[str, Any]], None]
-"""Queue one record: ``producer.produce(topic, **kwargs)``, waiting while the local queue is full."""
 
 CLEAR_MARKS_EVERY = 512
 """Acknowledged writes whose pending marks are cleared at once even before the next ``poll``/``flush``."""
