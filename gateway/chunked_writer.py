@@ -1,0 +1,88 @@
+"""The chunked route: one message as LinkedIn segments, queued in order, reported back as one delivery.
+
+Every segment shares the message's key, partition and timestamp (stamped here when the caller left
+it to the broker, so that all segments and the ``_t`` header agree). A message is never left
+half-queued without the caller knowing: if a later segment cannot be queued, ``send`` raises
+:class:`LargeMessageSendError` naming how many went out, and no ``on_delivery`` follows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.delivery import DeliveryFold, InFlight
+from gateway.errors import LargeMessageSendError
+from gateway.outgoing import OutgoingMessage, Send
+from gateway.producer_config import ProducerSettings
+from gateway.producer_metrics import ProducerMetrics
+from gateway.protocol.headers import TIMESTAMP_HEADER, encode_timestamp, has_header
+from gateway.protocol.records import OutRecord
+from gateway.protocol.splitter import split
+
+
+class ChunkedWriter:
+    def __init__(
+        self, settings: ProducerSettings, send: Send, *, metrics: ProducerMetrics | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics if metrics is not None else ProducerMetrics()
+        self.in_flight = InFlight()
+        self._send = send
+        self._clock = clock
+
+    def segments(self, message: OutgoingMessage) -> list[OutRecord]:
+        """The records for ``message``: segments sized so each, with key and headers, fits ``message.max.bytes``."""
+        settings = self.settings
+        key_bytes = message.key_bytes
+        hdrs = message.header_list
+        timestamp = message.stamped(self._clock.wall_ms).timestamp
+        if settings.timestamp_header and not has_header(hdrs, TIMESTAMP_HEADER):
+            hdrs.append((TIMESTAMP_HEADER, encode_timestamp(timestamp)))
+        segment_size = settings.segment_size_for(key_bytes, hdrs)
+        value = message.payload
+        if settings.wrap_small and value is not None and len(value) <= segment_size:
+            segment_size = max(1, len(value))
+        partition = message.partition if message.partition >= 0 else None
+        return split(message.topic, partition, timestamp, uuid.uuid4(), key_bytes, value, segment_size, hdrs,
+                     header_only=settings.header_only)
+
+    def send(self, message: OutgoingMessage) -> None:
+        """Queue every segment; ``BufferError`` if the first does not fit, else :class:`LargeMessageSendError`."""
+        records = self.segments(message)
+        fold = DeliveryFold(len(records), message.on_delivery, message.payload, message.key, message.header_list)
+        self.in_flight.begin(fold)
+        sent = 0
+        try:
+            for record in records:
+                self._send(record.topic, self._segment_kwargs(record, fold))
+                sent += 1
+        except BaseException as exc:
+            self.in_flight.abandon(fold, sent)
+            if sent == 0:
+                raise
+            raise LargeMessageSendError(
+                f"Error when sending large message. Queued {sent} of {len(records)} segments; "
+                "consumers will expire the partial message.",
+                exc, sent, len(records),
+            ) from exc
+        kafka_bytes = sum(len(r.value or b"") + len(r.key or b"") for r in records)
+        self.metrics.chunked(message, len(records), kafka_bytes)
+
+    def _segment_kwargs(self, record: OutRecord, fold: DeliveryFold) -> dict[str, Any]:
+        return {
+            "value": record.value if record.value is None or isinstance(record.value, bytes) else bytes(record.value),
+            "key": record.key if record.key is None or isinstance(record.key, bytes) else bytes(record.key),
+            "partition": -1 if record.partition is None else record.partition,
+            "timestamp": record.timestamp or 0,
+            "headers": record.headers,
+            "on_delivery": lambda err, msg: self._segment_delivered(fold, err, msg),
+        }
+
+    def _segment_delivered(self, fold: DeliveryFold, err: Any, msg: Any) -> None:
+        if self.in_flight.segment_done(fold, err):
+            if fold.failed:
+                self.metrics.delivery_failures += 1
+            fold.deliver(msg)

@@ -1,0 +1,82 @@
+"""The producer's own configuration keys, read out of the confluent-kafka config it is given.
+
+Kept apart from the producer so that every key's default, bound and error can be tested without a
+broker. What is left after the keys are popped goes to librdkafka unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import peek_int, pop_bool, pop_int
+from gateway.health import StoreHealth
+from gateway.outgoing import headers_size
+from gateway.protocol.headers import Headers
+from gateway.protocol.segments import SEGMENT_HEADER_SIZE
+
+DEFAULT_SEGMENT_BYTES = 800_000
+RECORD_OVERHEAD = 512
+"""Room kept below ``message.max.bytes`` for librdkafka's per-record framing and the batch header."""
+
+
+def _overhead(header_only: bool) -> int:
+    return (0 if header_only else SEGMENT_HEADER_SIZE) + RECORD_OVERHEAD
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    """The keys ``HybridProducer`` owns; see its docstring for what each one does."""
+
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    """The effective chunk size: ``max.message.segment.bytes``, capped to fit under ``message.max.bytes``."""
+    header_only: bool = False
+    timestamp_header: bool = True
+    wrap_small: bool = False
+    block_s: float = 60.0
+    max_message_bytes: int = 1_000_000
+    fallback_cap: int = 16_000_000
+    failure_threshold: int = 3
+    failure_window_ms: int = 30_000
+    probe_interval_ms: int = 5_000
+
+    @property
+    def overhead(self) -> int:
+        """Bytes of a record that are not segment payload, key or headers."""
+        return _overhead(self.header_only)
+
+    def segment_size_for(self, key: bytes | None, headers: Headers) -> int:
+        """The largest segment that still fits one record together with this key and these headers."""
+        room = self.max_message_bytes - self.overhead - (len(key) if key else 16) - headers_size(headers)
+        return max(1, min(self.segment_bytes, room))
+
+    def store_health(self) -> StoreHealth:
+        """A fresh health tracker for one store, with the configured thresholds."""
+        return StoreHealth(self.failure_threshold, self.failure_window_ms, self.probe_interval_ms)
+
+
+def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, dict[str, Any]]:
+    """Our settings, and the rest of ``config`` for librdkafka (``message.max.bytes`` is read but left there).
+
+    ``ValueError`` names the key for a value that is not a number or boolean, or is out of bounds.
+    """
+    conf = dict(config)
+    segment_bytes = pop_int(conf, "max.message.segment.bytes", DEFAULT_SEGMENT_BYTES, minimum=1)
+    header_only = pop_bool(conf, "li.record.header.enable", False)
+    timestamp_header = pop_bool(conf, "header.timestamp.enabled", True)
+    wrap_small = pop_bool(conf, "li.large.message.segment.wrapping.required", False)
+    block_s = pop_int(conf, "large.message.block.ms", 60_000, minimum=0) / 1000.0
+    max_message_bytes = peek_int(conf, "message.max.bytes", 1_000_000)
+    fallback_cap = pop_int(conf, "reference.fallback.inline.max.bytes", 16_000_000, minimum=0)
+    failure_threshold = pop_int(conf, "store.failure.threshold", 3, minimum=1)
+    failure_window_ms = pop_int(conf, "store.failure.window.ms", 30_000, minimum=1)
+    probe_interval_ms = pop_int(conf, "store.probe.interval.ms", 5_000, minimum=0)
+    room = max_message_bytes - _overhead(header_only)
+    if room < 1:
+        raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
+    settings = ProducerSettings(
+        min(segment_bytes, room), header_only, timestamp_header, wrap_small, block_s, max_message_bytes,
+        fallback_cap, failure_threshold, failure_window_ms, probe_interval_ms,
+    )
+    return settings, conf

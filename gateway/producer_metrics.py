@@ -1,0 +1,59 @@
+"""The producer's counters in one place, reported by ``HybridProducer.metrics()`` under stable dotted names.
+
+The names are documented (``docs/policy.md``) and scraped by ``gateway.prometheus``, so the
+snapshot keeps them exactly; the fields exist so that the code counting them is checked by mypy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from gateway.outgoing import OutgoingMessage
+
+
+@dataclass
+class ProducerMetrics:
+    plain_messages: int = 0
+    plain_bytes: int = 0
+    plain_kafka_bytes: int = 0
+    chunked_messages: int = 0
+    chunked_bytes: int = 0
+    chunked_segments: int = 0
+    chunked_kafka_bytes: int = 0
+    reference_messages: int = 0
+    reference_bytes: int = 0
+    reference_kafka_bytes: int = 0
+    delivery_failures: int = 0
+    rollbacks: int = 0
+    rollback_failures: int = 0
+    store_put_ms: int = 0
+    store_puts: int = 0
+    store_put_failures: int = 0
+    fallbacks: int = 0
+    fallback_refused: int = 0
+    reference_kafka_bytes_by_store: dict[str, int] = field(default_factory=dict)
+
+    def plain(self, message: OutgoingMessage) -> None:
+        self.plain_messages += 1
+        self.plain_bytes += message.size
+        self.plain_kafka_bytes += message.size + message.key_size
+
+    def chunked(self, message: OutgoingMessage, segments: int, kafka_bytes: int) -> None:
+        self.chunked_messages += 1
+        self.chunked_bytes += message.size
+        self.chunked_segments += segments
+        self.chunked_kafka_bytes += kafka_bytes
+
+    def reference(self, store: str, payload_bytes: int, kafka_bytes: int) -> None:
+        self.reference_messages += 1
+        self.reference_bytes += payload_bytes
+        self.reference_kafka_bytes += kafka_bytes
+        by_store = self.reference_kafka_bytes_by_store
+        by_store[store] = by_store.get(store, 0) + kafka_bytes
+
+    def snapshot(self) -> dict[str, int]:
+        """Every counter under its dotted name (``plain.kafka.bytes``, ``reference.<store>.kafka.bytes``)."""
+        out = {f.name.replace("_", "."): getattr(self, f.name) for f in fields(self)
+               if f.name != "reference_kafka_bytes_by_store"}
+        out.update({f"reference.{name}.kafka.bytes": n for name, n in self.reference_kafka_bytes_by_store.items()})
+        return out

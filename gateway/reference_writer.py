@@ -1,0 +1,182 @@
+"""The reference route: payload to a store, envelope to Kafka, and the store write undone when Kafka refuses.
+
+The write is journalled as pending (atomically with it, or before it) and the mark is cleared only
+once Kafka acknowledged the envelope, so a crash in between, or a rollback that itself fails,
+leaves something ``gateway gc`` can find. A store that keeps failing is skipped (one probe per
+interval, see :mod:`gateway.health`) and the message goes chunked instead when it is small enough.
+
+No Kafka client here: records go out through the ``send`` callable the producer passes in, so the
+whole route is unit-tested with an in-memory store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
+from gateway.health import StoreHealth
+from gateway.outgoing import DeliveryCallback, OutgoingMessage, Send
+from gateway.policy import CHUNKED, Route
+from gateway.producer_metrics import ProducerMetrics
+from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.headers import Headers
+
+if TYPE_CHECKING:
+    from stores.base import Store
+
+log = logging.getLogger(__name__)
+
+CLEAR_MARKS_EVERY = 512
+"""Acknowledged writes whose pending marks are cleared at once even before the next ``poll``/``flush``."""
+
+
+class ReferenceWriter:
+    """Sends messages by reference to named stores, and tracks each store's health for the fallback."""
+
+    def __init__(
+        self, stores: Mapping[str, Store], health: Mapping[str, StoreHealth], send: Send, *,
+        fallback_cap: int, metrics: ProducerMetrics | None = None, clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.stores = stores
+        self.health = health
+        self.fallback_cap = fallback_cap
+        self.metrics = metrics if metrics is not None else ProducerMetrics()
+        self._send = send
+        self._clock = clock
+        self._acked: list[tuple[Store, str]] = []
+
+    @property
+    def marks_to_clear(self) -> int:
+        """Acknowledged writes whose pending mark is still set, waiting for :meth:`clear_acked_marks`."""
+        return len(self._acked)
+
+    def send(self, route: Route, forced: bool, message: OutgoingMessage) -> Route:
+        """Send ``message`` by reference; returns the route it must take instead, or ``route`` when it was sent.
+
+        A store that is marked unhealthy, or whose write fails for want of a connection, makes the
+        answer ``CHUNKED`` for a message under ``fallback_cap``; a larger message, or one whose route
+        was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
+        """
+        name = route.store or ""
+        store = self.stores.get(name)
+        if store is None:
+            raise ConfigurationError(
+                f"the route names store {name!r}, but this producer has {sorted(self.stores) or 'no stores'}"
+            )
+        health = self.health[name]
+        now = self._clock.wall_ms()
+        if not health.allow(now):
+            return self._fallback(name, forced, message.size, "is marked unhealthy")
+        payload = message.payload if message.payload is not None else b""
+        message_id = uuid.uuid4()
+        digest = hashlib.sha256(payload).digest()
+        started = self._clock.monotonic()
+        try:
+            locator = store.put(message.topic, message_id, payload, pending_since_ms=now, sha256=digest)
+        except StoreError as exc:
+            self.metrics.store_put_failures += 1
+            health.failure(now + self._ms_since(started))
+            if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
+                return self._fallback(name, forced, message.size, f"failed: {exc}", exc)
+            raise
+        put_ms = self._ms_since(started)
+        self.metrics.store_put_ms += put_ms
+        self.metrics.store_puts += 1
+        health.success(now + put_ms)
+        envelope = encode_envelope(Envelope(name, locator, len(payload), digest, message_id))
+        self._send_envelope(store, locator, envelope, message)
+        self.metrics.reference(name, len(payload), len(envelope) + message.key_size)
+        return route
+
+    def _ms_since(self, started: float) -> int:
+        return int((self._clock.monotonic() - started) * 1000)
+
+    def _fallback(
+        self, name: str, forced: bool, size: int, why: str, cause: BaseException | None = None,
+    ) -> Route:
+        if forced or size > self.fallback_cap:
+            self.metrics.fallback_refused += 1
+            reason = "the route was forced" if forced else \
+                f"{size} bytes exceed reference.fallback.inline.max.bytes={self.fallback_cap}"
+            raise StoreUnavailableError(f"store {name!r} {why}; not chunking instead because {reason}") from cause
+        self.metrics.fallbacks += 1
+        return CHUNKED
+
+    def _send_envelope(self, store: Store, locator: str, envelope: bytes, message: OutgoingMessage) -> None:
+        """Queue the envelope; if it cannot even be queued, delete the payload before raising."""
+        user_headers = message.header_list
+        kwargs: dict[str, Any] = {
+            "value": envelope, "partition": message.partition, "timestamp": message.timestamp,
+            "headers": [*user_headers, envelope_header()],
+            "on_delivery": self._on_envelope_delivered(store, locator, message.payload, user_headers,
+                                                       message.on_delivery),
+        }
+        if message.key is not None:
+            kwargs["key"] = message.key
+        try:
+            self._send(message.topic, kwargs)
+        except BaseException as exc:
+            self._rollback(store, locator, exc)
+            raise
+
+    def _on_envelope_delivered(
+        self, store: Store, locator: str, value: bytes | None, headers: Headers, on_delivery: DeliveryCallback | None,
+    ) -> DeliveryCallback:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                self._after_ack(store, locator)
+            else:
+                self.metrics.delivery_failures += 1
+                self._rollback(store, locator, err)
+            if on_delivery is not None:
+                if msg is not None:  # the caller sees its own value and headers, not the envelope
+                    msg.set_value(value)
+                    msg.set_headers(headers)
+                on_delivery(err, msg)
+
+        return delivered
+
+    def _after_ack(self, store: Store, locator: str) -> None:
+        """Queue the pending mark for clearing: cleared in one call per store when poll/flush returns.
+
+        Batching keeps the reference route at about one store round trip per message. The window in
+        which a crash leaves a mark on a landed payload stays one ``poll`` call long, and
+        ``gateway gc --bootstrap`` keeps such payloads.
+        """
+        self._acked.append((store, locator))
+        if len(self._acked) >= CLEAR_MARKS_EVERY:
+            self.clear_acked_marks()
+
+    def _rollback(self, store: Store, locator: str, cause: Any) -> None:
+        self.metrics.rollbacks += 1
+        try:
+            store.delete(locator)
+        except Exception as exc:  # the pending mark stays, so gc will remove it
+            self.metrics.rollback_failures += 1
+            log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
+
+    def clear_acked_marks(self) -> None:
+        """Clear the pending marks of acknowledged writes, one call per store where the store can batch."""
+        if not self._acked:
+            return
+        batches: dict[int, tuple[Store, list[str]]] = {}
+        for store, locator in self._acked:
+            batches.setdefault(id(store), (store, []))[1].append(locator)
+        still: list[tuple[Store, str]] = []
+        for store, locators in batches.values():
+            try:
+                many = getattr(store, "clear_pending_many", None)
+                if many is not None:
+                    many(locators)
+                else:
+                    for locator in locators:
+                        store.clear_pending(locator)
+            except Exception as exc:  # the payloads are live: keep the marks queued, never let gc guess
+                log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
+                still.extend((store, locator) for locator in locators)
+        self._acked = still

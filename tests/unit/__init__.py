@@ -1,0 +1,1 @@
+"""Pure unit tests: no servers, no sockets, no sleeping; time comes from a clock the test drives."""

@@ -1,0 +1,88 @@
+"""An in-memory :class:`stores.Store` for pure unit tests of the code that drives a store.
+
+Never the proof that a store works: the Redis and S3 stores are tested against real servers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from gateway.errors import PayloadNotFoundError, StoreError
+from stores.base import Payload
+
+
+@dataclass
+class MemoryStore:
+    name: str = "mem"
+    payloads: dict[str, bytes] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+    written_ms: dict[str, int] = field(default_factory=dict)
+    fail_put: StoreError | None = None
+    """Raised by every ``put`` while set."""
+    fail_delete: Exception | None = None
+    fail_clear: Exception | None = None
+    calls: list[str] = field(default_factory=list)
+
+    def put(
+        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
+        pending_since_ms: int | None = None, sha256: bytes | None = None,
+    ) -> str:
+        self.calls.append("put")
+        if self.fail_put is not None:
+            raise self.fail_put
+        locator = f"{topic}/{message_id}"
+        self.payloads[locator] = bytes(payload)
+        self.written_ms[locator] = pending_since_ms or 0
+        if pending_since_ms is not None:
+            self.pending[locator] = pending_since_ms
+        return locator
+
+    def get(self, locator: str, expected_size: int | None = None) -> bytes:
+        try:
+            return self.payloads[locator]
+        except KeyError:
+            raise PayloadNotFoundError(locator) from None
+
+    def delete(self, locator: str) -> None:
+        self.calls.append("delete")
+        if self.fail_delete is not None:
+            raise self.fail_delete
+        self.payloads.pop(locator, None)
+        self.pending.pop(locator, None)
+
+    def validate_locator(self, locator: str) -> object:
+        return locator
+
+    def mark_pending(self, locator: str, now_ms: int) -> None:
+        self.pending[locator] = now_ms
+
+    def clear_pending(self, locator: str) -> None:
+        self.calls.append("clear_pending")
+        if self.fail_clear is not None:
+            raise self.fail_clear
+        self.pending.pop(locator, None)
+
+    def list_pending(self, older_than_ms: int) -> list[str]:
+        return [loc for loc, ms in self.pending.items() if ms < older_than_ms]
+
+    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
+        return iter([(loc, ms) for loc, ms in self.written_ms.items() if topic is None or loc.startswith(f"{topic}/")])
+
+    def metrics(self) -> dict[str, int | float]:
+        return {"puts": self.calls.count("put")}
+
+    def close(self) -> None:
+        pass
+
+
+class BatchingMemoryStore(MemoryStore):
+    """A store that clears many marks in one call, as ``RedisStore.clear_pending_many`` does."""
+
+    def clear_pending_many(self, locators: list[str]) -> None:
+        self.calls.append(f"clear_pending_many:{len(locators)}")
+        if self.fail_clear is not None:
+            raise self.fail_clear
+        for locator in locators:
+            self.pending.pop(locator, None)

@@ -1,0 +1,108 @@
+"""The chunked route without Kafka: segments, the timestamp they share, and a message queued only in part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Message
+
+from gateway.chunked_writer import ChunkedWriter
+from gateway.errors import LargeMessageSendError
+from gateway.outgoing import OutgoingMessage
+from gateway.producer_config import parse_producer_config
+from gateway.protocol.headers import TIMESTAMP_HEADER, decode_long_header, last_header
+from tests.unit.fake_clock import ManualClock
+
+
+class Queue:
+    """Takes ``room`` records, then raises ``BufferError`` as a full librdkafka queue does."""
+
+    def __init__(self, room: int = 1_000) -> None:
+        self.room = room
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
+        if len(self.records) >= self.room:
+            raise BufferError("Local: Queue full")
+        self.records.append(kwargs)
+
+    def report(self, i: int, err: Any = None) -> None:
+        r = self.records[i]
+        r["on_delivery"](err, Message(topic="t", partition=0, offset=i, key=r["key"], value=r["value"],
+                                      headers=r["headers"]))
+
+
+def writer(queue: Queue, clock: ManualClock | None = None, config: dict[str, Any] | None = None) -> ChunkedWriter:
+    settings, _ = parse_producer_config({"max.message.segment.bytes": 100, **(config or {})})
+    return ChunkedWriter(settings, queue, clock=(clock or ManualClock(wall=1_700_000_000.5)).clock())
+
+
+def test_segments_share_the_clocks_timestamp_when_the_caller_gave_none() -> None:
+    queue = Queue()
+    writer(queue).send(OutgoingMessage.of("t", b"x" * 250, key=b"k"))
+    assert len(queue.records) == 3
+    assert {r["timestamp"] for r in queue.records} == {1_700_000_000_500}
+    assert {decode_long_header(last_header(r["headers"], TIMESTAMP_HEADER), TIMESTAMP_HEADER)
+            for r in queue.records} == {1_700_000_000_500}
+    assert {r["key"] for r in queue.records} == {b"k"} and {r["partition"] for r in queue.records} == {-1}
+
+
+def test_the_callers_timestamp_and_partition_win_and_the_clock_is_not_read() -> None:
+    queue, clock = Queue(), ManualClock()
+    writer(queue, clock).send(OutgoingMessage.of("t", b"x" * 150, partition=2, timestamp=42))
+    assert {(r["timestamp"], r["partition"]) for r in queue.records} == {(42, 2)}
+    assert clock.reads == 0
+
+
+def test_one_callback_once_every_segment_is_acknowledged() -> None:
+    queue, seen = Queue(), []
+    w = writer(queue)
+    w.send(OutgoingMessage.of("t", "é" * 150, key="k", headers={"h": b"1"},
+                              on_delivery=lambda err, msg: seen.append((err, msg.value(), msg.key(), msg.offset()))))
+    assert len(queue.records) == 3 and w.in_flight.logical(lambda: 3) == 1
+    for i in range(3):
+        queue.report(i)
+    assert seen == [(None, "é".encode() * 150, "k", 2)]
+    assert w.in_flight.logical(lambda: 0) == 0
+    m = w.metrics.snapshot()
+    assert (m["chunked.messages"], m["chunked.bytes"], m["chunked.segments"]) == (1, 300, 3)
+
+
+def test_a_failed_segment_is_reported_once_for_the_whole_message() -> None:
+    queue, seen = Queue(), []
+    w = writer(queue)
+    w.send(OutgoingMessage.of("t", b"x" * 200, on_delivery=lambda err, msg: seen.append(err)))
+    queue.report(0, KafkaError(KafkaError._MSG_TIMED_OUT))
+    queue.report(1)
+    [err] = seen
+    assert isinstance(err, LargeMessageSendError) and "Sent 1 of 2 segments" in str(err)
+    assert w.metrics.snapshot()["delivery.failures"] == 1
+
+
+def test_nothing_queued_raises_the_buffer_error_itself() -> None:
+    queue = Queue(room=0)
+    w = writer(queue)
+    with pytest.raises(BufferError):
+        w.send(OutgoingMessage.of("t", b"x" * 300))
+    assert (w.in_flight.messages, w.in_flight.segments) == (0, 0)
+    assert w.metrics.snapshot()["chunked.messages"] == 0
+
+
+def test_a_message_queued_in_part_says_how_much_went_out_and_gets_no_callback() -> None:
+    queue, seen = Queue(room=2), []
+    w = writer(queue)
+    with pytest.raises(LargeMessageSendError, match="Queued 2 of 4 segments") as info:
+        w.send(OutgoingMessage.of("t", b"x" * 400, on_delivery=lambda err, msg: seen.append(err)))
+    assert (info.value.sent, info.value.total) == (2, 4) and isinstance(info.value.cause, BufferError)
+    assert (w.in_flight.messages, w.in_flight.segments) == (1, 2), "two reports are still due"
+    queue.report(0)
+    queue.report(1)
+    assert seen == [] and (w.in_flight.messages, w.in_flight.segments) == (0, 0)
+
+
+def test_wrapping_sends_a_small_value_as_one_segment() -> None:
+    queue = Queue()
+    writer(queue, config={"li.large.message.segment.wrapping.required": True}).send(OutgoingMessage.of("t", b"tiny"))
+    [record] = queue.records
+    assert record["value"] != b"tiny" and record["value"].endswith(b"tiny"), "a segment header in front"
