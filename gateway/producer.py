@@ -12,7 +12,7 @@ queue-full retry loop and the auditing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -25,9 +25,7 @@ from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind
 from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
 from gateway.reference_writer import ReferenceWriter
-
-if TYPE_CHECKING:
-    from stores.base import Store
+from gateway.store import Store
 
 
 class HybridProducer:

@@ -15,7 +15,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
@@ -25,9 +25,7 @@ from gateway.policy import CHUNKED, Route
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import Headers
-
-if TYPE_CHECKING:
-    from stores.base import Store
+from gateway.store import Store
 
 log = logging.getLogger(__name__)
 

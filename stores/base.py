@@ -8,6 +8,9 @@ the mark is cleared once the envelope's fate is known (delivered: ``clear_pendin
 ``delete``). Whatever survives in the journal is a write whose outcome nobody learned, which a
 sweeper can reconcile against the topic. Pending means "unknown", not "orphan": the envelope may
 have been delivered just before the crash, so a sweeper must look for it before deleting.
+
+The :class:`Store` protocol itself lives in :mod:`gateway.store`, so that the library can type its
+stores without importing this package (which imports the library); it is re-exported here.
 """
 
 from __future__ import annotations
@@ -16,13 +19,12 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from gateway.errors import LocatorError, StoreUnavailableError
-
-Payload = bytes | bytearray | memoryview
+from gateway.store import Payload as Payload
+from gateway.store import Store as Store
 
 _StoreT = TypeVar("_StoreT", bound="StoreLifecycle")
 
@@ -68,60 +70,6 @@ def parse_uuid(text: str, locator: str) -> uuid.UUID:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@runtime_checkable
-class Store(Protocol):
-    """A payload store the producer writes to and the consumer resolves envelopes against.
-
-    ``name`` is the value the envelope carries in its store field; it must match between producer
-    and consumer configuration. Every method that takes a locator validates it first and raises
-    :class:`~gateway.errors.LocatorError` without any I/O when it points outside the store's own
-    bucket or prefix, because a locator arrives in a Kafka record that anyone with write access to
-    the topic can forge.
-    """
-
-    name: str
-
-    def put(
-        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
-        pending_since_ms: int | None = None, sha256: bytes | None = None,
-    ) -> str:
-        """Write ``payload`` and return its locator.
-
-        With ``pending_since_ms`` the write is journalled as pending at that time, in a way that a
-        crash at any point leaves either nothing or a pending entry. ``sha256`` is the payload's
-        digest when the caller already has it (for the envelope), so the store need not hash again.
-        """
-        ...
-
-    def get(self, locator: str, expected_size: int | None = None) -> bytes:
-        """The payload; :class:`PayloadNotFoundError` when gone, :class:`PayloadIntegrityError` on a size mismatch."""
-        ...
-
-    def delete(self, locator: str) -> None:
-        """Remove the payload and its pending mark; deleting what is already gone succeeds."""
-        ...
-
-    def validate_locator(self, locator: str) -> object:
-        """The parsed locator, or :class:`LocatorError`; never performs I/O."""
-        ...
-
-    def mark_pending(self, locator: str, now_ms: int) -> None: ...
-
-    def clear_pending(self, locator: str) -> None: ...
-
-    def list_pending(self, older_than_ms: int) -> list[str]:
-        """Locators marked pending strictly before ``older_than_ms``."""
-        ...
-
-    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
-        """Every stored payload as ``(locator, written_ms)``, for a reconciler; may be approximate."""
-        ...
-
-    def metrics(self) -> dict[str, int | float]: ...
-
-    def close(self) -> None: ...
 
 
 class StoreLifecycle:

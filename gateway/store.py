@@ -1,0 +1,68 @@
+"""The :class:`Store` protocol: what the producer writes payloads to and the consumer resolves envelopes against.
+
+It lives in the library rather than in the ``stores`` package so that the producer, the consumer and
+``gc`` can type their stores without importing ``stores`` (which imports the library, and the
+clients of Redis and S3): any object with these methods is a store. ``stores`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+Payload = bytes | bytearray | memoryview
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A payload store the producer writes to and the consumer resolves envelopes against.
+
+    ``name`` is the value the envelope carries in its store field; it must match between producer
+    and consumer configuration. Every method that takes a locator validates it first and raises
+    :class:`~gateway.errors.LocatorError` without any I/O when it points outside the store's own
+    bucket or prefix, because a locator arrives in a Kafka record that anyone with write access to
+    the topic can forge.
+    """
+
+    name: str
+
+    def put(
+        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
+        pending_since_ms: int | None = None, sha256: bytes | None = None,
+    ) -> str:
+        """Write ``payload`` and return its locator.
+
+        With ``pending_since_ms`` the write is journalled as pending at that time, in a way that a
+        crash at any point leaves either nothing or a pending entry. ``sha256`` is the payload's
+        digest when the caller already has it (for the envelope), so the store need not hash again.
+        """
+        ...
+
+    def get(self, locator: str, expected_size: int | None = None) -> bytes:
+        """The payload; :class:`PayloadNotFoundError` when gone, :class:`PayloadIntegrityError` on a size mismatch."""
+        ...
+
+    def delete(self, locator: str) -> None:
+        """Remove the payload and its pending mark; deleting what is already gone succeeds."""
+        ...
+
+    def validate_locator(self, locator: str) -> object:
+        """The parsed locator, or :class:`LocatorError`; never performs I/O."""
+        ...
+
+    def mark_pending(self, locator: str, now_ms: int) -> None: ...
+
+    def clear_pending(self, locator: str) -> None: ...
+
+    def list_pending(self, older_than_ms: int) -> list[str]:
+        """Locators marked pending strictly before ``older_than_ms``."""
+        ...
+
+    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
+        """Every stored payload as ``(locator, written_ms)``, for a reconciler; may be approximate."""
+        ...
+
+    def metrics(self) -> dict[str, int | float]: ...
+
+    def close(self) -> None: ...
