@@ -147,7 +147,8 @@ class KafkaNode:
         base = jvm.argv(heap, self.workdir)
         shutil.rmtree(self.workdir / "data", ignore_errors=True)
         fmt = subprocess.run(
-            [*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            # "=": a random id may start with "-", which would read as an option
+            [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "--config", str(config)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         if fmt.returncode != 0:
