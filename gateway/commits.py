@@ -33,9 +33,11 @@ class CommitTranslator:
     def __init__(self, assembler: MessageAssembler, tracker: DeliveredOffsetTracker) -> None:
         self.assembler = assembler
         self.tracker = tracker
-        self._hw: dict[TopicPartitionKey, HighWatermark] = {}
+        self.high_watermarks: dict[TopicPartitionKey, HighWatermark] = {}
+        """Loaded per partition by :meth:`load_commit`; read directly on the pipeline's hot path."""
         self._holds: dict[TopicPartitionKey, set[int]] = {}
-        self._busy: set[TopicPartitionKey] = set()  # partitions with holds: never on the fast path
+        self.busy: set[TopicPartitionKey] = set()
+        """Partitions with holds: never on the fast path. Changed only here."""
 
     # -- holds: delivered offsets that must be read again after a restart ------------------
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
@@ -46,7 +48,7 @@ class CommitTranslator:
         re-delivering what followed it: at least once, never lost).
         """
         self._holds.setdefault(tp, set()).add(offset)
-        self._busy.add(tp)
+        self.busy.add(tp)
 
     def release(self, tp: TopicPartitionKey, up_to: int) -> None:
         """The application took responsibility for held offsets up to ``up_to`` (it committed past them)."""
@@ -54,36 +56,29 @@ class CommitTranslator:
         if held:
             held.difference_update([o for o in held if o <= up_to])
         if not held:
-            self._busy.discard(tp)
+            self.busy.discard(tp)
 
     def floor(self, tp: TopicPartitionKey) -> int | None:
         held = self._holds.get(tp)
         return min(held) if held else None
 
-    def busy(self, tp: TopicPartitionKey) -> bool:
-        """True while ``tp`` has holds: its records never take the plain fast path."""
-        return tp in self._busy
-
     # -- high watermarks -------------------------------------------------------------------
     def needs_commit(self, tp: TopicPartitionKey) -> bool:
         """True until :meth:`load_commit` was called for ``tp`` (LinkedIn reads it lazily, blocking)."""
-        return tp not in self._hw
+        return tp not in self.high_watermarks
 
     def load_commit(self, tp: TopicPartitionKey, offset: int | None, metadata: str | None) -> None:
         """Hand in the offset and metadata stored in Kafka for ``tp`` (``offset`` None when nothing is committed)."""
-        self._hw[tp] = HighWatermark.from_commit(offset, offset_from_metadata(metadata))
-
-    def loaded_high_watermark(self, tp: TopicPartitionKey) -> HighWatermark | None:
-        return self._hw.get(tp)
+        self.high_watermarks[tp] = HighWatermark.from_commit(offset, offset_from_metadata(metadata))
 
     def high_watermark(self, tp: TopicPartitionKey) -> HighWatermark:
-        return self._hw.setdefault(tp, HighWatermark())
+        return self.high_watermarks.setdefault(tp, HighWatermark())
 
     def set_high_watermark(self, tp: TopicPartitionKey, offset: int) -> None:
         self.high_watermark(tp).current = offset
 
     def clear_high_watermarks(self) -> None:
-        self._hw.clear()
+        self.high_watermarks.clear()
 
     # -- commits ----------------------------------------------------------------------------
     def safe_offset(self, tp: TopicPartitionKey) -> int | None:
@@ -101,7 +96,7 @@ class CommitTranslator:
             delivered = self.tracker.delivered(tp)
             if delivered is not None:
                 out[tp] = delivered + 1
-            elif position >= 0 and (tp in self._hw or self.tracker.earliest_tracked_offset(tp) is not None):
+            elif position >= 0 and (tp in self.high_watermarks or self.tracker.earliest_tracked_offset(tp) is not None):
                 out[tp] = position
         return out
 
@@ -175,6 +170,6 @@ class CommitTranslator:
 
     def clear(self, tp: TopicPartitionKey) -> None:
         """Drop one partition's HW and holds (seek, revoke, lost)."""
-        self._hw.pop(tp, None)
+        self.high_watermarks.pop(tp, None)
         self._holds.pop(tp, None)
-        self._busy.discard(tp)
+        self.busy.discard(tp)

@@ -15,10 +15,12 @@ from confluent_kafka import KafkaError, Message
 from gateway.auditing import Auditor, AuditType
 from gateway.errors import EnvelopeFormatError, GatewayError, LargeMessageDroppedError
 from gateway.pipeline import (
+    ChunkCompleted,
     ConsumerPipeline,
     Event,
     InvalidRecord,
     MessageDropped,
+    PlainMessage,
     ReferenceToResolve,
     WholeMessage,
     error_text,
@@ -51,7 +53,10 @@ class EventHandler:
 
     def handle(self, msg: Any, events: list[Event]) -> Message | None:
         """``msg`` is the record's librdkafka message; errors carry it in ``kafka_message``."""
-        out = self._handle(msg, events)
+        if len(events) == 1 and isinstance(events[0], (PlainMessage, ChunkCompleted)):  # the common case
+            out: Message | None = self._deliver(msg, events[0])
+        else:
+            out = self._handle(msg, events)
         if out is not None and self._auditor is not None and out.error() is None:
             self._audit(out)
         return out
@@ -82,10 +87,16 @@ class EventHandler:
             return None
         if isinstance(message, ReferenceToResolve):
             return self._resolve(msg, message)
-        if message.value is not message.record.value:
+        return self._deliver(msg, message)
+
+    @staticmethod
+    def _deliver(msg: Any, message: WholeMessage) -> Message:
+        """A plain or chunked message: the record's value and headers replaced only when they differ."""
+        record = message.record
+        if message.value is not record.value:
             msg.set_value(message.value)
-        headers = with_safe_offset(message)
-        if headers is not message.record.headers:
+        headers = message.headers if message.safe_offset == record.offset + 1 else with_safe_offset(message)
+        if headers is not record.headers:
             msg.set_headers(headers)
         return msg  # type: ignore[no-any-return]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gateway.errors import InvalidSegmentError
-from gateway.protocol.envelope import ENVELOPE_HEADER, looks_like_envelope
+from gateway.protocol.envelope import ENVELOPE_HEADER, MAGIC, looks_like_envelope
 from gateway.protocol.headers import LM_HEADER, Header, LargeMessageHeader, decode_lm
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE, Segment, decode_segment
 
@@ -41,6 +41,8 @@ class Classified:
     lm_raw: bytes | None = None
     marked: bool = False
 
+
+_MAGIC_FIRST = MAGIC[0]
 
 PLAIN_RECORD = Classified(RecordKind.PLAIN)
 """The common answer, shared: a plain record without an ``_lm`` header allocates nothing."""
@@ -86,11 +88,13 @@ def classify(value: bytes | None, headers: Sequence[Header] | None, offset: int 
         except Exception as exc:
             where = "" if offset is None else f" at offset {offset}"
             raise InvalidSegmentError(f"unreadable _lm header{where}: {exc}") from exc
-    if has_lm or (len(value) >= SEGMENT_HEADER_SIZE and not 0 < value[0] < 0x80):
+    first = value[0] if value else -1
+    if has_lm or (len(value) >= SEGMENT_HEADER_SIZE and not 0 < first < 0x80):
         segment = read_segment(value, lm)
         if segment is not None:
             return Classified(RecordKind.SEGMENT, segment, lm, has_lm, lm_raw, marked)
-    kind = RecordKind.ENVELOPE if marked or looks_like_envelope(value) else RecordKind.PLAIN
+    envelope = marked or (first == _MAGIC_FIRST and looks_like_envelope(value))
+    kind = RecordKind.ENVELOPE if envelope else RecordKind.PLAIN
     if has_lm:
         return Classified(kind, None, lm, True, lm_raw, marked)
     if kind is RecordKind.PLAIN:
