@@ -16,11 +16,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
+from gateway.protocol.classify import read_segment
 from gateway.protocol.headers import LargeMessageHeader, decode_lm
 from gateway.protocol.primitives import INT64_MAX
-from gateway.protocol.segments import Segment, decode_segment
-
-TopicPartitionKey = tuple[str, int]
+from gateway.protocol.records import TopicPartitionKey
+from gateway.protocol.segments import Segment
 
 DEFAULT_BUFFER_CAPACITY = 32_000_000
 DEFAULT_EXPIRATION_OFFSET_GAP = 1000
@@ -147,23 +147,19 @@ class MessageAssembler:
         """
         if value is None:
             return Assembled(None, offset, offset, False)
-        segment: Segment | None
         header: LargeMessageHeader | None = None
         if lm_header is not None or has_lm_header:
             try:
                 header = decode_lm(lm_header)
             except Exception as exc:
                 raise InvalidSegmentError(f"unreadable _lm header at offset {offset}: {exc}") from exc
-        if header is not None and header.header_only:
-            segment = Segment(
-                header.message_id, header.segment_number, header.number_of_segments, header.message_size,
-                memoryview(value),
-            )
-            segment.sanity_check()
-        else:
-            segment = decode_segment(value)
-            if segment is None:
-                return Assembled(value, offset, offset, False)
+        segment = read_segment(value, header)
+        if segment is None:
+            return Assembled(value, offset, offset, False)
+        return self.add_segment(tp, offset, segment)
+
+    def add_segment(self, tp: TopicPartitionKey, offset: int, segment: Segment) -> Assembled:
+        """A record already known to be a segment (see :func:`~gateway.protocol.classify.classify`)."""
         if segment.number_of_segments == 1:
             return Assembled(bytes(segment.payload), offset, offset, True, 1)
         return self._add(tp, offset, segment)

@@ -14,8 +14,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from gateway.errors import OffsetNotTrackedError
+from gateway.protocol.records import TopicPartitionKey
 
-TopicPartitionKey = tuple[str, int]
 DEFAULT_MAX_TRACKED = 500
 
 

@@ -103,6 +103,12 @@ class Resolver:
     def ahead_bytes(self) -> int:
         return self._ahead_bytes
 
+    def metrics(self) -> dict[str, int]:
+        """``resolver.*`` counters and the bytes fetched ahead and not yet taken."""
+        out = {f"resolver.{k}": v for k, v in self.counters.items()}
+        out["resolver.ahead.bytes"] = self._ahead_bytes
+        return out
+
     def close(self) -> None:
         self.discard(lambda _: False)
         if self._pool is not None:

@@ -2,24 +2,53 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from gateway.assembler import MessageAssembler
+from gateway.consumer_events import with_safe_offset
 from gateway.errors import LargeMessageDroppedError, OffsetNotTrackedError
 from gateway.offsets import DeliveredOffsetTracker
-from gateway.processor import RecordProcessor
+from gateway.pipeline import ConsumerPipeline, InvalidRecord, MessageDropped
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, decode_lm
-from gateway.protocol.headers import last_header
+from gateway.protocol.headers import Headers, last_header
 from gateway.protocol.primitives import decode_long
+from gateway.protocol.records import Record
 from tests.helpers import payload, segments
 
 TP = ("t", 0)
 
 
-def make(max_tracked: int = 500, gap: int = 1000) -> RecordProcessor:
-    proc = RecordProcessor(MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked))
+@dataclass(frozen=True)
+class Delivery:
+    """What the consumer hands out for one record: headers ``None`` when the record's are untouched."""
+
+    value: bytes | None
+    headers: Headers | None
+    starting_offset: int
+
+
+class RecordProcessor(ConsumerPipeline):
+    """The pipeline as the consumer drives it: events rendered the way ``HybridConsumer`` renders them."""
+
+    def process(self, tp: tuple[str, int], offset: int, value: bytes | None, headers: Headers | None
+                ) -> Delivery | None:
+        out = None
+        for event in self.feed(tp, Record(offset, None, value, headers)):
+            if isinstance(event, (InvalidRecord, MessageDropped)):
+                if event.exception is not None:
+                    raise event.exception
+                continue
+            rendered = with_safe_offset(event)
+            out = Delivery(event.value, None if rendered is event.record.headers else rendered, event.starting_offset)
+        return out
+
+
+def make(max_tracked: int = 500, gap: int = 1000, fast_path: bool = True) -> RecordProcessor:
+    proc = RecordProcessor(MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked),
+                           fast_path=fast_path)
     proc.load_commit(TP, None, None)
     return proc
 
@@ -165,7 +194,7 @@ def test_seek_below_tracked_range_raises() -> None:
 def test_clear_partition_forgets_everything() -> None:
     proc = make()
     proc.process(TP, 0, *segments(payload(2000), 1000)[0])
-    proc.clear(TP)
+    proc.forget(TP)
     assert proc.assembler.buffered_bytes == 0
     assert proc.tracker.delivered(TP) is None
     assert proc.needs_commit(TP)
@@ -202,7 +231,7 @@ def test_holds_pin_safe_offset_commit_and_high_watermark() -> None:
 
 
 def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
-    """Same records through deliver_plain-when-possible and through process only: same answers."""
+    """Same records through the plain fast path when possible and through the full path only: same answers."""
     m = segments(payload(3000), 1000)
     records: list[tuple[int, bytes | None, list[Any]]] = []
     for off in range(40):
@@ -210,21 +239,18 @@ def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
             records.append((off, *m[(5, 12, 20).index(off)]))
         else:
             records.append((off, plain(off), []))
-    fast, full = make(), make()
+    fast, full = make(), make(fast_path=False)
     fast.load_commit(TP, 3, "4,")
     full.load_commit(TP, 3, "4,")
     fast_out, full_out = [], []
     for off, value, headers in records[3:]:
-        is_plain = not headers
-        if is_plain and fast.deliver_plain(TP, off):
+        d = fast.process(TP, off, value, headers)
+        if d is not None:
             fast_out.append(off)
-        else:
-            d = fast.process(TP, off, value, headers)
-            if d is not None:
-                fast_out.append(off)
         d = full.process(TP, off, value, headers)
         if d is not None:
             full_out.append(off)
+    assert fast.fast_plain > 0 and full.fast_plain == 0
     assert fast_out == full_out
     for off in full_out:
         assert fast.tracker.safe_offset(TP, off) == full.tracker.safe_offset(TP, off)

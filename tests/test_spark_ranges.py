@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.pipeline import WholeMessage
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, split
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.records import Record
 from gateway.spark.assembly import (
     ROUTE_CHUNKED,
     ROUTE_PLAIN,
     ROUTE_REFERENCE,
     AssemblyLimits,
-    Emitted,
     RangeAssembler,
-    RawRecord,
     earlier_start_needed,
     owned_messages,
 )
@@ -56,17 +56,17 @@ def _envelope_record() -> tuple[bytes, list[tuple[str, bytes | None]]]:
 
 
 def _records(items: Sequence[tuple[bytes | None, list[tuple[str, bytes | None]] | None]], steps: Sequence[int],
-             low: int) -> list[RawRecord]:
-    out: list[RawRecord] = []
+             low: int) -> list[Record]:
+    out: list[Record] = []
     offset = low
     for i, (value, headers) in enumerate(items):
-        out.append(RawRecord(offset, b"key", value, headers, 0, 1_000 + offset))
+        out.append(Record(offset, b"key", value, headers, 0, 1_000 + offset))
         offset += steps[i % len(steps)] if steps else 1
     return out
 
 
-def _fetcher(records: Sequence[RawRecord], batch: int = 3, calls: list[tuple[int, int]] | None = None) -> Any:
-    def fetch(start: int, until: int) -> Iterator[list[RawRecord]]:
+def _fetcher(records: Sequence[Record], batch: int = 3, calls: list[tuple[int, int]] | None = None) -> Any:
+    def fetch(start: int, until: int) -> Iterator[list[Record]]:
         if calls is not None:
             calls.append((start, until))
         chosen = [r for r in records if start <= r.offset < until]
@@ -76,7 +76,7 @@ def _fetcher(records: Sequence[RawRecord], batch: int = 3, calls: list[tuple[int
     return fetch
 
 
-def _view(messages: Sequence[Emitted]) -> list[tuple[Any, ...]]:
+def _view(messages: Sequence[WholeMessage]) -> list[tuple[Any, ...]]:
     return [
         (m.record.offset, m.record.key, m.value, tuple(m.headers or ()), m.route, m.starting_offset, m.error,
          m.envelope)
@@ -84,13 +84,13 @@ def _view(messages: Sequence[Emitted]) -> list[tuple[Any, ...]]:
     ]
 
 
-def _owned(records: Sequence[RawRecord], start: int, until: int, low: int, limits: AssemblyLimits,
-           calls: list[tuple[int, int]] | None = None) -> list[Emitted]:
+def _owned(records: Sequence[Record], start: int, until: int, low: int, limits: AssemblyLimits,
+           calls: list[tuple[int, int]] | None = None) -> list[WholeMessage]:
     return list(owned_messages(_fetcher(records, calls=calls), TOPIC, 0, start, until, low, limits))
 
 
 @st.composite
-def partitions(draw: st.DrawFn) -> tuple[list[RawRecord], int]:
+def partitions(draw: st.DrawFn) -> tuple[list[Record], int]:
     """A partition's records: plain, chunked (interleaved, header-only or not), incomplete, envelopes, holes."""
     gap = draw(st.integers(2, 10))
     items: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = []
@@ -125,7 +125,7 @@ def partitions(draw: st.DrawFn) -> tuple[list[RawRecord], int]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(partitions(), st.data())
-def test_any_tiling_emits_what_one_reader_emits(case: tuple[list[RawRecord], int], data: st.DataObject) -> None:
+def test_any_tiling_emits_what_one_reader_emits(case: tuple[list[Record], int], data: st.DataObject) -> None:
     records, gap = case
     limits = AssemblyLimits(32_000_000, gap, 100_000)
     low = records[0].offset
@@ -133,7 +133,7 @@ def test_any_tiling_emits_what_one_reader_emits(case: tuple[list[RawRecord], int
     whole = _owned(records, low, end, low, limits)
     cuts = sorted(data.draw(st.sets(st.integers(low + 1, max(low + 1, end - 1)), max_size=8)))
     bounds = [low, *[c for c in cuts if low < c < end], end]
-    pieces: list[Emitted] = []
+    pieces: list[WholeMessage] = []
     for start, until in itertools.pairwise(bounds):
         got = _owned(records, start, until, low, limits)
         assert all(start <= m.record.offset < until for m in got)
@@ -172,11 +172,11 @@ def test_holes_before_the_range_make_the_task_read_further_back() -> None:
     gap = 3
     segs = _segments(b"abcdef", 2)
     records = [
-        RawRecord(0, b"k", *segs[0]),
-        RawRecord(1, b"k", b"p", None),
-        RawRecord(2, b"k", b"p", None),
-        RawRecord(3, b"k", *segs[1]),  # offsets 4..9 hold nothing visible (markers, compaction)
-        RawRecord(10, b"k", *segs[2]),
+        Record(0, b"k", *segs[0]),
+        Record(1, b"k", b"p", None),
+        Record(2, b"k", b"p", None),
+        Record(3, b"k", *segs[1]),  # offsets 4..9 hold nothing visible (markers, compaction)
+        Record(10, b"k", *segs[2]),
     ]
     limits = AssemblyLimits(32_000_000, gap, 100_000)
     whole = _owned(records, 0, 11, 0, limits)
@@ -201,35 +201,35 @@ def test_lm_is_rewritten_and_the_consumers_safe_offset_header_is_not_added() -> 
     assembler = RangeAssembler(TOPIC, 0, 0, capacity=1_000_000, expiration_offset_gap=100, max_segments=10)
     first = _segments(b"abcd", 2)
     other = _segments(b"xyz", 2)
-    out = [assembler.feed(RawRecord(i, b"k", v, h)) for i, (v, h) in enumerate([first[0], other[0], first[1]])]
+    out = [assembler.feed(Record(i, b"k", v, h)) for i, (v, h) in enumerate([first[0], other[0], first[1]])]
     assert out[:2] == [None, None]
     done = out[2]
     assert done is not None and done.value == b"abcd" and done.starting_offset == 0
     keys = [k for k, _ in done.headers or ()]
     assert keys == ["u", LM_HEADER]  # the consumer would append _so here: another message is still open
-    plain = assembler.feed(RawRecord(3, b"k", b"plain", [("h", b"1")]))
+    plain = assembler.feed(Record(3, b"k", b"plain", [("h", b"1")]))
     assert plain is not None and plain.headers == [("h", b"1")]
-    carried = assembler.feed(RawRecord(4, b"k", b"plain", [(SAFE_OFFSET_HEADER, b"\0" * 8)]))
+    carried = assembler.feed(Record(4, b"k", b"plain", [(SAFE_OFFSET_HEADER, b"\0" * 8)]))
     assert carried is not None and carried.headers == [(SAFE_OFFSET_HEADER, b"\0" * 8)]
 
 
 def test_envelopes_and_broken_envelopes() -> None:
     assembler = RangeAssembler(TOPIC, 0, 0, capacity=1_000_000, expiration_offset_gap=100, max_segments=10)
     value, headers = _envelope_record()
-    ref = assembler.feed(RawRecord(0, b"k", value, [("u", b"1"), *headers]))
+    ref = assembler.feed(Record(0, b"k", value, [("u", b"1"), *headers]))
     assert ref is not None and ref.route == ROUTE_REFERENCE and ref.envelope is not None
     assert ref.headers == [("u", b"1")] and ref.value is None
-    broken = assembler.feed(RawRecord(1, b"k", value[:-1], headers))
+    broken = assembler.feed(Record(1, b"k", value[:-1], headers))
     assert broken is not None and broken.route == ROUTE_REFERENCE and broken.error and broken.envelope is None
-    legacy = assembler.feed(RawRecord(2, b"k", value[:-1], None))  # unmarked: a payload that only looks alike
+    legacy = assembler.feed(Record(2, b"k", value[:-1], None))  # unmarked: a payload that only looks alike
     assert legacy is not None and legacy.route == ROUTE_PLAIN and legacy.value == value[:-1]
 
 
 def test_invalid_segments_are_errors_only_inside_the_range() -> None:
     segs = _segments(b"abcdef", 2)  # three segments, more than this assembler accepts
     assembler = RangeAssembler(TOPIC, 0, 2, capacity=1_000_000, expiration_offset_gap=100, max_segments=1)
-    assert assembler.feed(RawRecord(0, b"k", *segs[0])) is None  # read-back: not this range's to report
-    out = assembler.feed(RawRecord(2, b"k", *segs[0]))
+    assert assembler.feed(Record(0, b"k", *segs[0])) is None  # read-back: not this range's to report
+    out = assembler.feed(Record(2, b"k", *segs[0]))
     assert out is not None and out.value is None and out.route == ROUTE_CHUNKED
     assert out.error is not None and "InvalidSegmentError" in out.error
 

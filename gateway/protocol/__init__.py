@@ -4,6 +4,7 @@ Nothing here opens a socket, starts a thread or reads a clock; it turns bytes in
 and back, so it can be tested exhaustively and reused by the producer, consumer and Spark source.
 """
 
+from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.headers import (
     LM_HEADER,
     SAFE_OFFSET_HEADER,
@@ -15,7 +16,7 @@ from gateway.protocol.headers import (
     encode_lm,
 )
 from gateway.protocol.metadata import offset_from_metadata, user_metadata_from, wrap_metadata
-from gateway.protocol.records import OutRecord
+from gateway.protocol.records import OutRecord, Record, TopicPartitionKey
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE, Segment, decode_segment, encode_segment
 from gateway.protocol.splitter import split
 
@@ -27,7 +28,11 @@ __all__ = [
     "LargeMessageHeader",
     "LmType",
     "OutRecord",
+    "Record",
+    "RecordKind",
     "Segment",
+    "TopicPartitionKey",
+    "classify",
     "decode_lm",
     "decode_segment",
     "delivered_lm",

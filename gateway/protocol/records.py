@@ -8,6 +8,9 @@ from gateway.protocol.headers import Headers
 
 Bytes = bytes | bytearray | memoryview
 
+TopicPartitionKey = tuple[str, int]
+"""``(topic, partition)``: the one key every per-partition table of the library uses."""
+
 
 @dataclass(slots=True)
 class OutRecord:
@@ -23,3 +26,22 @@ class OutRecord:
     key: Bytes | None
     value: Bytes | None
     headers: Headers = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Record:
+    """One consumed record of a partition, as the consumer pipeline takes it.
+
+    The partition travels beside it (the pipeline is fed per partition). ``key`` and the timestamp
+    are carried so that the message a record completes can be emitted with them (LinkedIn's rule:
+    key, offset and timestamp of the completing record); the pipeline never reads them.
+    ``timestamp_type`` uses Kafka's ids (-1 none, 0 create time, 1 log-append time). Not frozen:
+    one is made per consumed record, and a frozen dataclass is several times slower to build.
+    """
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    timestamp_type: int = 0
+    timestamp_ms: int | None = None

@@ -2,7 +2,7 @@
 
 A range task cannot simply reassemble what it reads: a chunked message may have begun before
 the range, and a message begun inside it may finish after it. :class:`RangeAssembler` runs the
-consumer's own pipeline (:class:`~gateway.processor.RecordProcessor`) over the range *and* a
+consumer's own pipeline (:class:`~gateway.pipeline.ConsumerPipeline`) over the range *and* a
 read-back window in front of it, and emits only what completes at an offset inside the range,
 so that every message has exactly one owner: the range holding its completing record.
 
@@ -21,51 +21,26 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gateway.assembler import MessageAssembler
-from gateway.errors import EnvelopeFormatError, InvalidSegmentError
 from gateway.offsets import DeliveredOffsetTracker
-from gateway.processor import RecordProcessor
-from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope, is_envelope_record
-from gateway.protocol.headers import SAFE_OFFSET_HEADER, Headers, has_header, without
+from gateway.pipeline import (
+    ConsumerPipeline,
+    InvalidRecord,
+    MessageDropped,
+    WholeMessage,
+    error_text,
+)
+from gateway.policy import RouteKind
+from gateway.protocol.records import Record
 
-ROUTE_PLAIN = "plain"
-ROUTE_CHUNKED = "chunked"
-ROUTE_REFERENCE = "reference"
+ROUTE_PLAIN = RouteKind.PLAIN
+ROUTE_CHUNKED = RouteKind.CHUNKED
+ROUTE_REFERENCE = RouteKind.REFERENCE
 
 log = logging.getLogger(__name__)
 
 # The tracker remembers every segment offset until enough messages pass through; a range task
 # never asks it about commits or seeks, so it is reset now and then to keep long ranges flat.
 _TRACKER_RESET_EVERY = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class RawRecord:
-    """One Kafka record as read, in the columns Spark's Kafka source has.
-
-    ``timestamp_type`` uses Kafka's ids (-1 none, 0 create time, 1 log-append time), which is
-    what Spark's ``timestampType`` column shows, not librdkafka's 0/1/2.
-    """
-
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers | None
-    timestamp_type: int = 0
-    timestamp_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Emitted:
-    """A message this range owns. ``envelope`` set means the value is still to be fetched."""
-
-    record: RawRecord
-    """The completing record: key, offset and timestamp come from it (LinkedIn's rule)."""
-    value: bytes | None
-    headers: Headers | None
-    route: str
-    starting_offset: int
-    envelope: Envelope | None = None
-    error: str | None = None
 
 
 @dataclass
@@ -100,85 +75,51 @@ class RangeAssembler:
     ) -> None:
         self.tp = (topic, partition)
         self.emit_from = emit_from
-        self.processor = RecordProcessor(
+        self.pipeline = ConsumerPipeline(
             MessageAssembler(capacity, expiration_offset_gap, max_segments=max_segments,
                              max_message_bytes=max_message_bytes),
             DeliveredOffsetTracker(),
         )
         self.counters = RangeCounters()
 
-    def feed(self, record: RawRecord) -> Emitted | None:
-        """One record, in offset order; the message it completes if this range owns it."""
+    def feed(self, record: Record) -> WholeMessage | None:
+        """One record, in offset order; the message it completes if this range owns it.
+
+        An invalid record inside the range comes out as a chunked row with ``error`` set.
+        """
         emit = record.offset >= self.emit_from
         self.counters.records += 1
         if not emit:
             self.counters.read_back += 1
         if self.counters.records % _TRACKER_RESET_EVERY == 0:
-            self.processor.tracker.clear(self.tp)
-        try:
-            delivery = self.processor.process(self.tp, record.offset, record.value, record.headers)
-        except InvalidSegmentError as exc:
-            self.processor.mark_not_a_message(self.tp, record.offset)
-            if not emit:
-                return None
-            self.counters.invalid += 1
-            return Emitted(record, None, record.headers, ROUTE_CHUNKED, record.offset,
-                           error=f"{type(exc).__name__}: {exc}")
-        finally:
-            self._collect_dropped(emit)
-        if delivery is None or not emit:
-            return None
-        self.counters.emitted += 1
-        headers = _without_added_safe_offset(delivery.headers, record.headers)
-        if not delivery.segmented and is_envelope_record(record.value, record.headers):
-            marked = has_header(record.headers, ENVELOPE_HEADER)
-            try:
-                envelope = decode_envelope(record.value)
-            except EnvelopeFormatError as exc:
-                if not marked:  # a legacy payload that merely starts like an envelope: the consumer passes it on
-                    return Emitted(record, record.value, headers, ROUTE_PLAIN, record.offset)
-                return Emitted(record, None, without(headers, ENVELOPE_HEADER), ROUTE_REFERENCE, record.offset,
-                               error=f"{type(exc).__name__}: {exc}")
-            return Emitted(record, None, without(headers, ENVELOPE_HEADER), ROUTE_REFERENCE, record.offset,
-                           envelope=envelope)
-        route = ROUTE_CHUNKED if delivery.segmented else ROUTE_PLAIN
-        return Emitted(record, delivery.value, headers, route, delivery.starting_offset)
+            self.pipeline.trim(self.tp)
+        out: WholeMessage | None = None
+        for event in self.pipeline.feed(self.tp, record):
+            if isinstance(event, MessageDropped):
+                if emit:  # read-back drops are the previous range's to report
+                    self._count_dropped(event)
+            elif isinstance(event, InvalidRecord):
+                if emit:
+                    self.counters.invalid += 1
+                    out = WholeMessage(record, None, record.headers, RouteKind.CHUNKED, record.offset,
+                                       event.safe_offset if event.safe_offset is not None else record.offset,
+                                       error=error_text(event.exception), exception=event.exception)
+            elif emit:
+                self.counters.emitted += 1
+                out = event
+        return out
 
-    def _collect_dropped(self, emit: bool) -> None:
-        """Count messages given up while reading the range itself; read-back drops are the previous range's."""
-        dropped = self.processor.assembler.dropped
-        if not dropped:
-            return
-        for message in dropped if emit else ():
-            if message.reason == "expired":
-                self.counters.dropped_expired += 1
-            else:
-                self.counters.dropped_evicted += 1
-            if len(self.counters.dropped) < 20:
-                self.counters.dropped.append(
-                    f"{message.reason} {message.message_id} from offset {message.starting_offset} "
-                    f"({message.number_of_segments} segments)"
-                )
-        dropped.clear()
-
-
-def _without_added_safe_offset(rewritten: Headers | None, original: Headers | None) -> Headers | None:
-    """The consumer's header rewrite minus the ``_so`` it appends.
-
-    ``_so`` tells a consumer which offset is safe to commit; its value depends on which
-    incomplete messages that consumer happens to hold, i.e. on where it started reading. A range
-    task starts elsewhere by design, and Spark commits nothing to Kafka, so the header would be
-    both unreproducible and useless here. A ``_so`` the record itself carried is kept.
-    """
-    if rewritten is None:
-        return original
-    theirs = sum(k == SAFE_OFFSET_HEADER for k, _ in original or ())
-    ours = sum(k == SAFE_OFFSET_HEADER for k, _ in rewritten)
-    if ours > theirs and rewritten[-1][0] == SAFE_OFFSET_HEADER:
-        rewritten = rewritten[:-1]
-        if rewritten == list(original or ()):
-            return original
-    return rewritten
+    def _count_dropped(self, event: MessageDropped) -> None:
+        message = event.dropped
+        if message.reason == "expired":
+            self.counters.dropped_expired += 1
+        else:
+            self.counters.dropped_evicted += 1
+        if len(self.counters.dropped) < 20:
+            self.counters.dropped.append(
+                f"{message.reason} {message.message_id} from offset {message.starting_offset} "
+                f"({message.number_of_segments} segments)"
+            )
 
 
 def earlier_start_needed(
@@ -203,7 +144,7 @@ def earlier_start_needed(
 
 
 
-Fetch = Callable[[int, int], Iterable[Sequence[RawRecord]]]
+Fetch = Callable[[int, int], Iterable[Sequence[Record]]]
 """``fetch(start, until)``: the partition's records from ``start`` up to ``until``, in batches."""
 
 
@@ -230,10 +171,10 @@ def owned_messages(
     low: int,
     limits: AssemblyLimits,
     *,
-    on_batch: Callable[[Sequence[RawRecord]], None] | None = None,
+    on_batch: Callable[[Sequence[Record]], None] | None = None,
     on_restart: Callable[[], None] | None = None,
     counters: list[RangeCounters] | None = None,
-) -> Iterator[Emitted]:
+) -> Iterator[WholeMessage]:
     """The messages range ``[emit_from, until)`` owns, reading back from ``emit_from - lookback``.
 
     ``low`` is the log's first offset. ``on_batch`` sees each fetched batch before its records are

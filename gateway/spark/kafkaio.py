@@ -15,8 +15,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from gateway.spark.assembly import RawRecord
-from gateway.spark.options import SourceOptions, TopicPartitionKey
+from gateway.protocol.records import Record, TopicPartitionKey
+from gateway.spark.options import SourceOptions
 from gateway.spark.planning import DataLossError
 
 log = logging.getLogger(__name__)
@@ -90,10 +90,10 @@ def _fetch(consumer: Any) -> list[Any]:
     return [first, *consumer.consume(_FETCH_BATCH - 1, 0)]
 
 
-def _raw(msg: Any) -> RawRecord:
+def _raw(msg: Any) -> Record:
     kind, ts = msg.timestamp()
     ts_type = _TIMESTAMP_TYPES.get(kind, -1)
-    return RawRecord(
+    return Record(
         msg.offset(), msg.key(), msg.value(), msg.headers(), ts_type, ts if ts_type >= 0 else None,
     )
 
@@ -107,7 +107,7 @@ def read_batches(
     *,
     timeout_s: float,
     fail_on_data_loss: bool,
-) -> Iterator[list[RawRecord]]:
+) -> Iterator[list[Record]]:
     """Records of ``[start, until)`` in offset order, in the batches librdkafka hands out.
 
     Lost data (the log now begins after the position, or ends before ``until``) raises
@@ -117,7 +117,7 @@ def read_batches(
     deadline = time.monotonic() + timeout_s
     try:
         while True:
-            batch: list[RawRecord] = []
+            batch: list[Record] = []
             done = False
             for msg in _fetch(consumer):
                 err = msg.error()

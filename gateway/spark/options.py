@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
 from gateway.config import parse_bool
+from gateway.protocol.records import TopicPartitionKey
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 EARLIEST = -2
@@ -24,7 +25,6 @@ EARLIEST = -2
 LATEST = -1
 """"The high watermark at the time of planning" in per-partition JSON."""
 
-TopicPartitionKey = tuple[str, int]
 
 _KAFKA_PREFIX = "kafka."
 # Keys this source sets itself on every consumer: a user value would break the range reads.

@@ -12,7 +12,8 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, TopicPartitionKey
+from gateway.protocol.records import TopicPartitionKey
+from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError
 
 Watermarks = Mapping[TopicPartitionKey, tuple[int, int]]
 

@@ -9,22 +9,20 @@ Batches are cut by row count and by bytes, because an Arrow binary column addres
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 
-from gateway.errors import EnvelopeFormatError, GatewayError
-from gateway.protocol.envelope import (
-    ENVELOPE_HEADER,
-    decode_envelope,
-    is_envelope_record,
-    looks_like_envelope,
-)
-from gateway.protocol.headers import LM_HEADER, Headers, has_header
+from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError
+from gateway.pipeline import ReferenceToResolve, WholeMessage, error_text
+from gateway.protocol.classify import RecordKind, classify
+from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
+from gateway.protocol.headers import Headers, has_header
+from gateway.protocol.records import Record
+from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
-from gateway.spark.assembly import ROUTE_REFERENCE, AssemblyLimits, Emitted, RawRecord, owned_messages
+from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
 from gateway.spark.options import SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
@@ -102,7 +100,7 @@ class _Rows:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, message: Emitted, value: bytes | None, error: str | None) -> None:
+    def add(self, message: WholeMessage, value: bytes | None, error: str | None) -> None:
         record = message.record
         self.keys.append(record.key)
         self.values.append(value)
@@ -110,7 +108,7 @@ class _Rows:
         self.timestamps.append(None if record.timestamp_ms is None else record.timestamp_ms * 1000)
         self.timestamp_types.append(record.timestamp_type)
         self.headers.append(_headers(message.headers))
-        self.routes.append(message.route)
+        self.routes.append(message.route.value)
         self.starts.append(message.starting_offset)
         self.errors.append(error)
         self.nbytes += (len(value) if value is not None else 0) + (len(record.key) if record.key else 0)
@@ -153,14 +151,14 @@ def read_messages(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Recor
     stores = build_stores(options)
     resolver = Resolver(stores, workers=options.fetch_workers, budget=options.fetch_budget)
     try:
-        yield from _read(options, rng, consumer, resolver)
+        yield from _read(options, rng, consumer, ReferenceFetcher(resolver))
     finally:
         resolver.close()
         _close_stores(stores)
         consumer.close()
 
 
-def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, resolver: Resolver) -> Iterator[pa.RecordBatch]:
+def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: ReferenceFetcher) -> Iterator[pa.RecordBatch]:
     topic, partition = rng.tp
     low, _ = watermarks(consumer, [rng.tp])[rng.tp]
     emit_from, until = rng.from_offset, rng.until_offset
@@ -173,25 +171,18 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, resolver: Res
         return
     timeout = options.poll_timeout_ms / 1000.0
 
-    def fetch(start: int, end: int) -> Iterator[list[RawRecord]]:
+    def fetch(start: int, end: int) -> Iterator[list[Record]]:
         return read_batches(consumer, topic, partition, start, end, timeout_s=timeout,
                             fail_on_data_loss=options.fail_on_data_loss)
 
-    upcoming: deque[tuple[int, Any]] = deque()
-
-    def on_batch(batch: Sequence[RawRecord]) -> None:
-        if resolver.stores:
-            _queue_prefetch(batch, emit_from, upcoming)
-            _prefetch(resolver, upcoming)
-
-    def on_restart() -> None:
-        upcoming.clear()
-        resolver.discard(lambda _: False)
+    def on_batch(batch: Sequence[Record]) -> None:
+        if refs.enabled:
+            refs.scan((r.offset, r.value, r.headers) for r in batch if r.offset >= emit_from)
 
     rows = _Rows(topic, partition)
     for message in owned_messages(fetch, topic, partition, emit_from, until, low, _limits(options),
-                                  on_batch=on_batch, on_restart=on_restart):
-        value, error = _resolve(message, resolver, options.fail_on_data_loss, upcoming)
+                                  on_batch=on_batch, on_restart=refs.clear):
+        value, error = _resolve(message, refs, options.fail_on_data_loss)
         rows.add(message, value, error)
         if rows.full():
             yield rows.take()
@@ -204,43 +195,19 @@ def _limits(options: SourceOptions) -> AssemblyLimits:
                           options.max_message_bytes, options.lookback_offsets)
 
 
-def _queue_prefetch(batch: Sequence[RawRecord], emit_from: int, upcoming: deque[tuple[int, Any]]) -> None:
-    for record in batch:
-        if record.offset < emit_from or not looks_like_envelope(record.value) or has_header(record.headers, LM_HEADER):
-            continue
-        try:
-            upcoming.append((record.offset, decode_envelope(record.value)))
-        except EnvelopeFormatError:
-            continue  # reported when the record's turn comes
-
-
-def _prefetch(resolver: Resolver, upcoming: deque[tuple[int, Any]]) -> None:
-    """Start fetches in record order until the byte budget says stop, as the consumer does."""
-    while upcoming:
-        offset, envelope = upcoming[0]
-        if not resolver.prefetch(offset, envelope):
-            return
-        upcoming.popleft()
-
-
-def _resolve(message: Emitted, resolver: Resolver, fail: bool, upcoming: deque[tuple[int, Any]]
-             ) -> tuple[bytes | None, str | None]:
+def _resolve(message: WholeMessage, refs: ReferenceFetcher, fail: bool) -> tuple[bytes | None, str | None]:
     """The row's value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column."""
     error = message.error
-    if message.route == ROUTE_REFERENCE and message.envelope is not None:
+    if isinstance(message, ReferenceToResolve) and message.envelope is not None:
         try:
-            return resolver.resolve(message.record.offset, message.envelope), None
+            return refs.resolve(message.record.offset, message.envelope), None
         except GatewayError as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            while upcoming and upcoming[0][0] <= message.record.offset:
-                upcoming.popleft()
-            _prefetch(resolver, upcoming)
+            error = error_text(exc)
     if error is None:
         return message.value, None
     if fail:
         raise DataLossError(
-            f"{message.route} message at offset {message.record.offset} cannot be delivered: {error}"
+            f"{message.route.value} message at offset {message.record.offset} cannot be delivered: {error}"
             " (set failOnDataLoss=false to get the row with its error instead)"
         )
     return None, error
@@ -274,8 +241,6 @@ def read_envelopes(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Reco
                                   timeout_s=options.poll_timeout_ms / 1000.0,
                                   fail_on_data_loss=options.fail_on_data_loss):
             for record in batch:
-                if has_header(record.headers, LM_HEADER) or not is_envelope_record(record.value, record.headers):
-                    continue
                 row = _envelope_row(topic, partition, record)
                 if row is not None:
                     for name, value in zip(ENVELOPE_ARROW_SCHEMA.names, row, strict=True):
@@ -288,7 +253,13 @@ def read_envelopes(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Reco
         consumer.close()
 
 
-def _envelope_row(topic: str, partition: int, record: RawRecord) -> tuple[Any, ...] | None:
+def _envelope_row(topic: str, partition: int, record: Record) -> tuple[Any, ...] | None:
+    """The envelope a record holds, as a row; ``None`` for every record that is not an envelope."""
+    try:
+        if classify(record.value, record.headers).kind is not RecordKind.ENVELOPE:
+            return None
+    except InvalidSegmentError:
+        return None  # an unreadable _lm header: a broken segment, never an envelope
     ts = None if record.timestamp_ms is None else record.timestamp_ms * 1000
     try:
         envelope = decode_envelope(record.value)

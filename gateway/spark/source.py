@@ -16,8 +16,9 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from gateway.protocol.records import TopicPartitionKey
 from gateway.spark.kafkaio import open_consumer, topic_partitions, watermarks
-from gateway.spark.options import EARLIEST, LATEST, SourceOptions, TopicPartitionKey, parse_options
+from gateway.spark.options import EARLIEST, LATEST, SourceOptions, parse_options
 from gateway.spark.planning import (
     DataLossError,
     OffsetRange,

@@ -1,44 +1,20 @@
-"""The consumer's sans-IO record pipeline (LinkedIn's ``ConsumerRecordsProcessor``).
+"""Commit and seek translation (LinkedIn's ``ConsumerRecordsProcessor`` minus the record path).
 
-It joins the assembler, the delivered-offset tracker and the high watermarks: each raw record in,
-a decision out (deliver this value with these headers, or nothing), plus the translations the
-consumer shell needs for ``commit``, ``committed`` and ``seek``. The shell does every network call
-and hands the answers in (:meth:`RecordProcessor.load_commit`), so this stays testable without Kafka.
+Kafka stores a *safe* offset (where a restart must resume, possibly the first segment of a
+message still being assembled) with the user-visible high watermark in its metadata
+(``"<HW>,<meta>"``). This module turns user offsets into such commits and back, plans seeks, and
+keeps the per-partition high watermarks and holds. The driver does every network call and hands
+the answers in (:meth:`CommitTranslator.load_commit`), so this stays testable without Kafka.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gateway.assembler import INCOMPLETE, Assembled, MessageAssembler
-from gateway.errors import LargeMessageDroppedError
-from gateway.offsets import DeliveredOffsetTracker, HighWatermark, TopicPartitionKey
-from gateway.protocol.headers import (
-    LM_HEADER,
-    SAFE_OFFSET_HEADER,
-    Headers,
-    decode_lm,
-    delivered_lm,
-    encode_lm,
-    encode_safe_offset,
-)
+from gateway.assembler import MessageAssembler
+from gateway.offsets import DeliveredOffsetTracker, HighWatermark
 from gateway.protocol.metadata import offset_from_metadata, user_metadata_from, wrap_metadata
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """What to hand the user for one record.
-
-    ``value`` is the record's own value object for plain records; ``headers`` is ``None`` when the
-    record's headers are to be left untouched (the plain fast path: no copy, no rewrite).
-    """
-
-    value: bytes | None
-    headers: Headers | None
-    starting_offset: int
-    segmented: bool
-    number_of_segments: int
+from gateway.protocol.records import TopicPartitionKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +27,17 @@ class SeekPlan:
     to_committed: bool = False
 
 
-class RecordProcessor:
-    """Per-partition state of a chunk-aware consumer; one instance per consumer."""
+class CommitTranslator:
+    """High watermarks, holds and the commit/seek translations; reads the pipeline's assembler and tracker."""
 
     def __init__(self, assembler: MessageAssembler, tracker: DeliveredOffsetTracker) -> None:
         self.assembler = assembler
         self.tracker = tracker
-        self._hw: dict[TopicPartitionKey, HighWatermark] = {}
+        self.high_watermarks: dict[TopicPartitionKey, HighWatermark] = {}
+        """Loaded per partition by :meth:`load_commit`; read directly on the pipeline's hot path."""
         self._holds: dict[TopicPartitionKey, set[int]] = {}
-        self._busy: set[TopicPartitionKey] = set()  # partitions with holds: never on the fast path
+        self.busy: set[TopicPartitionKey] = set()
+        """Partitions with holds: never on the fast path. Changed only here."""
 
     # -- holds: delivered offsets that must be read again after a restart ------------------
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
@@ -70,7 +48,7 @@ class RecordProcessor:
         re-delivering what followed it: at least once, never lost).
         """
         self._holds.setdefault(tp, set()).add(offset)
-        self._busy.add(tp)
+        self.busy.add(tp)
 
     def release(self, tp: TopicPartitionKey, up_to: int) -> None:
         """The application took responsibility for held offsets up to ``up_to`` (it committed past them)."""
@@ -78,7 +56,7 @@ class RecordProcessor:
         if held:
             held.difference_update([o for o in held if o <= up_to])
         if not held:
-            self._busy.discard(tp)
+            self.busy.discard(tp)
 
     def floor(self, tp: TopicPartitionKey) -> int | None:
         held = self._holds.get(tp)
@@ -87,103 +65,20 @@ class RecordProcessor:
     # -- high watermarks -------------------------------------------------------------------
     def needs_commit(self, tp: TopicPartitionKey) -> bool:
         """True until :meth:`load_commit` was called for ``tp`` (LinkedIn reads it lazily, blocking)."""
-        return tp not in self._hw
+        return tp not in self.high_watermarks
 
     def load_commit(self, tp: TopicPartitionKey, offset: int | None, metadata: str | None) -> None:
         """Hand in the offset and metadata stored in Kafka for ``tp`` (``offset`` None when nothing is committed)."""
-        self._hw[tp] = HighWatermark.from_commit(offset, offset_from_metadata(metadata))
+        self.high_watermarks[tp] = HighWatermark.from_commit(offset, offset_from_metadata(metadata))
 
     def high_watermark(self, tp: TopicPartitionKey) -> HighWatermark:
-        return self._hw.setdefault(tp, HighWatermark())
+        return self.high_watermarks.setdefault(tp, HighWatermark())
 
     def set_high_watermark(self, tp: TopicPartitionKey, offset: int) -> None:
         self.high_watermark(tp).current = offset
 
     def clear_high_watermarks(self) -> None:
-        self._hw.clear()
-
-    # -- the record pipeline ----------------------------------------------------------------
-    def process(
-        self,
-        tp: TopicPartitionKey,
-        offset: int,
-        value: bytes | None,
-        headers: Headers | None,
-    ) -> Delivery | None:
-        """One raw record in order; a delivery, or ``None`` for a segment or a filtered duplicate.
-
-        Raises :class:`~gateway.errors.InvalidSegmentError` (the record is then neither tracked
-        nor delivered) and, after buffering, :class:`~gateway.errors.LargeMessageDroppedError`.
-        """
-        lm_value: bytes | None = None
-        has_lm = False
-        if headers:
-            for key, header_value in reversed(headers):
-                if key == LM_HEADER:
-                    lm_value, has_lm = header_value, True
-                    break
-        try:
-            result = self.assembler.assemble(tp, offset, value, lm_value, has_lm_header=has_lm)
-        except LargeMessageDroppedError:
-            self.tracker.add_segment_offset(tp, offset)  # this segment is buffered; another message was dropped
-            raise
-        if result is INCOMPLETE:
-            self.tracker.add_segment_offset(tp, offset)
-            return None
-        return self._track(tp, offset, result, headers, has_lm, lm_value)
-
-    def deliver_plain(self, tp: TopicPartitionKey, offset: int) -> bool:
-        """The plain-record fast path: True when the record was tracked and is to be handed out as is.
-
-        Only for a record the caller has established is neither a segment nor an envelope. It applies
-        when nothing is pending, held or filtered in the partition, which is when LinkedIn's pipeline
-        reduces to "delivered at ``offset``, safe at ``offset + 1``"; otherwise it returns False and
-        the caller takes :meth:`process`.
-        """
-        hw = self._hw.get(tp)
-        if hw is None or tp in self._busy or self.assembler.has_pending(tp):
-            return False
-        if (hw.current if hw.current != -1 else hw.initial) > offset:
-            return False
-        self.tracker.track_plain(tp, offset)
-        hw.current = offset
-        return True
-
-    def _track(
-        self,
-        tp: TopicPartitionKey,
-        offset: int,
-        result: Assembled,
-        headers: Headers | None,
-        has_lm: bool,
-        lm_value: bytes | None,
-    ) -> Delivery | None:
-        hw = self._hw.get(tp)
-        below = None if hw is None else hw.filter_below()
-        skip = below is not None and below > offset
-        safe = min(offset + 1, self.assembler.safe_offset(tp, offset))
-        self.tracker.track(tp, offset, safe, result.starting_offset, not skip)
-        if skip:
-            return None
-        self.high_watermark(tp).current = offset
-        new_headers: Headers | None = None
-        if has_lm:
-            new_headers = [h for h in headers or () if h[0] != LM_HEADER]
-            new_headers.append((LM_HEADER, encode_lm(delivered_lm(decode_lm(lm_value)))))
-        current_safe = self.tracker.current_safe_offset(tp)
-        floor = self.floor(tp)
-        if floor is not None and current_safe is not None:
-            current_safe = min(current_safe, floor)
-        if current_safe is not None and current_safe != offset + 1:
-            if new_headers is None:
-                new_headers = list(headers or ())
-            new_headers.append((SAFE_OFFSET_HEADER, encode_safe_offset(current_safe)))
-        return Delivery(result.value, new_headers, result.starting_offset, result.segmented,
-                        result.number_of_segments)
-
-    def mark_not_a_message(self, tp: TopicPartitionKey, offset: int) -> None:
-        """An offset consumed but never to be delivered (e.g. a record rejected as invalid)."""
-        self.tracker.add_segment_offset(tp, offset)
+        self.high_watermarks.clear()
 
     # -- commits ----------------------------------------------------------------------------
     def safe_offset(self, tp: TopicPartitionKey) -> int | None:
@@ -201,7 +96,7 @@ class RecordProcessor:
             delivered = self.tracker.delivered(tp)
             if delivered is not None:
                 out[tp] = delivered + 1
-            elif position >= 0 and (tp in self._hw or self.tracker.earliest_tracked_offset(tp) is not None):
+            elif position >= 0 and (tp in self.high_watermarks or self.tracker.earliest_tracked_offset(tp) is not None):
                 out[tp] = position
         return out
 
@@ -274,13 +169,7 @@ class RecordProcessor:
         return SeekPlan(False, target, offset)
 
     def clear(self, tp: TopicPartitionKey) -> None:
-        """Drop one partition's buffered segments, tracking and HW (seek, revoke, lost)."""
-        self.assembler.clear(tp)
-        self.tracker.clear(tp)
-        self._hw.pop(tp, None)
+        """Drop one partition's HW and holds (seek, revoke, lost)."""
+        self.high_watermarks.pop(tp, None)
         self._holds.pop(tp, None)
-        self._busy.discard(tp)
-
-    def clear_partitions(self, tps: Iterable[TopicPartitionKey]) -> None:
-        for tp in tps:
-            self.clear(tp)
+        self.busy.discard(tp)

@@ -1,0 +1,66 @@
+"""The keys :class:`~gateway.consumer.HybridConsumer` owns, parsed once; the rest go to librdkafka."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.assembler import MessageAssembler
+from gateway.config import pop_bool, pop_int
+from gateway.offsets import DeliveredOffsetTracker
+from gateway.pipeline import ConsumerPipeline
+from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    capacity: int
+    expiration_offset_gap: int
+    max_segments: int
+    max_message_bytes: int
+    max_tracked: int
+    raise_on_drop: bool
+    auto_commit: bool
+    auto_commit_s: float
+    batch: int
+    deliver_errors: bool
+    workers: int
+    budget: int
+    on_commit: Callable[..., Any] | None
+
+    def pipeline(self) -> ConsumerPipeline:
+        return ConsumerPipeline(
+            MessageAssembler(
+                self.capacity, self.expiration_offset_gap, exception_on_message_dropped=self.raise_on_drop,
+                max_segments=self.max_segments, max_message_bytes=self.max_message_bytes,
+            ),
+            DeliveredOffsetTracker(self.max_tracked),
+        )
+
+
+def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, dict[str, Any]]:
+    """Our settings, and the configuration for librdkafka with our keys removed (its auto-commit off)."""
+    conf = dict(config)
+    capacity = pop_int(conf, "message.assembler.buffer.capacity", 32_000_000, minimum=1)
+    gap = pop_int(conf, "message.assembler.expiration.offset.gap", 1000, minimum=0)
+    max_segments = pop_int(conf, "message.assembler.max.segments.per.message", 100_000, minimum=1)
+    max_message = pop_int(conf, "message.assembler.max.message.bytes", capacity, minimum=1)
+    max_tracked = pop_int(conf, "max.tracked.messages.per.partition", 500, minimum=1)
+    raise_on_drop = pop_bool(conf, "exception.on.message.dropped", False)
+    auto_commit = pop_bool(conf, "enable.auto.commit", True)
+    auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
+    batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
+    conf.pop("treat.bad.segments.as.payload", None)  # LinkedIn's no-op key, accepted for portability
+    error_mode = str(conf.pop("reference.error.mode", "raise")).lower()
+    if error_mode not in ("raise", "deliver"):
+        raise ValueError(f"reference.error.mode must be 'raise' or 'deliver', got {error_mode!r}")
+    workers = pop_int(conf, "reference.fetch.workers", DEFAULT_WORKERS, minimum=1)
+    budget = pop_int(conf, "reference.fetch.budget.bytes", DEFAULT_BUDGET, minimum=0)
+    on_commit = conf.pop("on_commit", None)
+    conf["enable.auto.commit"] = False
+    settings = ConsumerSettings(
+        capacity, gap, max_segments, max_message, max_tracked, raise_on_drop, auto_commit, auto_commit_s, batch,
+        error_mode == "deliver", workers, budget, on_commit,
+    )
+    return settings, conf

@@ -1,0 +1,125 @@
+"""What :class:`~gateway.consumer.HybridConsumer` does with the pipeline's events for one record.
+
+The librdkafka ``Message`` of the record is what the application receives: its value and headers
+are replaced by the whole message's, a reference is resolved into its payload, and LinkedIn's
+``_so`` header is appended here, and only here, when the safe offset is not ``offset + 1``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaError, Message
+
+from gateway.auditing import Auditor, AuditType
+from gateway.errors import EnvelopeFormatError, GatewayError, LargeMessageDroppedError
+from gateway.pipeline import (
+    ChunkCompleted,
+    ConsumerPipeline,
+    Event,
+    InvalidRecord,
+    MessageDropped,
+    PlainMessage,
+    ReferenceToResolve,
+    WholeMessage,
+    error_text,
+)
+from gateway.protocol.headers import SAFE_OFFSET_HEADER, Headers, encode_safe_offset
+from gateway.references import ReferenceFetcher
+
+log = logging.getLogger(__name__)
+
+
+def with_safe_offset(message: WholeMessage) -> Headers | None:
+    """The headers to hand out: LinkedIn appends ``_so`` while a message before this one is incomplete."""
+    headers = message.headers
+    if message.safe_offset != message.record.offset + 1:
+        headers = [*(headers or ()), (SAFE_OFFSET_HEADER, encode_safe_offset(message.safe_offset))]
+    return headers
+
+
+class EventHandler:
+    """Turns one record's events into the message to return, a raised typed error, or nothing."""
+
+    def __init__(
+        self, pipeline: ConsumerPipeline, refs: ReferenceFetcher, deliver_errors: bool, auditor: Auditor | None
+    ) -> None:
+        self._auditor = auditor
+        self._pipeline = pipeline
+        self._refs = refs
+        self._deliver_errors = deliver_errors
+        self.counters = {"reference.messages": 0, "reference.errors": 0}
+
+    def handle(self, msg: Any, events: list[Event]) -> Message | None:
+        """``msg`` is the record's librdkafka message; errors carry it in ``kafka_message``."""
+        if len(events) == 1 and isinstance(events[0], (PlainMessage, ChunkCompleted)):  # the common case
+            out: Message | None = self._deliver(msg, events[0])
+        else:
+            out = self._handle(msg, events)
+        if out is not None and self._auditor is not None and out.error() is None:
+            self._audit(out)
+        return out
+
+    def _audit(self, msg: Message) -> None:
+        assert self._auditor is not None
+        stamp = msg.timestamp()[1]
+        key, value = msg.key(), msg.value()
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        self._auditor.record(msg.topic() or "", stamp if stamp > 0 else 0, 1, size, AuditType.SUCCESS)
+
+    def _handle(self, msg: Any, events: list[Event]) -> Message | None:
+        message: WholeMessage | None = None
+        dropped_error: LargeMessageDroppedError | None = None
+        for event in events:
+            if isinstance(event, MessageDropped):
+                log.warning("incomplete large message dropped (%s): %s", event.dropped.reason, event.dropped)
+                dropped_error = dropped_error or event.exception
+            elif isinstance(event, InvalidRecord):
+                event.exception.kafka_message = msg
+                raise event.exception
+            else:
+                message = event
+        if dropped_error is not None:
+            dropped_error.kafka_message = msg
+            raise dropped_error
+        if message is None:
+            return None
+        if isinstance(message, ReferenceToResolve):
+            return self._resolve(msg, message)
+        return self._deliver(msg, message)
+
+    @staticmethod
+    def _deliver(msg: Any, message: WholeMessage) -> Message:
+        """A plain or chunked message: the record's value and headers replaced only when they differ."""
+        record = message.record
+        if message.value is not record.value:
+            msg.set_value(message.value)
+        headers = message.headers if message.safe_offset == record.offset + 1 else with_safe_offset(message)
+        if headers is not record.headers:
+            msg.set_headers(headers)
+        return msg  # type: ignore[no-any-return]
+
+    def _resolve(self, msg: Any, message: ReferenceToResolve) -> Message | None:
+        """An envelope record: fetch its payload and hand back the record with the payload as value."""
+        if message.envelope is None:  # the pipeline then says why
+            return self._unresolved(msg, message, message.exception or EnvelopeFormatError(message.error or ""))
+        key = (msg.topic(), msg.partition(), message.record.offset)
+        try:
+            payload = self._refs.resolve(key, message.envelope)
+        except GatewayError as exc:
+            return self._unresolved(msg, message, exc)
+        msg.set_value(payload)
+        msg.set_headers(with_safe_offset(message))
+        self.counters["reference.messages"] += 1
+        return msg  # type: ignore[no-any-return]
+
+    def _unresolved(self, msg: Any, message: WholeMessage, exc: GatewayError) -> Message | None:
+        """Commits stop here until the application commits this message itself; the loop goes on."""
+        self._pipeline.hold((msg.topic(), msg.partition()), message.record.offset)
+        self.counters["reference.errors"] += 1
+        exc.kafka_message = msg
+        if self._deliver_errors:
+            msg.set_error(KafkaError(KafkaError._VALUE_DESERIALIZATION, error_text(exc)))
+            return msg  # type: ignore[no-any-return]
+        raise exc

@@ -1,0 +1,68 @@
+"""The consumer's local queue of raw records, fetched from librdkafka in batches.
+
+Records wait here until ``poll`` hands one to the pipeline, so a message counts as delivered
+(and becomes committable) only when the application receives it. Each fetched batch is scanned
+once for envelopes, whose payloads start downloading while the queue drains.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from gateway.protocol.records import TopicPartitionKey
+from gateway.references import ReferenceFetcher
+
+
+def partition_of(msg: Any) -> TopicPartitionKey:
+    return (msg.topic(), msg.partition())
+
+
+class RecordQueue:
+    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher) -> None:
+        self._consumer = consumer
+        self._batch = batch
+        self.refs = refs
+        self.raw: deque[Any] = deque()
+        """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
+
+    def fetch(self, timeout: float) -> bool:
+        """One batch from librdkafka into the queue; False when ``timeout`` passed with nothing."""
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return False
+        batch = [first]
+        if self._batch > 1:
+            batch.extend(self._consumer.consume(self._batch - 1, 0))
+        self.raw.extend(batch)
+        if self.refs.enabled:
+            self.refs.scan(
+                ((m.topic(), m.partition(), m.offset()), m.value(), m.headers()) for m in batch if m.error() is None
+            )
+        return True
+
+    def next_offsets(self, wanted: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """The offset of the first queued record of each partition in ``wanted`` that has one."""
+        keys = set(wanted)
+        out: dict[TopicPartitionKey, int] = {}
+        for msg in self.raw:
+            key = partition_of(msg)
+            if key in keys and key not in out and msg.error() is None:
+                out[key] = msg.offset()
+        return out
+
+    def partitions(self) -> set[TopicPartitionKey]:
+        return {partition_of(m) for m in self.raw}
+
+    def drop(self, key: TopicPartitionKey) -> None:
+        """Forget ``key``'s queued records and the payloads fetched ahead for them (seek, revoke)."""
+        if self.raw:
+            kept = [m for m in self.raw if partition_of(m) != key]
+            self.raw.clear()
+            self.raw.extend(kept)
+        self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
+
+    def clear(self) -> None:
+        self.raw.clear()
+        self.refs.clear()

@@ -1,0 +1,318 @@
+"""The consumer pipeline: one record in, typed events out, no I/O (LinkedIn's ``ConsumerRecordsProcessor``).
+
+Both readers drive it: :class:`~gateway.consumer.HybridConsumer` feeds it what librdkafka fetched,
+and a Spark range task feeds it what it reads. It classifies each record once
+(:func:`~gateway.protocol.classify.classify`), reassembles segments, tracks delivered offsets and
+high watermarks, filters what was delivered before a restart, and answers with events that carry
+everything a driver needs, the safe offset included, so no driver looks inside it. Commit and seek
+translation live in :class:`~gateway.commits.CommitTranslator`, which it owns and fronts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.assembler import INCOMPLETE, Assembled, DroppedMessage, MessageAssembler
+from gateway.commits import CommitTranslator, SeekPlan
+from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError, LargeMessageDroppedError
+from gateway.offsets import DeliveredOffsetTracker
+from gateway.policy import RouteKind
+from gateway.protocol.classify import PLAIN_RECORD, Classified, RecordKind, classify
+from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
+from gateway.protocol.headers import LM_HEADER, Headers, decode_lm, delivered_lm, encode_lm, without
+from gateway.protocol.records import Record, TopicPartitionKey
+
+
+@dataclass(slots=True)
+class WholeMessage:
+    """A whole message, ready for the application once a reference is resolved.
+
+    Events are not frozen only because a frozen dataclass costs a microsecond more per record on
+    the plain path; nothing changes them after the pipeline made them.
+
+    ``record`` is the completing record: key, offset and timestamp come from it (LinkedIn's rule).
+    ``headers`` are the headers to hand out; they *are* ``record.headers`` (same object) when
+    nothing was rewritten, so a driver can skip the copy. ``safe_offset`` is where a restart must
+    resume so that nothing delivered after this message is lost: LinkedIn's consumer shows it in a
+    ``_so`` header when it differs from ``offset + 1``; that header is the driver's business.
+    ``error`` describes what went wrong (``exception`` is the typed error behind it).
+    """
+
+    record: Record
+    value: bytes | None
+    headers: Headers | None
+    route: RouteKind
+    starting_offset: int
+    safe_offset: int
+    number_of_segments: int = 1
+    envelope: Envelope | None = None
+    error: str | None = None
+    exception: GatewayError | None = field(default=None, compare=False)
+
+
+@dataclass(slots=True)
+class PlainMessage(WholeMessage):
+    """A record that is its own message (including a legacy value that only looks like an envelope)."""
+
+
+@dataclass(slots=True)
+class ChunkCompleted(WholeMessage):
+    """The last missing segment arrived: ``value`` is the joined message, ``_lm`` already rewritten."""
+
+
+@dataclass(slots=True)
+class ReferenceToResolve(WholeMessage):
+    """An envelope: ``envelope`` names the payload to fetch, or ``error`` says why it cannot be read.
+
+    ``value`` is ``None`` and ``headers`` no longer hold the envelope header.
+    """
+
+
+@dataclass(slots=True)
+class InvalidRecord:
+    """A record LinkedIn would reject as a segment; it is consumed, tracked as no message, and reported."""
+
+    record: Record
+    exception: InvalidSegmentError
+    safe_offset: int | None
+
+
+@dataclass(slots=True)
+class MessageDropped:
+    """An incomplete message given up (buffer full, or expired) while ``record`` was processed.
+
+    ``exception`` is set on the first one when the pipeline was configured to raise on drops
+    (``exception.on.message.dropped``); the segment in ``record`` is buffered either way.
+    """
+
+    record: Record
+    dropped: DroppedMessage
+    exception: LargeMessageDroppedError | None
+    safe_offset: int | None
+
+
+Event = PlainMessage | ChunkCompleted | ReferenceToResolve | InvalidRecord | MessageDropped
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ConsumerPipeline:
+    """Per-partition state of a chunk-aware reader; one per consumer or per Spark range task.
+
+    ``counters`` counts records, messages by kind, segments, filtered duplicates, invalid records
+    and drops; plain records that took the fast path are counted in ``fast_plain`` only (an int
+    is cheaper than the dict on the hot path). ``fast_path=False`` sends every record the full way,
+    to show that both give the same answers.
+    """
+
+    def __init__(
+        self,
+        assembler: MessageAssembler | None = None,
+        tracker: DeliveredOffsetTracker | None = None,
+        *,
+        fast_path: bool = True,
+    ) -> None:
+        self._fast_path = fast_path
+        self._assembler = assembler if assembler is not None else MessageAssembler()
+        self._tracker = tracker if tracker is not None else DeliveredOffsetTracker()
+        self._commits = CommitTranslator(self._assembler, self._tracker)
+        self._high_watermarks = self._commits.high_watermarks  # the hot path reads these two directly
+        self._busy = self._commits.busy
+        self.fast_plain = 0
+        self.counters: dict[str, int] = {
+            "records": 0, "plain.messages": 0, "chunked.messages": 0, "segments": 0,
+            "duplicates.filtered": 0, "invalid.records": 0, "dropped.evicted": 0, "dropped.expired": 0,
+        }
+
+    @property
+    def assembler(self) -> MessageAssembler:
+        """For inspection in tests; drivers use the pipeline's own methods."""
+        return self._assembler
+
+    @property
+    def tracker(self) -> DeliveredOffsetTracker:
+        """For inspection in tests; drivers use the pipeline's own methods."""
+        return self._tracker
+
+    # -- the record path ------------------------------------------------------------------------
+    def feed(self, tp: TopicPartitionKey, record: Record) -> list[Event]:
+        """One record of ``tp``, in offset order; drops first, then the message it completes, if any.
+
+        No event for a buffered segment or for a message delivered before (high watermark filter).
+        """
+        offset = record.offset
+        try:
+            kind = classify(record.value, record.headers, offset)
+        except InvalidSegmentError as exc:
+            self.counters["records"] += 1
+            return self._invalid(tp, record, exc)
+        if kind is PLAIN_RECORD and self._fast_path:
+            # Bookkeeping reduces to "delivered at offset, safe at offset + 1" when nothing is pending,
+            # held or filtered in the partition; otherwise the full path runs (same answer, slower).
+            hw = self._high_watermarks.get(tp)
+            if (
+                hw is not None and tp not in self._busy and not self._assembler.has_pending(tp)
+                and (hw.current if hw.current != -1 else hw.initial) <= offset
+            ):
+                self._tracker.track_plain(tp, offset)
+                hw.current = offset
+                self.fast_plain += 1
+                return [PlainMessage(record, record.value, record.headers, RouteKind.PLAIN, offset, offset + 1)]
+        self.counters["records"] += 1
+        try:
+            result = (
+                self._assembler.add_segment(tp, offset, kind.segment) if kind.segment is not None
+                else Assembled(record.value, offset, offset, False)
+            )
+        except InvalidSegmentError as exc:
+            return self._invalid(tp, record, exc)
+        except LargeMessageDroppedError as exc:
+            self._tracker.add_segment_offset(tp, offset)  # this segment is buffered; another message was dropped
+            self.counters["segments"] += 1
+            return self._drain_dropped(tp, record, exc)
+        if result is INCOMPLETE:
+            self._tracker.add_segment_offset(tp, offset)
+            self.counters["segments"] += 1
+            return self._drain_dropped(tp, record, None)
+        message = self._track(tp, record, kind, result)
+        events = self._drain_dropped(tp, record, None)
+        if message is None:
+            filtered = self._tracker.is_message_offset(tp, offset)
+            self.counters["duplicates.filtered" if filtered else "segments"] += 1
+        else:
+            events.append(message)
+        return events
+
+    def _track(
+        self, tp: TopicPartitionKey, record: Record, kind: Classified, result: Assembled
+    ) -> PlainMessage | ChunkCompleted | ReferenceToResolve | None:
+        offset = record.offset
+        hw = self._high_watermarks.get(tp)
+        below = None if hw is None else hw.filter_below()
+        skip = below is not None and below > offset
+        safe = min(offset + 1, self._assembler.safe_offset(tp, offset))
+        self._tracker.track(tp, offset, safe, result.starting_offset, not skip)
+        if skip:
+            return None
+        self._commits.set_high_watermark(tp, offset)
+        headers = record.headers
+        if kind.has_lm:
+            lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
+            headers = without(headers, LM_HEADER)
+            headers.append((LM_HEADER, encode_lm(delivered_lm(lm))))
+        current = self._commits.safe_offset(tp)
+        safe_now = offset + 1 if current is None else current
+        if result.segmented:
+            self.counters["chunked.messages"] += 1
+            return ChunkCompleted(record, result.value, headers, RouteKind.CHUNKED, result.starting_offset, safe_now,
+                                  result.number_of_segments)
+        if kind.kind is RecordKind.ENVELOPE:
+            try:
+                envelope = decode_envelope(record.value)
+            except EnvelopeFormatError as exc:
+                if kind.marked:
+                    return ReferenceToResolve(record, None, without(headers, ENVELOPE_HEADER), RouteKind.REFERENCE,
+                                              offset, safe_now, error=error_text(exc), exception=exc)
+                # a legacy value that merely starts like an envelope: not ours, pass it on
+            else:
+                return ReferenceToResolve(record, None, without(headers, ENVELOPE_HEADER), RouteKind.REFERENCE,
+                                          offset, safe_now, envelope=envelope)
+        self.counters["plain.messages"] += 1
+        return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
+
+    def _invalid(self, tp: TopicPartitionKey, record: Record, exc: InvalidSegmentError) -> list[Event]:
+        self._tracker.add_segment_offset(tp, record.offset)  # consumed, never to be delivered
+        self.counters["invalid.records"] += 1
+        events = self._drain_dropped(tp, record, None)
+        events.append(InvalidRecord(record, exc, self._commits.safe_offset(tp)))
+        return events
+
+    def _drain_dropped(self, tp: TopicPartitionKey, record: Record, exc: LargeMessageDroppedError | None
+                       ) -> list[Event]:
+        dropped = self._assembler.dropped
+        if not dropped:
+            return []
+        safe = self._commits.safe_offset(tp)
+        events: list[Event] = []
+        for info in dropped:
+            key = f"dropped.{info.reason}"
+            self.counters[key] = self.counters.get(key, 0) + 1
+            events.append(MessageDropped(record, info, exc if not events else None, safe))
+        dropped.clear()
+        return events
+
+    # -- partitions come and go -------------------------------------------------------------------
+    def forget(self, tp: TopicPartitionKey) -> None:
+        """Drop one partition's buffered segments, tracking, HW and holds (seek, revoke, lost)."""
+        self._assembler.clear(tp)
+        self._tracker.clear(tp)
+        self._commits.clear(tp)
+
+    def reset(self) -> None:
+        """Forget every partition's segments, tracking and HWs (unassign, unsubscribe); holds stay."""
+        self._assembler.clear()
+        self._tracker.clear()
+        self._commits.clear_high_watermarks()
+
+    def trim(self, tp: TopicPartitionKey) -> None:
+        """Forget ``tp``'s delivered-offset bookkeeping but keep its buffered segments.
+
+        For a reader that never commits or seeks (a Spark range): keeps its memory flat.
+        """
+        self._tracker.clear(tp)
+
+    def partitions(self) -> list[TopicPartitionKey]:
+        """Partitions with delivered-offset state."""
+        return self._tracker.partitions()
+
+    def delivered(self, tp: TopicPartitionKey) -> int | None:
+        """The offset of the last message delivered from ``tp``."""
+        return self._tracker.delivered(tp)
+
+    def metrics(self) -> dict[str, int]:
+        """``counters`` with the fast path folded in, and what the assembler holds now."""
+        out = dict(self.counters)
+        out["records"] += self.fast_plain
+        out["plain.messages"] += self.fast_plain
+        out["assembler.buffered.bytes"] = self._assembler.buffered_bytes
+        out["assembler.incomplete.messages"] = self._assembler.incomplete_count
+        return out
+
+    # -- commits and seeks (see CommitTranslator) ------------------------------------------------
+    def needs_commit(self, tp: TopicPartitionKey) -> bool:
+        """True until the commit stored in Kafka for ``tp`` was handed in (:meth:`load_commit`)."""
+        return tp not in self._high_watermarks
+
+    def load_commit(self, tp: TopicPartitionKey, offset: int | None, metadata: str | None) -> None:
+        self._commits.load_commit(tp, offset, metadata)
+
+    def set_high_watermark(self, tp: TopicPartitionKey, offset: int) -> None:
+        self._commits.set_high_watermark(tp, offset)
+
+    def clear_high_watermarks(self) -> None:
+        """Every HW is re-read from Kafka before the next record of its partition (after a rebalance)."""
+        self._commits.clear_high_watermarks()
+
+    def hold(self, tp: TopicPartitionKey, offset: int) -> None:
+        self._commits.hold(tp, offset)
+
+    def release(self, tp: TopicPartitionKey, up_to: int) -> None:
+        self._commits.release(tp, up_to)
+
+    def safe_offset(self, tp: TopicPartitionKey) -> int | None:
+        return self._commits.safe_offset(tp)
+
+    def current_positions(self, positions: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        return self._commits.current_positions(positions)
+
+    def safe_offsets_to_commit(
+        self, offsets: dict[TopicPartitionKey, tuple[int, str | None]], ignore_high_watermark: bool
+    ) -> dict[TopicPartitionKey, tuple[int, str]]:
+        return self._commits.safe_offsets_to_commit(offsets, ignore_high_watermark)
+
+    def plan_seek(self, tp: TopicPartitionKey, offset: int, committed_view: int | None) -> SeekPlan:
+        return self._commits.plan_seek(tp, offset, committed_view)
+
+    user_view_of_commit = staticmethod(CommitTranslator.user_view_of_commit)

@@ -1,0 +1,102 @@
+"""What a consumed record is: a plain value, a LinkedIn segment, or a reference envelope.
+
+Every reader (the consumer, the Spark source, the envelope scan) asks :func:`classify`, so the
+rules live in one place and in one order: a segment first (an ``_lm`` header, or a value that
+LinkedIn's deserializer reads as a segment), then an envelope (the envelope header, or the magic
+at the start of the value), else plain. The order matters: the chunk of a header-only segment is
+arbitrary payload bytes and may start like an envelope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from gateway.errors import InvalidSegmentError
+from gateway.protocol.envelope import ENVELOPE_HEADER, MAGIC, looks_like_envelope
+from gateway.protocol.headers import LM_HEADER, Header, LargeMessageHeader, decode_lm
+from gateway.protocol.segments import SEGMENT_HEADER_SIZE, Segment, decode_segment
+
+
+class RecordKind(Enum):
+    PLAIN = "plain"
+    SEGMENT = "segment"
+    ENVELOPE = "envelope"
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """The answer, with what was decoded on the way so that nobody decodes it again.
+
+    ``lm`` is the decoded *last* ``_lm`` header (``None`` when there is none, or when the value
+    is null and the header was therefore not read); ``has_lm`` and ``lm_raw`` say whether the
+    record carried one at all and its bytes. ``marked`` is True when the envelope header is present.
+    """
+
+    kind: RecordKind
+    segment: Segment | None = None
+    lm: LargeMessageHeader | None = None
+    has_lm: bool = False
+    lm_raw: bytes | None = None
+    marked: bool = False
+
+
+_MAGIC_FIRST = MAGIC[0]
+
+PLAIN_RECORD = Classified(RecordKind.PLAIN)
+"""The common answer, shared: a plain record without an ``_lm`` header allocates nothing."""
+_MARKED_ENVELOPE = Classified(RecordKind.ENVELOPE, marked=True)
+_UNMARKED_ENVELOPE = Classified(RecordKind.ENVELOPE)
+
+
+def read_segment(value: bytes | bytearray | memoryview, lm: LargeMessageHeader | None) -> Segment | None:
+    """The segment a value carries: described by a header-only ``_lm`` header, else in its first 33 bytes.
+
+    Raises :class:`InvalidSegmentError` for a header-only segment that fails LinkedIn's sanity check.
+    """
+    if lm is not None and lm.header_only:
+        segment = Segment(lm.message_id, lm.segment_number, lm.number_of_segments, lm.message_size, memoryview(value))
+        segment.sanity_check()
+        return segment
+    return decode_segment(value)
+
+
+def classify(value: bytes | None, headers: Sequence[Header] | None, offset: int | None = None) -> Classified:
+    """Plain, segment or envelope; raises :class:`InvalidSegmentError` for an unreadable ``_lm`` header.
+
+    Cheap for plain records: one pass over the headers, a look at the first byte (a version byte
+    above 0 is "not a segment" to LinkedIn, and the envelope magic starts with 0x1b), and a
+    six-byte compare. ``offset`` only names the record in the error message.
+    """
+    lm_raw: bytes | None = None
+    has_lm = marked = False
+    if headers:
+        for key, header_value in headers:
+            if key == LM_HEADER:
+                lm_raw, has_lm = header_value, True
+            elif key == ENVELOPE_HEADER:
+                marked = True
+    if value is None:  # a tombstone is never a segment; LinkedIn does not read its _lm header
+        if has_lm:
+            return Classified(RecordKind.ENVELOPE if marked else RecordKind.PLAIN, None, None, True, lm_raw, marked)
+        return _MARKED_ENVELOPE if marked else PLAIN_RECORD
+    lm: LargeMessageHeader | None = None
+    if has_lm:
+        try:
+            lm = decode_lm(lm_raw)
+        except Exception as exc:
+            where = "" if offset is None else f" at offset {offset}"
+            raise InvalidSegmentError(f"unreadable _lm header{where}: {exc}") from exc
+    first = value[0] if value else -1
+    if has_lm or (len(value) >= SEGMENT_HEADER_SIZE and not 0 < first < 0x80):
+        segment = read_segment(value, lm)
+        if segment is not None:
+            return Classified(RecordKind.SEGMENT, segment, lm, has_lm, lm_raw, marked)
+    envelope = marked or (first == _MAGIC_FIRST and looks_like_envelope(value))
+    kind = RecordKind.ENVELOPE if envelope else RecordKind.PLAIN
+    if has_lm:
+        return Classified(kind, None, lm, True, lm_raw, marked)
+    if kind is RecordKind.PLAIN:
+        return PLAIN_RECORD
+    return _MARKED_ENVELOPE if marked else _UNMARKED_ENVELOPE

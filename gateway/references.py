@@ -1,0 +1,85 @@
+"""Fetch-ahead of referenced payloads for a reader: find envelopes early, fetch them in record order.
+
+Both readers use it: the consumer scans each fetched batch, a Spark task each batch it reads.
+Payloads of the next envelopes are then on their way while the application (or the task) works
+on the current message, within the resolver's byte budget. Keys are whatever the reader uses to
+name a record (the consumer ``(topic, partition, offset)``, a range task the offset).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+
+from gateway.errors import EnvelopeFormatError, InvalidSegmentError
+from gateway.protocol.classify import RecordKind, classify
+from gateway.protocol.envelope import Envelope, decode_envelope, looks_like_envelope
+from gateway.protocol.headers import Headers
+from gateway.resolver import Resolver
+
+ScanItem = tuple[Hashable, "bytes | None", "Headers | None"]
+
+
+class ReferenceFetcher:
+    """Schedules prefetches on a :class:`~gateway.resolver.Resolver` and resolves through it."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self._pending: dict[Hashable, Envelope] = {}  # scanned, not yet handled by the reader
+        self._queue: deque[Hashable] = deque()  # scanned, not yet scheduled, in record order
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.resolver.stores)
+
+    def scan(self, records: Iterable[ScanItem]) -> None:
+        """Note the envelopes among ``records`` and start fetching them as the budget allows.
+
+        Broken ones are skipped here: the pipeline reports them when the record's turn comes.
+        """
+        for key, value, headers in records:
+            if not looks_like_envelope(value):  # necessary for an envelope that decodes; cheap
+                continue
+            try:
+                if classify(value, headers).kind is not RecordKind.ENVELOPE:
+                    continue
+                envelope = decode_envelope(value)
+            except (EnvelopeFormatError, InvalidSegmentError):
+                continue
+            self._pending[key] = envelope
+            self._queue.append(key)
+        self.schedule()
+
+    def schedule(self) -> None:
+        """Start fetches in record order until the byte budget says stop."""
+        while self._queue:
+            key = self._queue[0]
+            envelope = self._pending.get(key)
+            if envelope is not None and not self.resolver.prefetch(key, envelope):
+                return  # over budget: resume here when a payload has been taken
+            self._queue.popleft()
+
+    def done(self, key: Hashable) -> None:
+        """The reader handled the record at ``key``: it is no longer worth fetching ahead."""
+        self._pending.pop(key, None)
+
+    def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
+        """The verified payload (prefetched or fetched now); raises the typed store or integrity error."""
+        self._pending.pop(key, None)
+        try:
+            return self.resolver.resolve(key, envelope)
+        finally:
+            self.schedule()
+
+    def discard(self, keep: Callable[[Hashable], bool]) -> None:
+        """Forget every envelope whose key ``keep`` rejects (seek, revoke)."""
+        self.resolver.discard(keep)
+        for key in [k for k in self._pending if not keep(k)]:
+            del self._pending[key]
+        if self._queue:
+            self._queue = deque(k for k in self._queue if keep(k))
+
+    def clear(self) -> None:
+        self.resolver.discard(lambda _: False)
+        self._pending.clear()
+        self._queue.clear()
