@@ -27,6 +27,7 @@ from gateway.errors import GatewayError
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
+from gateway.store import Store
 
 
 class HybridConsumer:
@@ -53,13 +54,13 @@ class HybridConsumer:
     """
 
     def __init__(
-        self, config: Mapping[str, Any], stores: Mapping[str, Any] | None = None, *, auditor: Auditor | None = None
+        self, config: Mapping[str, Any], stores: Mapping[str, Store] | None = None, *, auditor: Auditor | None = None
     ) -> None:
         settings, conf = parse_consumer_config(config)
         if settings.on_commit is not None:
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
-        self.stores: dict[str, Any] = dict(stores or {})
+        self.stores: dict[str, Store] = dict(stores or {})
         self._resolver = Resolver(self.stores, workers=settings.workers, budget=settings.budget)
         self._auditor = auditor
         if auditor is not None:

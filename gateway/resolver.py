@@ -12,10 +12,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from gateway.errors import GatewayError, StoreUnavailableError
 from gateway.protocol.envelope import Envelope
+from gateway.store import Store
 
 DEFAULT_WORKERS = 4
 DEFAULT_BUDGET = 64_000_000
@@ -29,7 +29,7 @@ class Resolver:
     """
 
     def __init__(
-        self, stores: Mapping[str, Any], *, workers: int = DEFAULT_WORKERS, budget: int = DEFAULT_BUDGET
+        self, stores: Mapping[str, Store], *, workers: int = DEFAULT_WORKERS, budget: int = DEFAULT_BUDGET
     ) -> None:
         self.stores = dict(stores)
         self.budget = budget
@@ -40,7 +40,7 @@ class Resolver:
         self._lock = threading.Lock()
         self.counters = {"fetched": 0, "fetched.bytes": 0, "prefetched": 0, "errors": 0}
 
-    def _store(self, envelope: Envelope) -> Any:
+    def _store(self, envelope: Envelope) -> Store:
         store = self.stores.get(envelope.store)
         if store is None:
             raise StoreUnavailableError(

@@ -27,6 +27,7 @@ from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
 from gateway.spark.options import SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, MESSAGE_ARROW_SCHEMA
+from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ MAX_BATCH_BYTES = 128 * 1024 * 1024
 
 def build_stores(options: SourceOptions) -> dict[str, Any]:
     """The payload stores named in the options, opened in this process (executors open their own)."""
-    stores: dict[str, Any] = {}
+    stores: dict[str, Store] = {}
     if options.redis_url:
         import redis
 
@@ -69,7 +70,7 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
     return stores
 
 
-def _close_stores(stores: dict[str, Any]) -> None:
+def _close_stores(stores: dict[str, Store]) -> None:
     for store in stores.values():
         try:
             store.close()
