@@ -638,10 +638,10 @@ def _dist(name: str) -> str:
 def describe(kafka: Any, redis_server: RedisServer, s3_server: S3Server) -> dict[str, Any]:
     try:
         redis_version = redis_server.server_version()
-    except Exception:  # an external server that refuses INFO: still benchmark it
+    except Exception:  # noqa: BLE001 - an external server that refuses INFO: still benchmark it
         redis_version = "redis (version unknown)"
     s3 = f"moto server {_dist('moto')}" if not s3_server.external else f"external S3 {s3_server.endpoint_url}"
-    label = kafka.version if str(kafka.version).lower().startswith(kafka.name) else f"{kafka.name} {kafka.version}"
+    label = kafka.version if kafka.name in str(kafka.version).lower() else f"{kafka.name} {kafka.version}"
     return {
         "kafka": label,
         "kafka_backend": kafka.name,

@@ -74,7 +74,6 @@ CONSUME_VARIANTS = PRODUCE_VARIANTS
 KAFKA_VARIANTS = frozenset(v for v in PRODUCE_VARIANTS if v not in ("redis.raw", "s3.raw"))
 CEILING = {"chunked": "raw.segments", "redis": "redis.raw+env", "s3": "s3.raw+env"}
 """Each route and the baseline that bounds it."""
-ROUTES = ("chunked", "redis", "s3")
 LABELS = {
     "raw.record": "raw, one big record (limits raised)",
     "raw.segments": "raw, pre-built segments (client ceiling)",

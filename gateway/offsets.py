@@ -114,9 +114,6 @@ class DeliveredOffsetTracker:
         tracker = self._partitions.get(tp)
         return None if tracker is None else tracker.current_safe
 
-    def current_safe_offsets(self) -> dict[TopicPartitionKey, int]:
-        return {tp: t.current_safe for tp, t in self._partitions.items()}
-
     def safe_offset(self, tp: TopicPartitionKey, offset: int) -> int | None:
         """The safe offset at the time the message at ``offset`` was delivered."""
         tracker = self._partitions.get(tp)

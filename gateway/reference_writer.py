@@ -154,7 +154,7 @@ class ReferenceWriter:
         self.metrics.rollbacks += 1
         try:
             store.delete(locator)
-        except Exception as exc:  # the pending mark stays, so gc will remove it
+        except Exception as exc:  # noqa: BLE001 - the pending mark stays, so gc will remove it
             self.metrics.rollback_failures += 1
             log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
 
@@ -174,7 +174,7 @@ class ReferenceWriter:
                 else:
                     for locator in locators:
                         store.clear_pending(locator)
-            except Exception as exc:  # the payloads are live: keep the marks queued, never let gc guess
+            except Exception as exc:  # noqa: BLE001 - the payloads are live: keep the marks queued, never let gc guess
                 log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
                 still.extend((store, locator) for locator in locators)
         self._acked = still

@@ -99,10 +99,6 @@ class Resolver:
                 future.cancel()
                 self._ahead_bytes -= envelope.size
 
-    @property
-    def ahead_bytes(self) -> int:
-        return self._ahead_bytes
-
     def metrics(self) -> dict[str, int]:
         """``resolver.*`` counters and the bytes fetched ahead and not yet taken."""
         out = {f"resolver.{k}": v for k, v in self.counters.items()}

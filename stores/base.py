@@ -28,7 +28,6 @@ from gateway.store import Store as Store
 
 _StoreT = TypeVar("_StoreT", bound="StoreLifecycle")
 
-MAX_TOPIC_LENGTH = 249
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 TOPIC_PATTERN = r"[a-zA-Z0-9._-]{1,249}"
 """Kafka's legal topic characters and length (``org.apache.kafka.common.internals.Topic``)."""

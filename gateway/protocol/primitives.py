@@ -53,8 +53,3 @@ def java_int(value: int) -> int:
     """Truncate to a signed 32-bit int, as a Java ``(int)`` cast does."""
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value & 0x80000000 else value
-
-
-def random_message_id() -> uuid.UUID:
-    """An RFC 4122 version-4 id, the shape LinkedIn's default ``UUIDFactory`` produces."""
-    return uuid.uuid4()

@@ -61,15 +61,6 @@ def checksum(message_id: uuid.UUID) -> int:
     return (msb + lsb) & 0xFFFFFFFF
 
 
-def encode_segment_header(
-    message_id: uuid.UUID, sequence_number: int, number_of_segments: int, message_size: int
-) -> bytes:
-    msb, lsb = uuid_halves(message_id)
-    return _HEADER.pack(
-        CURRENT_VERSION, (msb + lsb) & 0xFFFFFFFF, msb, lsb, sequence_number, number_of_segments, message_size
-    )
-
-
 def encode_segment(
     message_id: uuid.UUID,
     sequence_number: int,

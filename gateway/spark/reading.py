@@ -74,7 +74,7 @@ def _close_stores(stores: dict[str, Store]) -> None:
     for store in stores.values():
         try:
             store.close()
-        except Exception as exc:  # closing is best effort; the task's outcome is already decided
+        except Exception as exc:  # noqa: BLE001 - closing is best effort; the task's outcome is already decided
             log.debug("closing store %r failed: %s", store, exc)
 
 

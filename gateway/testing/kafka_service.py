@@ -42,7 +42,7 @@ CAPABILITIES: frozenset[str] = frozenset(
     }
 )
 
-#: Measured per backend in /work/shared/research/infra.md §1d. A real cluster gets everything.
+#: Measured per backend (docs/development.md lists what each lacks). A real cluster gets everything.
 BACKEND_CAPABILITIES: dict[str, frozenset[str]] = {
     "mock": frozenset({"commit_metadata", "exact_watermarks", "kip848"}),
     "tansu": frozenset({"create_topics", "retention", "benchmarks"}),
