@@ -13,11 +13,14 @@ from typing import Any
 class GatewayError(Exception):
     """Root of every error this library raises on purpose.
 
-    ``kafka_message`` is set by the consumer to the record the error concerns, so a loop that
-    catches the error still holds the data (the way confluent-kafka's ``ConsumeError`` does).
+    ``kafka_message`` is the record the error concerns, passed to the constructor as
+    confluent-kafka's ``ConsumeError`` takes it (or set by the consumer on an error raised deeper
+    down), so a loop that catches the error still holds the data.
     """
 
-    kafka_message: Any = None
+    def __init__(self, *args: Any, kafka_message: Any = None) -> None:
+        super().__init__(*args)
+        self.kafka_message = kafka_message
 
 
 class ConfigurationError(GatewayError, ValueError):
@@ -47,8 +50,8 @@ class InvalidSegmentError(LargeMessageError, ProtocolError):
 class LargeMessageDroppedError(LargeMessageError):
     """An incomplete message was evicted from the assembler buffer (only when configured to raise)."""
 
-    def __init__(self, message: str, dropped: Any = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, dropped: Any = None, *, kafka_message: Any = None) -> None:
+        super().__init__(message, kafka_message=kafka_message)
         self.dropped = dropped
 
 

@@ -1,0 +1,36 @@
+"""Typed errors carry the record they concern, as confluent-kafka's ConsumeError does."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import (
+    GatewayError,
+    LargeMessageDroppedError,
+    PayloadNotFoundError,
+    ProtocolError,
+    StoreError,
+)
+
+
+def test_the_record_goes_into_the_constructor() -> None:
+    record = object()
+    error = PayloadNotFoundError("gone", kafka_message=record)
+    assert error.kafka_message is record
+    assert str(error) == "gone"
+    with pytest.raises(StoreError) as caught:
+        raise error
+    assert caught.value.kafka_message is record
+
+
+def test_without_a_record_it_is_none_and_can_be_attached_later() -> None:
+    error = ProtocolError("bad bytes")
+    assert error.kafka_message is None
+    assert isinstance(error, ValueError) and isinstance(error, GatewayError)
+    error.kafka_message = "record"
+    assert error.kafka_message == "record"
+
+
+def test_dropped_error_keeps_what_was_dropped_and_the_record() -> None:
+    error = LargeMessageDroppedError("evicted", dropped=["m1"], kafka_message="r")
+    assert error.dropped == ["m1"] and error.kafka_message == "r"
