@@ -662,7 +662,8 @@ def spark_kafka_jars(spark_version: str | None = None) -> list[Path]:
     connectors = sorted(lib.glob(f"{_SPARK_KAFKA_JAR}*.jar")) if lib.is_dir() else []
     if not connectors:
         raise ServiceUnavailable(
-            f"Spark's Kafka source is not in {lib}: run `make spark-kafka` (Maven fetches it), or set SPARK_KAFKA_LIB_DIR"
+            f"Spark's Kafka source is not in {lib}: run `make spark-kafka` (Maven fetches it)"
+            " or set SPARK_KAFKA_LIB_DIR"
         )
     if spark_version is None:
         import pyspark
