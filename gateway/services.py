@@ -12,7 +12,8 @@ the same suite can be aimed at a real cluster:
   ``tansu`` | ``external``;
   ``KAFKA_BOOTSTRAP_SERVERS`` (+ ``KAFKA_CLIENT_CONFIG`` JSON for SASL/SSL) for ``external``;
 - ``REDIS_URL``;
-- ``S3_ENDPOINT_URL`` (+ ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``S3_BUCKET``).
+- ``S3_ENDPOINT_URL`` (+ ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``S3_BUCKET``);
+- ``SPARK_KAFKA_LIB_DIR``: Spark's own Kafka source, for the tests and benchmarks that compare with it.
 
 Local brokers are emulations with known gaps, so every Kafka backend carries capability flags
 (see :data:`BACKEND_CAPABILITIES`) that tests consult instead of assuming Kafka semantics.

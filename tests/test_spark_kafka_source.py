@@ -14,20 +14,19 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.services import KafkaService, ServiceUnavailable, spark_kafka_jars
+from gateway.services import KafkaService, ServiceUnavailable, spark_kafka_conf, spark_kafka_jars
 from tests.kafkautil import produce_records
 
-pytestmark = [
-    pytest.mark.spark,
-    # Spark's source talks to the broker through Apache Kafka's Java clients; the librdkafka mock cannot
-    # answer them (their AdminClient times out on listNodes), so only a real broker can hold the comparison
-    pytest.mark.requires("java_clients"),
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
-]
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+
+# Spark's source talks to the broker through Apache Kafka's Java clients; the librdkafka mock cannot
+# answer them (their AdminClient times out on listNodes), so only a real broker can hold the comparison
+needs_java_clients = pytest.mark.requires("java_clients")
 
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 """Spark's Kafka source schema with ``includeHeaders=true``; ``hybrid-kafka`` adds columns after these."""
@@ -134,6 +133,7 @@ def _assert_same(ours: Any, theirs: Any) -> list[tuple[Any, ...]]:
     return spark_rows
 
 
+@needs_java_clients
 def test_plain_records_read_as_sparks_kafka_source_reads_them(
     spark_kafka: Any, kafka: KafkaService, topics: Topics
 ) -> None:
@@ -148,6 +148,7 @@ def test_plain_records_read_as_sparks_kafka_source_reads_them(
     assert {row[6] for row in rows} == expected_types
 
 
+@needs_java_clients
 def test_explicit_offsets_read_the_same_window(spark_kafka: Any, kafka: KafkaService, topics: Topics) -> None:
     topic = topics.create_time
     window = {  # Spark's source wants every partition named; -2 is earliest, -1 latest in both
@@ -157,3 +158,27 @@ def test_explicit_offsets_read_the_same_window(spark_kafka: Any, kafka: KafkaSer
     }
     rows = _assert_same(*_both(spark_kafka, kafka, **window))
     assert [(p, o) for _, p, o, *_ in rows] == [(0, o) for o in range(5, 41)] + [(2, o) for o in range(PER_PARTITION)]
+
+
+# -- finding the jars (no Spark needed) --------------------------------------------------------------
+
+
+def test_jar_lookup_wants_the_connector_for_the_installed_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    monkeypatch.setenv("SPARK_KAFKA_LIB_DIR", str(tmp_path / "absent"))
+    with pytest.raises(ServiceUnavailable, match="make spark-kafka"):
+        spark_kafka_jars("4.2.0")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    monkeypatch.setenv("SPARK_KAFKA_LIB_DIR", str(lib))
+    with pytest.raises(ServiceUnavailable, match="make spark-kafka"):
+        spark_kafka_jars("4.2.0")  # a folder without the connector
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-3.9.2.jar", "commons-pool2-2.13.1.jar"):
+        (lib / name).write_bytes(b"")
+    # a connector built for another Spark fails late with linkage errors: refused up front
+    with pytest.raises(ServiceUnavailable, match=r"for Spark 4\.2\.0, but PySpark is 4\.3\.0"):
+        spark_kafka_jars("4.3.0")
+    assert [p.name for p in spark_kafka_jars("4.2.0")] == [
+        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+    assert spark_kafka_conf("4.2.0") == {"spark.jars": ",".join(str(lib / n) for n in (
+        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"))}
