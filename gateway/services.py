@@ -674,7 +674,7 @@ def spark_kafka_jars(spark_version: str | None = None) -> list[Path]:
     if found != [spark_version]:
         raise ServiceUnavailable(
             f"{lib} holds Spark's Kafka source for Spark {', '.join(found)}, but PySpark is {spark_version}:"
-            " run `make spark-kafka` again"
+            " install the pinned PySpark (`make setup`), then fetch its connector (`make spark-kafka`)"
         )
     return sorted(lib.glob("*.jar"))
 
