@@ -9,6 +9,8 @@ provide it, because a local emulation lacking a feature says nothing about our c
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from gateway.testing import (
     ServiceUnavailable,
     backend_capabilities,
     resolve_backend,
+    spark_kafka_conf,
     start_kafka,
 )
 
@@ -229,3 +232,28 @@ def _empty(client: Any, bucket: str, prefix: str) -> None:
         keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
         if keys:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+
+# --------------------------------------------------------------------------------------------
+# Spark
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for the run (starting one costs 8-18 s), shared by every Spark test.
+
+    Spark's own Kafka source goes on it whenever ``make spark-kafka`` fetched it: jars can only be
+    given before the JVM starts, and every module's session is this one (``getOrCreate``).
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from gateway.spark import local_session, register
+
+    try:
+        conf = spark_kafka_conf()
+    except ServiceUnavailable:
+        conf = {}  # only the tests that compare with Spark's source need it; they fail with the reason
+    session = local_session("local[2]", app_name="gateway-tests", conf=conf)
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()

@@ -1,6 +1,6 @@
 """The ``hybrid-kafka`` Spark source against HybridConsumer on the same topic, and ``gateway reconcile``.
 
-One SparkSession (local[2]) serves the whole module; starting one costs 8-18 s. The mixed topic is
+One SparkSession (local[2], the ``spark`` fixture in conftest.py) serves the whole run. The mixed topic is
 built once: 1 000 logical messages over 4 partitions (plain, chunked V2 and header-only V3,
 interleaved chunked, incomplete, Redis and S3 references), under 3 MiB per partition because the
 embedded cluster keeps only 5 MiB per partition.
@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import random
-import sys
 import time
 import uuid
 from collections import Counter
@@ -47,18 +46,6 @@ def sha(data: bytes | None) -> str | None:
 
 
 # -- session and services ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from gateway.spark import local_session, register
-
-    session = local_session("local[2]", app_name="gateway-tests")
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 @dataclass

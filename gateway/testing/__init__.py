@@ -4,7 +4,8 @@ redis-server and moto's S3 server, each started on a free port and stopped again
 Nothing in the library imports this package: it is tooling, installed with the ``[testing]`` extra.
 Each service can instead point at something that already runs, through environment variables, so
 the same suite can be aimed at a real cluster: ``KAFKA_TEST_BACKEND`` / ``KAFKA_BOOTSTRAP_SERVERS``
-(+ ``KAFKA_CLIENT_CONFIG``), ``REDIS_URL``, ``S3_ENDPOINT_URL`` (+ ``AWS_*``, ``S3_BUCKET``).
+(+ ``KAFKA_CLIENT_CONFIG``), ``REDIS_URL``, ``S3_ENDPOINT_URL`` (+ ``AWS_*``, ``S3_BUCKET``);
+``SPARK_KAFKA_LIB_DIR`` for Spark's own Kafka source.
 """
 
 from gateway.testing.apache_kafka import ApacheKafka, ApacheKafkaCluster, KafkaNode, kafka_lib_dir
@@ -20,6 +21,7 @@ from gateway.testing.kafka_service import (
 from gateway.testing.processes import LOOPBACK, ServiceStartError, ServiceUnavailable, free_port
 from gateway.testing.redis_server import RedisServer
 from gateway.testing.s3_server import S3Server
+from gateway.testing.spark_jars import spark_kafka_conf, spark_kafka_jars, spark_kafka_lib_dir
 
 __all__ = [
     "BACKENDS",
@@ -42,5 +44,8 @@ __all__ = [
     "free_port",
     "kafka_lib_dir",
     "resolve_backend",
+    "spark_kafka_conf",
+    "spark_kafka_jars",
+    "spark_kafka_lib_dir",
     "start_kafka",
 ]

@@ -28,7 +28,7 @@ from gateway.testing.processes import (
 )
 
 
-def _repo_root() -> Path:
+def repo_root() -> Path:
     """The source checkout this package runs from (an editable install), where the Maven projects live."""
     return Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def _repo_root() -> Path:
 def kafka_lib_dir() -> Path:
     """Where the broker's jars are: ``KAFKA_LIB_DIR``, else what ``make kafka`` fetched into the checkout."""
     env = os.environ.get("KAFKA_LIB_DIR", "").strip()
-    return Path(env) if env else _repo_root() / "tests" / "kafka" / "target" / "lib"
+    return Path(env) if env else repo_root() / "tests" / "kafka" / "target" / "lib"
 
 
 def _kafka_version(lib: Path) -> str | None:

@@ -39,6 +39,9 @@ CAPABILITIES: frozenset[str] = frozenset(
         "benchmarks",  # fast and faithful enough for throughput numbers to mean something
         # the test may start Apache Kafka nodes of its own and SIGKILL, SIGSTOP and restart them
         "broker_faults",
+        # Apache Kafka's own Java clients work against it, as Spark's Kafka source needs (kafka-clients
+        # 3.9's AdminClient never gets past listNodes on the librdkafka mock; noida and tansu are unmeasured)
+        "java_clients",
     }
 )
 

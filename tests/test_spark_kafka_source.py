@@ -1,0 +1,184 @@
+"""``hybrid-kafka`` against Spark's own Kafka source (``spark-sql-kafka-0-10``) on the same plain records.
+
+For plain records the two formats must be indistinguishable in the columns they share: a user
+moving a job from ``format("kafka")`` to ``format("hybrid-kafka")`` gets the same rows, down to
+``NULL`` against empty keys, values and header lists, duplicate and ``NULL``-valued headers,
+and the timestamp type of a log-append-time topic. Spark's source needs its jars on the session
+(``make spark-kafka``; the ``spark`` fixture in conftest.py adds them); a missing jar fails here
+rather than skipping, because without the comparison nothing checks that promise.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.testing import KafkaService, ServiceUnavailable, spark_kafka_conf, spark_kafka_jars
+from tests.kafkautil import produce_records
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+
+# Spark's source talks to the broker through Apache Kafka's Java clients; the librdkafka mock cannot
+# answer them (their AdminClient times out on listNodes), so only a real broker can hold the comparison
+needs_java_clients = pytest.mark.requires("java_clients")
+
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
+"""Spark's Kafka source schema with ``includeHeaders=true``; ``hybrid-kafka`` adds columns after these."""
+
+PARTITIONS = 3
+PER_PARTITION = 60
+
+# every shape of header list a Kafka record can carry, cycled over the records
+HEADER_SHAPES: tuple[list[tuple[str, bytes | None]] | None, ...] = (
+    None,
+    [],
+    [("app", b"one")],
+    [("dup", b"first"), ("dup", b"second"), ("dup", None)],
+    [("none", None)],
+    [("", b"empty key"), ("utf8-\u00e9", "caf\u00e9".encode()), ("empty", b"")],
+)
+
+
+@dataclass(frozen=True)
+class Topics:
+    create_time: str
+    log_append_time: str
+    produced: int
+
+
+@pytest.fixture(scope="module")
+def spark_kafka(spark: Any) -> Any:
+    """The session, once it is sure to have Spark's ``kafka`` format."""
+    if "spark-sql-kafka" not in spark.sparkContext.getConf().get("spark.jars", ""):
+        try:
+            spark_kafka_jars()
+        except ServiceUnavailable as exc:
+            pytest.fail(f"Spark's Kafka source is needed for this comparison: {exc.reason}")
+        pytest.fail("the SparkSession started without Spark's Kafka source (spark.jars): start it with"
+                    " gateway.testing.spark_kafka_conf()")
+    return spark
+
+
+def _records(topic: str, rng: random.Random) -> list[dict[str, Any]]:
+    now_ms = int(time.time() * 1000)
+    out: list[dict[str, Any]] = []
+    for partition in range(PARTITIONS):
+        for i in range(PER_PARTITION):
+            record: dict[str, Any] = {"topic": topic, "partition": partition}
+            if i % 7 == 0:
+                record["key"] = None
+            elif i % 11 == 0:
+                record["key"] = b""
+            else:
+                record["key"] = f"k{partition}-{i}".encode()
+            if i == 13:
+                record["value"] = None  # a tombstone
+            elif i % 17 == 0:
+                record["value"] = b""
+            else:
+                record["value"] = rng.randbytes(rng.randint(1, 400))
+            headers = HEADER_SHAPES[i % len(HEADER_SHAPES)]
+            if headers is not None:
+                record["headers"] = headers
+            if i % 4 == 0:  # the record's own time, recent (a broker may apply retention to old ones)
+                record["timestamp"] = now_ms - 60_000 + i
+            out.append(record)
+    return out
+
+
+@pytest.fixture(scope="module")
+def topics(kafka: KafkaService) -> Topics:
+    tag = uuid.uuid4().hex[:8]
+    create_time, log_append_time = f"spark-cmp-ct-{tag}", f"spark-cmp-lat-{tag}"
+    kafka.create_topic(create_time, partitions=PARTITIONS)
+    # the broker stamps its own time here (timestampType 1); a backend without topic configs ignores it
+    kafka.create_topic(log_append_time, partitions=PARTITIONS, config={"message.timestamp.type": "LogAppendTime"})
+    rng = random.Random(20261123)
+    conf = kafka.producer_config()
+    produce_records(conf, _records(create_time, rng) + _records(log_append_time, rng))
+    return Topics(create_time, log_append_time, 2 * PARTITIONS * PER_PARTITION)
+
+
+def _collect(frame: Any) -> list[tuple[Any, ...]]:
+    """Rows as plain tuples (bytes, header tuples), sorted by topic, partition, offset."""
+    rows = []
+    for r in frame.select(*COLUMNS).collect():
+        headers = None if r["headers"] is None else tuple(
+            (h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"])
+        rows.append((r["topic"], r["partition"], r["offset"],
+                     None if r["key"] is None else bytes(r["key"]), None if r["value"] is None else bytes(r["value"]),
+                     r["timestamp"], r["timestampType"], headers))
+    return sorted(rows, key=lambda row: (row[0], row[1], row[2]))
+
+
+def _both(spark: Any, kafka: KafkaService, **options: str) -> tuple[Any, Any]:
+    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, **options}
+    ours = spark.read.format("hybrid-kafka").options(**common).load()
+    theirs = spark.read.format("kafka").options(**common).option("includeHeaders", "true").load()
+    return ours, theirs
+
+
+def _assert_same(ours: Any, theirs: Any) -> list[tuple[Any, ...]]:
+    assert ours.select(*COLUMNS).schema.simpleString() == theirs.select(*COLUMNS).schema.simpleString()
+    mine, spark_rows = _collect(ours), _collect(theirs)
+    assert len(mine) == len(spark_rows)
+    for got, want in zip(mine, spark_rows, strict=True):
+        assert got == want, f"hybrid-kafka {got!r}\n   Spark's kafka {want!r}"
+    return spark_rows
+
+
+@needs_java_clients
+def test_plain_records_read_as_sparks_kafka_source_reads_them(
+    spark_kafka: Any, kafka: KafkaService, topics: Topics
+) -> None:
+    ours, theirs = _both(spark_kafka, kafka, subscribe=f"{topics.create_time},{topics.log_append_time}")
+    rows = _assert_same(ours, theirs)
+    assert len(rows) == topics.produced
+    # the comparison covered what it claims to: every shape of key, value, header list and timestamp
+    assert {row[3] for row in rows} >= {None, b""} and {row[4] for row in rows} >= {None, b""}
+    assert {row[7] for row in rows} >= {None, (("dup", b"first"), ("dup", b"second"), ("dup", None)),
+                                        (("none", None),)}
+    expected_types = {0, 1} if kafka.has("topic_configs_enforced") else {0}
+    assert {row[6] for row in rows} == expected_types
+
+
+@needs_java_clients
+def test_explicit_offsets_read_the_same_window(spark_kafka: Any, kafka: KafkaService, topics: Topics) -> None:
+    topic = topics.create_time
+    window = {  # Spark's source wants every partition named; -2 is earliest, -1 latest in both
+        "subscribe": topic,
+        "startingOffsets": f'{{"{topic}": {{"0": 5, "1": 60, "2": -2}}}}',
+        "endingOffsets": f'{{"{topic}": {{"0": 41, "1": -1, "2": -1}}}}',
+    }
+    rows = _assert_same(*_both(spark_kafka, kafka, **window))
+    assert [(p, o) for _, p, o, *_ in rows] == [(0, o) for o in range(5, 41)] + [(2, o) for o in range(PER_PARTITION)]
+
+
+# -- finding the jars (no Spark needed) --------------------------------------------------------------
+
+
+def test_jar_lookup_wants_the_connector_for_the_installed_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    monkeypatch.setenv("SPARK_KAFKA_LIB_DIR", str(tmp_path / "absent"))
+    with pytest.raises(ServiceUnavailable, match="make spark-kafka"):
+        spark_kafka_jars("4.2.0")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    monkeypatch.setenv("SPARK_KAFKA_LIB_DIR", str(lib))
+    with pytest.raises(ServiceUnavailable, match="make spark-kafka"):
+        spark_kafka_jars("4.2.0")  # a folder without the connector
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-3.9.2.jar", "commons-pool2-2.13.1.jar"):
+        (lib / name).write_bytes(b"")
+    # a connector built for another Spark fails late with linkage errors: refused up front
+    with pytest.raises(ServiceUnavailable, match=r"for Spark 4\.2\.0, but PySpark is 4\.3\.0"):
+        spark_kafka_jars("4.3.0")
+    assert [p.name for p in spark_kafka_jars("4.2.0")] == [
+        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+    assert spark_kafka_conf("4.2.0") == {"spark.jars": ",".join(str(lib / n) for n in (
+        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"))}
