@@ -6,9 +6,10 @@ store's name and the locator returned by :meth:`Store.put`.
 
 from stores.base import RetentionInfo, Store, StoreMetrics, topic_retention, validate_topic
 from stores.redis_store import RedisLocator, RedisStore, ttl_from_retention
-from stores.s3_store import S3Locator, S3Store, expiry_days_from_retention
+from stores.s3_store import IncompleteUpload, S3Locator, S3Store, expiry_days_from_retention
 
 __all__ = [
+    "IncompleteUpload",
     "RedisLocator",
     "RedisStore",
     "RetentionInfo",
