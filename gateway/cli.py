@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "envelopes use; a payload whose envelope is found keeps its data (only the pending mark is cleared); "
         "anything else (metadata error, read incomplete or past --scan-timeout, undecodable envelope mentioning "
         "it) is kept and reported with the reason. Also aborts incomplete S3 multipart uploads older than the "
-        "grace period. Without --delete this is a dry run. Exit status: 0 every payload decided, 3 some kept "
+        "grace period. Without --delete this is a dry run. Exit status: 0 every payload decided, 4 some kept "
         "for lack of proof (run again), 1 a store operation failed, 2 bad arguments.",
     )
     _store_args(gc)
@@ -143,7 +143,7 @@ def _kafka_options(items: Sequence[str], command: str) -> dict[str, str] | None:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from gateway.gc import kafka_verifier, sweep, unverified
+    from gateway.gc import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
     from stores import RedisStore, S3Store
 
     if args.redis_url and args.s3_bucket and args.redis_name == args.s3_name:
@@ -177,7 +177,7 @@ def _gc(args: argparse.Namespace) -> int:
     for line in _gc_lines(report):
         print(line)
     code = report.exit_code()
-    if code == 3:
+    if code == EXIT_INCOMPLETE:
         print(f"gateway gc: incomplete: {len(report.kept)} pending payloads kept because nothing proved them "
               "dead (reasons above); run again once that is resolved", file=sys.stderr)
     return code

@@ -174,6 +174,9 @@ def judge(pending: Pending, scan: TopicScan) -> Verification:
     return Verification(Verdict.ABSENT, f"no envelope in {scan.topic} (read every partition to {ends})")
 
 
+EXIT_INCOMPLETE = 4
+"""``gateway gc``'s exit status when it kept payloads for lack of proof (3 means a service was unreachable)."""
+
 Verifier = Callable[[Sequence[Pending]], Mapping[Pending, Verification]]
 """Judges a batch of pending writes, typically by reading their topics once each."""
 
@@ -211,10 +214,10 @@ class SweepReport:
         return not self.kept and not self.failed
 
     def exit_code(self) -> int:
-        """0 all decided and done, 1 a store operation failed, 3 something kept for lack of proof."""
+        """0 all decided and done, 1 a store operation failed, 4 something kept for lack of proof."""
         if self.failed:
             return 1
-        return 3 if self.kept else 0
+        return EXIT_INCOMPLETE if self.kept else 0
 
 
 def candidates(stores: Mapping[str, Any], older_than_ms: int, report: SweepReport) -> list[Pending]:

@@ -170,13 +170,13 @@ def test_gc_keeps_everything_when_the_scan_does_not_reach_the_end(
     dead = orphan(store, topic)
     report = sweep({"redis": store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf(), timeout_s=0),
                    dry_run=False)
-    assert report.deleted == [] and report.landed == [] and report.exit_code() == 3
+    assert report.deleted == [] and report.landed == [] and report.exit_code() == 4
     assert sorted(loc for loc, _ in report.kept) == sorted([*live, dead])
     assert all("stopped at offset 0 of 3 (the scan deadline passed)" in why for _, why in report.kept)
 
     cli = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0",
                  "--bootstrap", kafka.bootstrap_servers, "--scan-timeout", "0", "--delete")
-    assert cli.returncode == 3, cli.stdout + cli.stderr
+    assert cli.returncode == 4, cli.stdout + cli.stderr
     assert "kept 4 unproved" in cli.stdout and "deadline passed" in cli.stdout
     assert "incomplete" in cli.stderr
     assert sorted(loc for loc, _ in store.list_locators(topic)) == sorted([*live, dead])
@@ -218,7 +218,7 @@ def test_gc_keeps_payloads_whose_topic_metadata_carries_an_error(
         time.sleep(0.2)
     cli = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0",
                  "--bootstrap", kafka.bootstrap_servers, "--delete")
-    assert cli.returncode == 3, cli.stdout + cli.stderr
+    assert cli.returncode == 4, cli.stdout + cli.stderr
     assert "deleted 0" in cli.stdout and "kept 3 unproved" in cli.stdout
     assert f"metadata of topic {name} carries an error" in cli.stdout
     assert sorted(loc for loc, _ in store.list_locators(name)) == live
@@ -232,7 +232,7 @@ def test_gc_refuses_to_delete_without_proof_unless_told(redis_server: RedisServe
     refused = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0", "--delete")
     assert refused.returncode == 2 and "--delete needs --bootstrap" in refused.stderr
     unproved = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0")
-    assert unproved.returncode == 3 and "not checked against Kafka" in unproved.stdout
+    assert unproved.returncode == 4 and "not checked against Kafka" in unproved.stdout
     trusted = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0", "--delete",
                      "--no-verify")
     assert trusted.returncode == 0 and f"deleted: {dead}" in trusted.stdout
