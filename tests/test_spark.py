@@ -437,10 +437,13 @@ def test_reconcile_never_deletes_payloads_referenced_under_another_store_name_or
     assert producer.flush(30) == 0
     live = sorted(loc for loc, _ in blob.list_locators(topic))
     orphan = stores.redis.put(topic, uuid.uuid4(), b"no envelope points here")
+    upload_key = stores.s3.key_for(topic, uuid.uuid4())  # a producer killed mid-upload
+    upload = stores.s3.client.create_multipart_upload(Bucket=stores.s3.bucket, Key=upload_key)["UploadId"]
     time.sleep(0.01)
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, **stores.options}
     report = reconcile(spark, options, grace_seconds=0, delete=True)
     assert [o.locator for o in report.orphans] == [orphan] and report.deleted == [orphan]
+    assert [label.split(" ")[0] for label in report.aborted] == [upload_key] and upload in report.aborted[0]
     assert report.unchecked == 5 and report.dangling == [] and report.ok
     assert sorted(loc for loc, _ in blob.list_locators(topic)) == live
 

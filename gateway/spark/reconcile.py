@@ -143,9 +143,12 @@ def reconcile(
             for locator, written in store.list_locators(topic)
         ]
         report.stored = len(listed)
-        scan_options = {k: v for k, v in opts.items() if k.lower() not in ("startingoffsets", "endingoffsets")}
+        # a scan that skipped lost records would call their payloads orphans: lost data fails the job
+        scan_options = {k: v for k, v in opts.items()
+                        if k.lower() not in ("startingoffsets", "endingoffsets", "failondataloss")}
         envelopes = (spark.read.format(ENVELOPE_FORMAT).options(**scan_options)
-                     .option("startingOffsets", "earliest").option("endingOffsets", json.dumps(ends)).load())
+                     .option("startingOffsets", "earliest").option("endingOffsets", json.dumps(ends))
+                     .option("failOnDataLoss", "true").load())
         envelopes = envelopes.persist()
         try:
             _compare(spark, envelopes, listed, stores, parsed.topics, cutoff, report)
