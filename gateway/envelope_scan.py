@@ -74,6 +74,8 @@ def scan_topic(
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=wait, cached=False)
             except KafkaException as exc:
                 return TopicScan.failed(topic, f"offsets of {topic}[{p}] could not be read: {exc}")
+            if low < 0 or high < low:
+                return TopicScan.failed(topic, f"offsets of {topic}[{p}] came back invalid: low {low}, high {high}")
             ends[p], starts[p] = int(high), int(low)
         return _read(consumer, topic, wanted, starts, ends, deadline=started + timeout_s, clock=clock)
     finally:
