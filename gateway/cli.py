@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.command import EXIT_USAGE, CommandError, OneLineParser, fail, run
 
@@ -64,20 +64,32 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=7, help="random seed for sizes and payloads")
     gc = sub.add_parser(
         "gc",
-        help="delete payloads whose envelope never landed in Kafka (crashed producers, failed rollbacks)",
-        description="Lists the store writes still marked pending after the grace period and deletes them. "
-        "With --bootstrap, the topics they belong to are scanned first and payloads whose envelope is in "
-        "Kafka are kept (only their pending mark is cleared).",
+        help="find payloads whose envelope never landed in Kafka (crashed producers, failed rollbacks); "
+        "a dry run unless --delete",
+        description="Lists the store writes still marked pending after the grace period and reads the topics "
+        "they belong to (--bootstrap) up to the end offsets taken at the start. A payload is deleted only when "
+        "that read was complete and found no envelope with its message id or locator, whatever store name the "
+        "envelopes use; a payload whose envelope is found keeps its data (only the pending mark is cleared); "
+        "anything else (metadata error, read incomplete or past --scan-timeout, undecodable envelope mentioning "
+        "it) is kept and reported with the reason. Also aborts incomplete S3 multipart uploads older than the "
+        "grace period. Without --delete this is a dry run. Exit status: 0 every payload decided, 4 some kept "
+        "for lack of proof (run again), 1 a store operation failed, 2 bad arguments.",
     )
-    gc.add_argument("--redis-url", help="Redis store to sweep, e.g. redis://127.0.0.1:6379/0")
-    gc.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
-    gc.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
-    gc.add_argument("--s3-bucket", help="S3 bucket to sweep")
-    gc.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
+    _store_args(gc)
     gc.add_argument("--grace", type=float, default=3600.0,
                     help="seconds a write may stay pending before it counts as orphaned (default 3600)")
-    gc.add_argument("--bootstrap", help="Kafka bootstrap servers: verify against the topics before deleting")
-    gc.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    gc.add_argument("--bootstrap", help="Kafka bootstrap servers: the topics are read to prove absence")
+    gc.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)")
+    gc.add_argument("--scan-timeout", type=float, default=600.0,
+                    help="seconds allowed to read each topic; payloads of a topic not read in time are kept "
+                    "(default 600)")
+    mode = gc.add_mutually_exclusive_group()
+    mode.add_argument("--delete", action="store_true", help="delete what was proved dead (default: dry run)")
+    mode.add_argument("--dry-run", action="store_true", help="report only, delete nothing (the default)")
+    gc.add_argument("--no-verify", action="store_true",
+                    help="without --bootstrap, treat every write pending past the grace period as dead "
+                    "(unsafe: a producer that died after the acknowledgement loses a live payload)")
     reconcile = sub.add_parser(
         "reconcile",
         help="Spark job: find payloads no envelope points at (orphans) and envelopes whose payload is gone",
@@ -95,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--s3-bucket", help="S3 bucket of the store")
     reconcile.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
     reconcile.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
+    reconcile.add_argument("--redis-name", default="redis",
+                           help="store name the producers gave the Redis store (default redis)")
+    reconcile.add_argument("--s3-name", default="s3", help="store name the producers gave the S3 store (default s3)")
     reconcile.add_argument("--grace", type=float, default=3600.0,
                            help="seconds an unreferenced object may be young before it counts as orphan (default 3600)")
     reconcile.add_argument("--delete", action="store_true", help="delete the orphans found")
@@ -119,31 +134,81 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _gc(args: argparse.Namespace) -> int:
-    import redis
+def _store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redis-url", help="Redis store to sweep, e.g. redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
+    parser.add_argument("--redis-name", default="redis", help="label of the Redis store in the report (default redis)")
+    parser.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
+    parser.add_argument("--s3-bucket", help="S3 bucket to sweep")
+    parser.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
+    parser.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
+    parser.add_argument("--s3-name", default="s3", help="label of the S3 store in the report (default s3)")
 
-    from gateway.gc import kafka_verifier, sweep
+
+def _kafka_options(items: Sequence[str], command: str) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"gateway {command}: --kafka-option needs KEY=VALUE, got {item!r}", file=sys.stderr)
+            return None
+        out[key.strip()] = value
+    return out
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from gateway.payload_gc import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
     from stores import RedisStore, S3Store
 
+    if args.redis_url and args.s3_bucket and args.redis_name == args.s3_name:
+        print("gateway gc: --redis-name and --s3-name must differ", file=sys.stderr)
+        return 2
+    if args.delete and not args.bootstrap and not args.no_verify:
+        print("gateway gc: --delete needs --bootstrap, so that a payload whose envelope landed is kept; "
+              "--no-verify deletes on the pending mark alone", file=sys.stderr)
+        return 2
+    options = _kafka_options(args.kafka_option, "gc")
+    if options is None:
+        return 2
     stores: dict[str, object] = {}
     if args.redis_url:
-        stores["redis"] = RedisStore(redis.Redis.from_url(args.redis_url), prefix=args.redis_prefix)
+        import redis
+
+        stores[args.redis_name] = RedisStore(redis.Redis.from_url(args.redis_url), prefix=args.redis_prefix,
+                                             name=args.redis_name, close_client=True)
     if args.s3_bucket:
         import boto3
 
-        client = boto3.client("s3", endpoint_url=args.s3_endpoint) if args.s3_endpoint else boto3.client("s3")
-        stores["s3"] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix)
+        kwargs = {k: v for k, v in (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region)) if v}
+        stores[args.s3_name] = S3Store(boto3.client("s3", **kwargs), bucket=args.s3_bucket, prefix=args.s3_prefix,
+                                       name=args.s3_name)
     if not stores:
         print("gateway gc: name a store with --redis-url or --s3-bucket", file=sys.stderr)
         return 2
-    landed = kafka_verifier({"bootstrap.servers": args.bootstrap}, stores) if args.bootstrap else None
-    report = sweep(stores, grace_ms=int(args.grace * 1000), landed=landed, dry_run=args.dry_run)
-    verb = "would delete" if args.dry_run else "deleted"
-    print(f"examined {report.examined} pending writes: {verb} {len(report.deleted)}, "
-          f"kept {len(report.landed)} whose envelope landed, {len(report.failed)} failed")
-    for locator in report.deleted:
-        print(f"  {verb}: {locator}")
-    return 1 if report.failed else 0
+    verifier = (kafka_verifier({**options, "bootstrap.servers": args.bootstrap}, timeout_s=args.scan_timeout)
+                if args.bootstrap else unverified(args.no_verify))
+    report = sweep(stores, grace_ms=int(args.grace * 1000), verifier=verifier, dry_run=not args.delete)
+    for line in _gc_lines(report):
+        print(line)
+    code = report.exit_code()
+    if code == EXIT_INCOMPLETE:
+        print(f"gateway gc: incomplete: {len(report.kept)} pending payloads kept because nothing proved them "
+              "dead (reasons above); run again once that is resolved", file=sys.stderr)
+    return code
+
+
+def _gc_lines(report: Any) -> list[str]:
+    verb, abort = ("would delete", "would abort") if report.dry_run else ("deleted", "aborted")
+    head = "dry run, nothing changed (pass --delete to act): " if report.dry_run else ""
+    out = [f"{head}examined {report.examined} pending writes: {verb} {len(report.deleted)}, "
+           f"kept {len(report.landed)} whose envelope landed, kept {len(report.kept)} unproved, "
+           f"{len(report.failed)} failed; {abort} {len(report.aborted)} stale multipart uploads"]
+    out += [f"  {verb}: {locator}" for locator in report.deleted]
+    out += [f"  landed: {locator}" for locator in report.landed]
+    out += [f"  kept: {locator}: {why}" for locator, why in report.kept]
+    out += [f"  failed: {what}: {error}" for what, error in report.failed]
+    out += [f"  {abort} upload: {label}" for label in report.aborted]
+    return out
 
 
 def _reconcile(args: argparse.Namespace) -> int:
@@ -151,16 +216,14 @@ def _reconcile(args: argparse.Namespace) -> int:
         print("gateway reconcile: name a store with --redis-url or --s3-bucket", file=sys.stderr)
         return 2
     options = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": ",".join(args.topic)}
-    for item in args.kafka_option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"gateway reconcile: --kafka-option needs KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        options[f"kafka.{key.strip()}"] = value
+    extra = _kafka_options(args.kafka_option, "reconcile")
+    if extra is None:
+        return 2
+    options.update({f"kafka.{key}": value for key, value in extra.items()})
     if args.redis_url:
-        options.update({"redis.url": args.redis_url, "redis.prefix": args.redis_prefix})
+        options.update({"redis.url": args.redis_url, "redis.prefix": args.redis_prefix, "redis.name": args.redis_name})
     if args.s3_bucket:
-        options.update({"s3.bucket": args.s3_bucket, "s3.prefix": args.s3_prefix})
+        options.update({"s3.bucket": args.s3_bucket, "s3.prefix": args.s3_prefix, "s3.name": args.s3_name})
         if args.s3_endpoint:
             options["s3.endpoint"] = args.s3_endpoint
         if args.s3_region:

@@ -17,9 +17,10 @@ from stores.base import RetentionInfo, Store, StoreMetrics, topic_retention, val
 
 if TYPE_CHECKING:
     from stores.redis_store import RedisLocator, RedisStore, ttl_from_retention
-    from stores.s3_store import S3Locator, S3Store, expiry_days_from_retention
+    from stores.s3_store import IncompleteUpload, S3Locator, S3Store, expiry_days_from_retention
 
 __all__ = [
+    "IncompleteUpload",
     "RedisLocator",
     "RedisStore",
     "RetentionInfo",
@@ -38,6 +39,7 @@ _LAZY = {
     "RedisLocator": ("stores.redis_store", "redis", "redis"),
     "RedisStore": ("stores.redis_store", "redis", "redis"),
     "ttl_from_retention": ("stores.redis_store", "redis", "redis"),
+    "IncompleteUpload": ("stores.s3_store", "boto3", "s3"),
     "S3Locator": ("stores.s3_store", "boto3", "s3"),
     "S3Store": ("stores.s3_store", "boto3", "s3"),
     "expiry_days_from_retention": ("stores.s3_store", "boto3", "s3"),

@@ -85,6 +85,15 @@ class S3Locator:
     message_id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class IncompleteUpload:
+    """A multipart upload that was started and neither completed nor aborted: invisible, but billed."""
+
+    key: str
+    upload_id: str
+    initiated_ms: int
+
+
 def expiry_days_from_retention(admin_client: Any, topic: str, margin_seconds: int = 86400) -> int | None:
     """Days for :meth:`S3Store.ensure_expiry_rule` so objects outlive every envelope of ``topic``.
 
@@ -319,6 +328,41 @@ class S3Store(StoreLifecycle):
             if self._key_re.fullmatch(obj["Key"]) is not None:
                 yield f"s3://{self.bucket}/{obj['Key']}", _ms(obj["LastModified"])
 
+    # -- incomplete multipart uploads -------------------------------------------------------
+    def list_incomplete_uploads(self, older_than_ms: int) -> list[IncompleteUpload]:
+        """Multipart uploads of this store's payload keys initiated strictly before ``older_than_ms``.
+
+        A producer killed mid-upload leaves its parts behind; no listing of objects shows them and
+        the pending marker only names the key, so a sweeper has to look here too. Uploads of keys
+        that are not this store's payloads (someone else's under the same prefix) are not listed.
+        """
+        self._check_open()
+        found: list[IncompleteUpload] = []
+        pages = self._call(lambda: iter(self.client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=self.bucket, Prefix=self.prefix,
+        )))
+        while True:
+            page = self._call(lambda: next(pages, None))
+            if page is None:
+                return found
+            for upload in page.get("Uploads", []):
+                initiated = _ms(upload["Initiated"])
+                if self._key_re.fullmatch(upload["Key"]) is not None and initiated < older_than_ms:
+                    found.append(IncompleteUpload(upload["Key"], upload["UploadId"], initiated))
+
+    def abort_upload(self, upload: IncompleteUpload) -> None:
+        """Abort one incomplete upload (its parts are freed); an upload already gone counts as done."""
+        if self._key_re.fullmatch(upload.key) is None:
+            raise LocatorError(f"{upload.key!r} is not a payload key of {self!r}")
+        self._check_open()
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id)
+        except bex.ClientError as exc:
+            if _code(exc) != "NoSuchUpload":
+                raise self._failed(exc) from exc
+        except (bex.BotoCoreError, OSError) as exc:
+            raise self._failed(exc) from exc
+
     def ensure_expiry_rule(self, days: int) -> dict[str, Any]:
         """Install (or update) a lifecycle rule expiring everything under the prefix after ``days``.
 
@@ -427,4 +471,4 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-__all__ = ["S3Locator", "S3Store", "expiry_days_from_retention"]
+__all__ = ["IncompleteUpload", "S3Locator", "S3Store", "expiry_days_from_retention"]

@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer
 from gateway.errors import GatewayError, StoreError
-from gateway.gc import envelope_locators, kafka_verifier, sweep
+from gateway.payload_gc import kafka_verifier, sweep
+from gateway.protocol.envelope import decode_envelope, looks_like_envelope
 from gateway.testing import ApacheKafka, KafkaService
 from tests.helpers import payload
 
@@ -199,12 +200,13 @@ def everything_delivered(tally: Tally) -> Callable[[], bool]:
 def sweep_orphans(tally: Tally, cluster: KafkaService, topic: str, stores: dict[str, Any]) -> None:
     """Count payloads no envelope points at, run gc against Kafka, and count again."""
     tally.orphaned_before_gc = _orphans(cluster, topic, stores)
-    sweep(stores, grace_ms=0, landed=kafka_verifier(cluster.client_conf(), stores))
+    report = sweep(stores, grace_ms=0, verifier=kafka_verifier(cluster.client_conf(), timeout_s=120), dry_run=False)
+    assert not report.kept, f"gc could not decide: {report.kept}"
     tally.orphaned = _orphans(cluster, topic, stores)
 
 
 def _orphans(cluster: KafkaService, topic: str, stores: dict[str, Any]) -> int:
-    live = {locator for _, locator in envelope_locators(cluster.client_conf(), [topic])}
+    live = {locator for _, locator in envelope_locators(cluster, topic)}
     return sum(1 for store in stores.values() for locator, _ in store.list_locators(topic) if locator not in live)
 
 
@@ -215,3 +217,28 @@ def kill_and_restart(broker: ApacheKafka, down: float = 2.0) -> Callable[[], Non
         broker.restart()
 
     return fault
+
+
+def envelope_locators(cluster: KafkaService, topic: str) -> set[tuple[str, str]]:
+    """Every (store, locator) an envelope in ``topic`` points at, read to the end with a plain consumer."""
+    consumer = Consumer(cluster.consumer_config(**{"enable.auto.commit": False}))
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+        todo = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        found: set[tuple[str, str]] = set()
+        deadline = time.monotonic() + 60
+        while todo and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is None and looks_like_envelope(msg.value()):
+                envelope = decode_envelope(msg.value())
+                found.add((envelope.store, envelope.locator))
+            if msg.error() is None and msg.offset() + 1 >= ends[msg.partition()]:
+                todo.discard(msg.partition())
+        assert not todo, f"could not read {topic} to its end: partitions {sorted(todo)}"
+        return found
+    finally:
+        consumer.close()

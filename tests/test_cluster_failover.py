@@ -17,10 +17,18 @@ from typing import Any
 import pytest
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
-from gateway.gc import envelope_locators
 from gateway.testing import ApacheKafkaCluster, RedisServer, ServiceUnavailable
 from stores import RedisStore
-from tests.faults import Tally, consume, consumer_conf, everything_delivered, produce, producer_conf, sweep_orphans
+from tests.faults import (
+    Tally,
+    consume,
+    consumer_conf,
+    envelope_locators,
+    everything_delivered,
+    produce,
+    producer_conf,
+    sweep_orphans,
+)
 
 pytestmark = pytest.mark.requires("broker_faults")
 
@@ -61,7 +69,7 @@ def replicated_topic(cluster: ApacheKafkaCluster) -> str:
 def dangling(cluster: ApacheKafkaCluster, topic: str, stores: dict[str, Any]) -> int:
     """Envelopes in the topic whose payload is gone: a rollback of something that was written."""
     present = {locator for store in stores.values() for locator, _ in store.list_locators(topic)}
-    return sum(1 for _, locator in envelope_locators(cluster.client_conf(), [topic]) if locator not in present)
+    return sum(1 for _, locator in envelope_locators(cluster, topic) if locator not in present)
 
 
 @pytest.mark.parametrize("route", ["chunked", "reference"])

@@ -187,7 +187,7 @@ def test_producer_killed_before_ack_leaves_an_orphan_that_gc_removes(
     assert len(orphans) == 1
     gc = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "gc", "--redis-url", redis_server.url, "--redis-prefix", prefix,
-         "--grace", "0", "--bootstrap", kafka.bootstrap_servers],
+         "--grace", "0", "--bootstrap", kafka.bootstrap_servers, "--delete"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert gc.returncode == 0, gc.stderr
@@ -205,10 +205,9 @@ def test_gc_keeps_a_payload_whose_envelope_landed(kafka: KafkaService, topic: st
     assert producer.flush(30) == 0
     (locator, _), = list(redis_store.list_locators())
     redis_store.mark_pending(locator, 1)  # as if the clear never happened
-    from gateway.gc import kafka_verifier, sweep
+    from gateway.payload_gc import kafka_verifier, sweep
 
-    report = sweep({"redis": redis_store}, grace_ms=0,
-                   landed=kafka_verifier(kafka.client_conf(), {"redis": redis_store}))
+    report = sweep({"redis": redis_store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf()), dry_run=False)
     assert report.landed == [locator] and report.deleted == []
     assert len(redis_store.get(locator)) == 1_200_000
 

@@ -408,6 +408,45 @@ def test_reconcile_finds_exactly_the_planted_orphans_and_dangling_envelopes(
     print(f"\nreconcile: three runs in {time.monotonic() - started:.1f}s")
 
 
+def test_reconcile_never_deletes_payloads_referenced_under_another_store_name_or_in_doubt(
+    spark: Any, kafka: KafkaService, stores: Stores, redis_server: RedisServer
+) -> None:
+    """Issue 13: objects were matched to envelopes by (store name, locator), so a producer that named
+    its store ``blob`` had every live payload reported as an orphan and deleted by ``--delete``."""
+    from gateway.spark import reconcile
+
+    topic = f"spark-names-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=1)
+    blob = RedisStore(redis_server.client(), prefix=stores.redis.prefix, name="blob")
+    producer = HybridProducer(kafka.producer_config(), stores={"blob": blob})
+    for i in range(5):
+        producer.produce(topic, os.urandom(1_000 + i), b"k", 0, route="reference:blob")
+    assert producer.flush(30) == 0
+    live = sorted(loc for loc, _ in blob.list_locators(topic))
+    orphan = stores.redis.put(topic, uuid.uuid4(), b"no envelope points here")
+    upload_key = stores.s3.key_for(topic, uuid.uuid4())  # a producer killed mid-upload
+    upload = stores.s3.client.create_multipart_upload(Bucket=stores.s3.bucket, Key=upload_key)["UploadId"]
+    time.sleep(0.01)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, **stores.options}
+    report = reconcile(spark, options, grace_seconds=0, delete=True)
+    assert [o.locator for o in report.orphans] == [orphan] and report.deleted == [orphan]
+    assert [label.split(" ")[0] for label in report.aborted] == [upload_key] and upload in report.aborted[0]
+    assert report.unchecked == 5 and report.dangling == [] and report.ok
+    assert sorted(loc for loc, _ in blob.list_locators(topic)) == live
+
+    # a record marked as an envelope that does not decode may point at any orphan: keep them all
+    producer.inner.produce(topic, value=b"\x1bGWREF\x07 from a newer producer", key=b"k", partition=0,
+                           headers=[envelope_header()])
+    assert producer.flush(30) == 0
+    second = stores.redis.put(topic, uuid.uuid4(), b"nor here")
+    time.sleep(0.01)
+    report = reconcile(spark, options, grace_seconds=0, delete=True)
+    assert [o.locator for o in report.orphans] == [second] and report.deleted == []
+    assert len(report.broken) == 1 and report.withheld is not None and not report.ok
+    assert any("kept all 1 orphans" in line for line in report.lines())
+    assert stores.redis.get(second) == b"nor here"
+
+
 def test_fail_on_data_loss_decides_between_an_error_row_and_a_failed_query(
     spark: Any, kafka: KafkaService, stores: Stores, planted: Planted
 ) -> None:

@@ -15,6 +15,12 @@ those end offsets has its payload in the listing unless it really is missing. Th
 round, a payload written after the offsets were fixed may have its envelope beyond them; the
 grace period (objects younger than ``now - grace`` are never called orphans) covers that and
 producers still retrying their envelope.
+
+An object counts as referenced when any envelope carries its locator or its message id, whatever
+store name the envelope uses: the name is the producer's choice and need not match the one this
+job was given, and deleting on a name mismatch would delete live payloads. Orphans are deleted only
+when asked and only when nothing casts doubt on the scan: records marked as envelopes that do not
+decode may point at any of them, so their presence keeps every orphan (the report says why).
 """
 
 from __future__ import annotations
@@ -70,10 +76,14 @@ class ReconcileReport:
     """Unreferenced objects inside the grace period: not orphans (yet)."""
     deleted: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    withheld: str | None = None
+    """Why the orphans were not deleted although deletion was asked for."""
+    aborted: list[str] = field(default_factory=list)
+    """Incomplete S3 multipart uploads older than the grace period that were aborted."""
 
     @property
     def ok(self) -> bool:
-        return not self.dangling and not self.broken and not self.failed
+        return not self.dangling and not self.broken and not self.failed and self.withheld is None
 
     def lines(self) -> list[str]:
         out = [
@@ -85,7 +95,10 @@ class ReconcileReport:
         out += [f"  orphan: {o.store} {o.locator} (written {o.written_ms})" for o in self.orphans]
         out += [f"  dangling: {d.topic}[{d.partition}]@{d.offset} -> {d.store} {d.locator}" for d in self.dangling]
         out += [f"  broken: {t}[{p}]@{o}: {e}" for t, p, o, e in self.broken]
+        if self.withheld is not None:
+            out.append(f"  kept all {len(self.orphans)} orphans: {self.withheld}")
         out += [f"  deleted: {locator}" for locator in self.deleted]
+        out += [f"  aborted upload: {label}" for label in self.aborted]
         out += [f"  failed to delete: {locator}: {error}" for locator, error in self.failed]
         return out
 
@@ -124,37 +137,72 @@ def reconcile(
     stores = build_stores(parsed)
     try:
         listed = [
-            (name, locator, int(written))
+            (name, locator, int(written), _message_id(store, locator))
             for name, store in stores.items()
             for topic in parsed.topics
             for locator, written in store.list_locators(topic)
         ]
         report.stored = len(listed)
-        scan_options = {k: v for k, v in opts.items() if k.lower() not in ("startingoffsets", "endingoffsets")}
+        # a scan that skipped lost records would call their payloads orphans: lost data fails the job
+        scan_options = {k: v for k, v in opts.items()
+                        if k.lower() not in ("startingoffsets", "endingoffsets", "failondataloss")}
         envelopes = (spark.read.format(ENVELOPE_FORMAT).options(**scan_options)
-                     .option("startingOffsets", "earliest").option("endingOffsets", json.dumps(ends)).load())
+                     .option("startingOffsets", "earliest").option("endingOffsets", json.dumps(ends))
+                     .option("failOnDataLoss", "true").load())
         envelopes = envelopes.persist()
         try:
             _compare(spark, envelopes, listed, stores, parsed.topics, cutoff, report)
         finally:
             envelopes.unpersist()
         if delete:
-            for orphan in report.orphans:
-                try:
-                    stores[orphan.store].delete(orphan.locator)
-                    report.deleted.append(orphan.locator)
-                except GatewayError as exc:
-                    report.failed.append((orphan.locator, f"{type(exc).__name__}: {exc}"))
+            _delete_orphans(stores, cutoff, report)
     finally:
         for store in stores.values():
             store.close()
     return report
 
 
+def _message_id(store: Any, locator: str) -> str | None:
+    try:
+        return str(store.validate_locator(locator).message_id)
+    except (GatewayError, AttributeError):
+        return None
+
+
+def _delete_orphans(stores: Mapping[str, Any], cutoff: int, report: ReconcileReport) -> None:
+    """Delete the orphans unless the scan leaves doubt; abort multipart uploads older than the cutoff."""
+    if report.broken and report.orphans:
+        report.withheld = (f"{len(report.broken)} records marked as envelopes do not decode and may point at "
+                           "them; fix or remove those records, then run again")
+    else:
+        for orphan in report.orphans:
+            try:
+                stores[orphan.store].delete(orphan.locator)
+                report.deleted.append(orphan.locator)
+            except GatewayError as exc:
+                report.failed.append((orphan.locator, f"{type(exc).__name__}: {exc}"))
+    for name, store in stores.items():
+        list_uploads = getattr(store, "list_incomplete_uploads", None)
+        if list_uploads is None:
+            continue
+        try:
+            uploads = list_uploads(cutoff)
+        except GatewayError as exc:
+            report.failed.append((f"{name} multipart uploads", f"{type(exc).__name__}: {exc}"))
+            continue
+        for upload in uploads:
+            label = f"{upload.key} (upload {upload.upload_id}, started {upload.initiated_ms})"
+            try:
+                store.abort_upload(upload)
+                report.aborted.append(label)
+            except GatewayError as exc:
+                report.failed.append((label, f"{type(exc).__name__}: {exc}"))
+
+
 def _compare(
     spark: Any,
     envelopes: Any,
-    listed: list[tuple[str, str, int]],
+    listed: list[tuple[str, str, int, str | None]],
     stores: Mapping[str, Any],
     topics: tuple[str, ...],
     cutoff: int,
@@ -162,13 +210,16 @@ def _compare(
 ) -> None:
     from pyspark.sql import functions as F
 
-    stored = spark.createDataFrame(listed, "store string, locator string, written long")
+    stored = spark.createDataFrame(listed, "store string, locator string, written long, messageId string")
     valid = envelopes.where(F.col("error").isNull())
     report.envelopes = envelopes.count()
     for row in envelopes.where(F.col("error").isNotNull()).collect():
         report.broken.append((row["topic"], row["partition"], row["offset"], row["error"]))
-    pointed = valid.select("store", "locator").distinct()
-    for row in stored.join(pointed, ["store", "locator"], "left_anti").collect():
+    # referenced by locator or by message id, under any store name (see the module docstring)
+    by_locator = valid.select("locator").distinct()
+    by_id = valid.where(F.col("messageId").isNotNull()).select("messageId").distinct()
+    unreferenced = stored.join(by_locator, ["locator"], "left_anti").join(by_id, ["messageId"], "left_anti")
+    for row in unreferenced.collect():
         if row["written"] < cutoff:
             report.orphans.append(Orphan(row["store"], row["locator"], row["written"]))
         else:

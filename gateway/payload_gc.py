@@ -1,0 +1,324 @@
+"""Sweeping orphaned payloads: writes journalled as pending whose envelope never landed.
+
+The producer marks every store write pending and clears the mark once Kafka acknowledged the
+envelope, or deletes the payload when the send failed. A mark that outlives the grace period
+therefore means the producer died between the write and the acknowledgement, or its rollback
+failed, or the process died after the acknowledgement but before it cleared the mark. Only the
+topic can tell these apart, so a payload is deleted only when a *complete* read of its topic
+proved that no envelope points at it. Everything else is kept, with the reason:
+
+* the scan did not reach the end offsets it captured at its start (deadline, partition errors);
+* the topic's metadata carried an error (unknown topic, authorization, leader not available);
+* a record marked as an envelope did not decode and mentions the payload's id or locator.
+
+Envelopes are matched by the payload's message id or its exact locator, never by store name: the
+name is whatever the producer registered its store under, which the sweeper cannot know, while the
+id is unique to the payload. This module holds the decisions and the sweep over stores; the Kafka
+reading lives in :mod:`gateway.envelope_scan`, so the decisions test without a broker.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import GatewayError
+from gateway.protocol.envelope import decode_envelope, is_envelope_record
+
+log = logging.getLogger(__name__)
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+
+
+class Verdict(enum.Enum):
+    LANDED = "landed"
+    """An envelope in the topic points at the payload: it is live."""
+    ABSENT = "absent"
+    """A complete read of the topic found nothing pointing at it: it may go."""
+    UNKNOWN = "unknown"
+    """Neither could be proved; the payload stays."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    verdict: Verdict
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A pending store write old enough to be judged, with what its locator says about it."""
+
+    store: str
+    locator: str
+    topic: str
+    message_id: uuid.UUID
+
+
+@dataclass
+class EnvelopeMatcher:
+    """Watches a topic's records for envelopes pointing at any of the ``wanted`` writes.
+
+    Memory is bounded by the writes looked for, not by the topic: only matches are kept.
+    """
+
+    wanted: Iterable[Pending]
+    found: set[Pending] = field(default_factory=set, init=False)
+    suspects: set[Pending] = field(default_factory=set, init=False)
+    """Writes mentioned by a record that is marked as an envelope but does not decode."""
+    store_names: set[str] = field(default_factory=set, init=False)
+    envelopes: int = field(default=0, init=False)
+    undecodable: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._pending = list(self.wanted)
+        self._by_id = {p.message_id: p for p in self._pending}
+        self._by_locator = {p.locator: p for p in self._pending}
+
+    def observe(self, value: bytes | None, headers: Headers) -> None:
+        if not is_envelope_record(value, headers):
+            return
+        self.envelopes += 1
+        try:
+            envelope = decode_envelope(value)
+        except GatewayError:
+            self.undecodable += 1
+            raw = bytes(value or b"")
+            for p in self._pending:
+                if mentions(raw, p):
+                    self.suspects.add(p)
+            return
+        self.store_names.add(envelope.store)
+        for hit in (self._by_id.get(envelope.message_id), self._by_locator.get(envelope.locator)):
+            if hit is not None:
+                self.found.add(hit)
+
+
+def mentions(raw: bytes, pending: Pending) -> bool:
+    """Whether undecodable envelope bytes could be a pointer at ``pending`` (newer version, damage)."""
+    return (pending.message_id.bytes in raw or str(pending.message_id).encode() in raw
+            or pending.locator.encode() in raw)
+
+
+@dataclass
+class ScanProgress:
+    """How far a scan got towards the end offsets captured when it started.
+
+    ``ends`` maps partition to the high watermark seen first; records appended later cannot hold
+    an envelope for a write that was already pending, so they need not be read.
+    """
+
+    ends: Mapping[int, int]
+    positions: dict[int, int] = field(default_factory=dict)
+
+    def advance(self, partition: int, next_offset: int) -> None:
+        if next_offset > self.positions.get(partition, -1):
+            self.positions[partition] = next_offset
+
+    def lagging(self) -> list[tuple[int, int, int]]:
+        """``(partition, reached, end)`` for every partition not yet read up to its end."""
+        return [(p, self.positions.get(p, 0), end) for p, end in sorted(self.ends.items())
+                if self.positions.get(p, 0) < end]
+
+    @property
+    def complete(self) -> bool:
+        return not self.lagging()
+
+
+@dataclass(frozen=True)
+class TopicScan:
+    """What one read of a topic established; ``problem`` is set whenever it was not complete."""
+
+    topic: str
+    problem: str | None
+    found: frozenset[Pending] = frozenset()
+    suspects: frozenset[Pending] = frozenset()
+    store_names: frozenset[str] = frozenset()
+    ends: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.problem is None
+
+    @classmethod
+    def failed(cls, topic: str, problem: str) -> TopicScan:
+        return cls(topic, problem)
+
+    @classmethod
+    def finished(cls, topic: str, matcher: EnvelopeMatcher, progress: ScanProgress, why: str = "") -> TopicScan:
+        """The outcome of a read; any partition short of its end offset makes it incomplete."""
+        lagging = progress.lagging()
+        problem = None
+        if lagging:
+            problem = "scan of " + ", ".join(f"{topic}[{p}] stopped at offset {reached} of {end}"
+                                              for p, reached, end in lagging)
+            problem += f" ({why})" if why else ""
+        return cls(topic, problem, frozenset(matcher.found), frozenset(matcher.suspects),
+                   frozenset(matcher.store_names), dict(progress.ends))
+
+
+def judge(pending: Pending, scan: TopicScan) -> Verification:
+    """The one place a payload is declared dead: only a complete scan without any trace of it."""
+    if pending in scan.found:
+        return Verification(Verdict.LANDED, f"an envelope in {scan.topic} points at it")
+    if not scan.complete:
+        return Verification(Verdict.UNKNOWN, f"kept: {scan.problem}")
+    if pending in scan.suspects:
+        return Verification(Verdict.UNKNOWN, f"kept: an undecodable envelope in {scan.topic} mentions it")
+    ends = ", ".join(f"{p}:{end}" for p, end in sorted(scan.ends.items())) or "empty"
+    return Verification(Verdict.ABSENT, f"no envelope in {scan.topic} (read every partition to {ends})")
+
+
+EXIT_INCOMPLETE = 4
+"""``gateway gc``'s exit status when it kept payloads for lack of proof (3 means a service was unreachable)."""
+
+Verifier = Callable[[Sequence[Pending]], Mapping[Pending, Verification]]
+"""Judges a batch of pending writes, typically by reading their topics once each."""
+
+
+def unverified(trust_pending_marks: bool) -> Verifier:
+    """A verifier that does not read Kafka: everything unknown, or absent when told to trust the marks."""
+    verdict = Verdict.ABSENT if trust_pending_marks else Verdict.UNKNOWN
+    reason = ("pending past the grace period, not checked against Kafka" if trust_pending_marks
+              else "kept: not checked against Kafka (no bootstrap servers given)")
+
+    def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
+        return {p: Verification(verdict, reason) for p in batch}
+
+    return verify
+
+
+@dataclass
+class SweepReport:
+    examined: int = 0
+    deleted: list[str] = field(default_factory=list)
+    """Proved dead (deleted, or would be on a dry run)."""
+    landed: list[str] = field(default_factory=list)
+    """Pending marks whose envelope was found in Kafka: the mark is cleared, the payload kept."""
+    kept: list[tuple[str, str]] = field(default_factory=list)
+    """``(locator, why)`` for every payload neither proved live nor proved dead."""
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """``(locator or upload, error)`` for store operations that failed."""
+    aborted: list[str] = field(default_factory=list)
+    """Incomplete S3 multipart uploads older than the grace period (aborted, or would be)."""
+    dry_run: bool = True
+
+    @property
+    def complete(self) -> bool:
+        """Whether every examined write was decided and every operation succeeded."""
+        return not self.kept and not self.failed
+
+    def exit_code(self) -> int:
+        """0 all decided and done, 1 a store operation failed, 4 something kept for lack of proof."""
+        if self.failed:
+            return 1
+        return EXIT_INCOMPLETE if self.kept else 0
+
+
+def candidates(stores: Mapping[str, Any], older_than_ms: int, report: SweepReport) -> list[Pending]:
+    """Pending writes older than the cutoff, parsed; a locator that does not parse is kept and reported."""
+    out: list[Pending] = []
+    for name, store in stores.items():
+        try:
+            locators = store.list_pending(older_than_ms)
+        except GatewayError as exc:
+            report.failed.append((f"{name} pending journal", f"{type(exc).__name__}: {exc}"))
+            continue
+        for locator in locators:
+            report.examined += 1
+            try:
+                parsed = store.validate_locator(locator)
+                out.append(Pending(name, locator, parsed.topic, parsed.message_id))
+            except (GatewayError, AttributeError) as exc:
+                report.kept.append((locator, f"kept: the locator does not parse ({exc})"))
+    return out
+
+
+def sweep(
+    stores: Mapping[str, Any],
+    *,
+    grace_ms: int,
+    verifier: Verifier,
+    now_ms: int | None = None,
+    dry_run: bool = True,
+) -> SweepReport:
+    """Judge every write pending for longer than ``grace_ms``; delete only the proved absent.
+
+    Also aborts multipart uploads older than the grace period in stores that have them (S3): an
+    upload that old belongs to a producer that died or gave up, and S3 bills it until aborted.
+    """
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = now - grace_ms + 1
+    report = SweepReport(dry_run=dry_run)
+    batch = candidates(stores, cutoff, report)
+    verdicts = verifier(batch) if batch else {}
+    for pending in batch:
+        verification = verdicts.get(pending, Verification(Verdict.UNKNOWN, "kept: the verifier gave no verdict"))
+        store = stores[pending.store]
+        try:
+            if verification.verdict is Verdict.LANDED:
+                if not dry_run:
+                    store.clear_pending(pending.locator)
+                report.landed.append(pending.locator)
+            elif verification.verdict is Verdict.ABSENT:
+                if not dry_run:
+                    store.delete(pending.locator)
+                report.deleted.append(pending.locator)
+            else:
+                report.kept.append((pending.locator, verification.reason))
+        except GatewayError as exc:
+            log.warning("could not sweep %s from %s: %s", pending.locator, pending.store, exc)
+            report.failed.append((pending.locator, f"{type(exc).__name__}: {exc}"))
+    for name, store in stores.items():
+        abort_stale_uploads(name, store, cutoff, report)
+    return report
+
+
+def abort_stale_uploads(name: str, store: Any, older_than_ms: int, report: SweepReport) -> None:
+    list_uploads = getattr(store, "list_incomplete_uploads", None)
+    if list_uploads is None:
+        return
+    try:
+        uploads = list_uploads(older_than_ms)
+    except GatewayError as exc:
+        report.failed.append((f"{name} multipart uploads", f"{type(exc).__name__}: {exc}"))
+        return
+    for upload in uploads:
+        label = f"{upload.key} (upload {upload.upload_id}, started {upload.initiated_ms})"
+        try:
+            if not report.dry_run:
+                store.abort_upload(upload)
+            report.aborted.append(label)
+        except GatewayError as exc:
+            report.failed.append((label, f"{type(exc).__name__}: {exc}"))
+
+
+def kafka_verifier(
+    client_config: Mapping[str, Any], stores: Mapping[str, Any] | None = None, *, timeout_s: float = 600.0,
+) -> Verifier:
+    """A verifier that reads each topic named by the batch once, up to its end offsets.
+
+    ``timeout_s`` bounds each topic's read; a read that runs out of time leaves its writes unknown.
+    ``stores`` is accepted for compatibility and unused: the locators already name their topics.
+    """
+    from gateway.envelope_scan import scan_topic
+
+    def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
+        by_topic: dict[str, list[Pending]] = {}
+        for p in batch:
+            by_topic.setdefault(p.topic, []).append(p)
+        out: dict[Pending, Verification] = {}
+        for topic, wanted in sorted(by_topic.items()):
+            scan = scan_topic(client_config, topic, wanted, timeout_s=timeout_s)
+            if scan.problem:
+                log.warning("topic %s: %s", topic, scan.problem)
+            for p in wanted:
+                out[p] = judge(p, scan)
+        return out
+
+    return verify
