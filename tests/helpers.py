@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 
@@ -27,3 +28,13 @@ def segments(value: bytes, segment_size: int, *, key: bytes | None = b"k", heade
 
 def lm_of(headers: Headers) -> bytes | None:
     return last_header(headers, LM_HEADER)
+
+
+def sha(data: bytes | bytearray | memoryview | None) -> str:
+    """Hex SHA-256 of a value, a null value hashing as empty: tests compare whole messages by it."""
+    return hashlib.sha256(data or b"").hexdigest()
+
+
+def sha_or_none(data: bytes | None) -> str | None:
+    """Like :func:`sha`, but a null value (a tombstone) stays ``None``, distinct from an empty one."""
+    return None if data is None else sha(data)

@@ -18,7 +18,7 @@ from gateway.prometheus import GatewayCollector
 from gateway.testing import KafkaService, free_port
 from tests.helpers import payload
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

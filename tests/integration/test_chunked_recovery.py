@@ -20,10 +20,10 @@ import pytest
 from gateway import HybridConsumer
 from gateway.testing import KafkaService
 from tests.helpers import payload
+from tests.integration.test_chunked_e2e import plain_record, raw_segments
 from tests.kafkautil import produce_records
-from tests.test_chunked_e2e import plain_record, raw_segments
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def interleaved(topic: str, partition: int, messages: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, str]]:

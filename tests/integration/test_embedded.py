@@ -35,7 +35,7 @@ from gateway.errors import GatewayError
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"log_level": 0}  # connection-refused noise from tests that break the cluster on purpose
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 import threading
 import time
@@ -25,12 +24,8 @@ from gateway.protocol import LM_HEADER, decode_lm, split
 from gateway.protocol.headers import last_header
 from gateway.testing import KafkaService
 from tests.golden import hx, load_vectors
-from tests.helpers import payload
+from tests.helpers import payload, sha
 from tests.kafkautil import produce_records
-
-
-def sha(data: bytes | None) -> str:
-    return hashlib.sha256(data or b"").hexdigest()
 
 
 def drain(consumer: HybridConsumer, want: int, timeout: float = 60, *, errors: list[Any] | None = None) -> list[Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -26,16 +25,14 @@ from gateway.errors import (
 )
 from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
 from gateway.testing import RedisServer
-from stores import RedisStore, Store, ttl_from_retention
+from stores import RedisStore, ttl_from_retention
 from stores.base import RetentionInfo
+from tests.helpers import sha
 
 MB = 1_000_000
 MiB = 1024 * 1024
 TOPIC = "orders.v1"
 
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def data_keys(client: redis.Redis, prefix: str = "gw", topic: str = TOPIC) -> list[bytes]:
@@ -54,11 +51,6 @@ def report(what: str, size: int, seconds: float) -> None:
 
 # -- round trips ----------------------------------------------------------------------------
 
-
-def test_implements_the_store_protocol(store: RedisStore) -> None:
-    assert isinstance(store, Store)
-    assert store.name == "redis"
-    assert RedisStore(store.client, name="cache-2").name == "cache-2"
 
 
 @pytest.mark.parametrize("size", [0, 1, 20 * MiB], ids=["empty", "one-byte", "20MiB"])
@@ -397,11 +389,6 @@ def test_stopped_server_is_unavailable(redis_server: RedisServer) -> None:
     assert store.get(store.put(TOPIC, uuid.uuid4(), b"after")) == b"after"
     client.close()
 
-
-def test_closed_store_refuses(store: RedisStore) -> None:
-    store.close()
-    with pytest.raises(StoreUnavailableError, match="closed"):
-        store.put(TOPIC, uuid.uuid4(), b"x")
 
 
 # -- TTL from topic retention (pure) --------------------------------------------------------

@@ -27,14 +27,11 @@ from gateway.errors import (
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.testing import KafkaService, RedisServer, free_port
 from stores import RedisStore, S3Store
-from tests.helpers import payload
+from tests.helpers import payload, sha
 from tests.kafkautil import produce_records, read_partition
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
-
-def sha(data: bytes | None) -> str:
-    return hashlib.sha256(data or b"").hexdigest()
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from gateway.testing import KafkaService, RedisServer, S3Server
 from stores import RedisStore, S3Store
 from tests.helpers import payload
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pending(topic: str = "t", locator: str | None = None) -> Pending:

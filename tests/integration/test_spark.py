@@ -8,7 +8,6 @@ embedded cluster keeps only 5 MiB per partition.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -31,6 +30,7 @@ from gateway.spark.options import parse_options
 from gateway.spark.source import plan_batch
 from gateway.testing import KafkaService, RedisServer, S3Server
 from stores import RedisStore, S3Store
+from tests.helpers import sha_or_none
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -40,9 +40,6 @@ GAP = 100  # message.assembler.expiration.offset.gap, for the consumer and the s
 SEGMENT = 16_000
 RANGE_RECORDS = 40  # maxRecordsPerPartition: many ranges, so chunked messages straddle boundaries
 
-
-def sha(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 # -- session and services ------------------------------------------------------------------------
@@ -172,8 +169,8 @@ def consumer_view(kafka: KafkaService, mixed: Mixed, stores: Stores) -> set[Row]
                         break
                 continue
             assert msg.error() is None, msg.error()
-            got.append((msg.partition(), msg.offset(), sha(msg.value()), msg.key(), _normal_headers(msg.headers()),
-                        msg.timestamp()[1]))
+            got.append((msg.partition(), msg.offset(), sha_or_none(msg.value()), msg.key(),
+                        _normal_headers(msg.headers()), msg.timestamp()[1]))
     finally:
         consumer.close()
     assert len(got) == mixed.delivered
@@ -199,7 +196,7 @@ def _rows(frame: Any) -> list[Any]:
 
 
 def _view(rows: list[Any]) -> list[Row]:
-    return [(r["partition"], r["offset"], sha(r["value"]), r["key"],
+    return [(r["partition"], r["offset"], sha_or_none(r["value"]), r["key"],
              tuple((h["key"], h["value"]) for h in (r["headers"] or ())), r["ts"]) for r in rows]
 
 
