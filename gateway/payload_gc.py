@@ -275,27 +275,34 @@ def sweep(
             log.warning("could not sweep %s from %s: %s", pending.locator, pending.store, exc)
             report.failed.append((pending.locator, f"{type(exc).__name__}: {exc}"))
     for name, store in stores.items():
-        abort_stale_uploads(name, store, cutoff, report)
+        abort_stale_uploads(name, store, cutoff, dry_run=report.dry_run, aborted=report.aborted, failed=report.failed)
     return report
 
 
-def abort_stale_uploads(name: str, store: Any, older_than_ms: int, report: SweepReport) -> None:
+def abort_stale_uploads(
+    name: str, store: Any, older_than_ms: int, *, dry_run: bool, aborted: list[str], failed: list[tuple[str, str]]
+) -> None:
+    """Abort a store's multipart uploads started before ``older_than_ms`` (stores without them are skipped).
+
+    An upload that old belongs to a producer that died or gave up; S3 bills its parts until aborted.
+    Shared by ``gc`` and ``reconcile``, which report into their own lists.
+    """
     list_uploads = getattr(store, "list_incomplete_uploads", None)
     if list_uploads is None:
         return
     try:
         uploads = list_uploads(older_than_ms)
     except GatewayError as exc:
-        report.failed.append((f"{name} multipart uploads", f"{type(exc).__name__}: {exc}"))
+        failed.append((f"{name} multipart uploads", f"{type(exc).__name__}: {exc}"))
         return
     for upload in uploads:
         label = f"{upload.key} (upload {upload.upload_id}, started {upload.initiated_ms})"
         try:
-            if not report.dry_run:
+            if not dry_run:
                 store.abort_upload(upload)
-            report.aborted.append(label)
+            aborted.append(label)
         except GatewayError as exc:
-            report.failed.append((label, f"{type(exc).__name__}: {exc}"))
+            failed.append((label, f"{type(exc).__name__}: {exc}"))
 
 
 def kafka_verifier(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.payload_gc import abort_stale_uploads
 from gateway.spark.kafkaio import open_consumer, topic_partitions, watermarks
 from gateway.spark.options import OptionError, parse_options
 from gateway.spark.planning import offsets_to_json
@@ -182,21 +183,7 @@ def _delete_orphans(stores: Mapping[str, Any], cutoff: int, report: ReconcileRep
             except GatewayError as exc:
                 report.failed.append((orphan.locator, f"{type(exc).__name__}: {exc}"))
     for name, store in stores.items():
-        list_uploads = getattr(store, "list_incomplete_uploads", None)
-        if list_uploads is None:
-            continue
-        try:
-            uploads = list_uploads(cutoff)
-        except GatewayError as exc:
-            report.failed.append((f"{name} multipart uploads", f"{type(exc).__name__}: {exc}"))
-            continue
-        for upload in uploads:
-            label = f"{upload.key} (upload {upload.upload_id}, started {upload.initiated_ms})"
-            try:
-                store.abort_upload(upload)
-                report.aborted.append(label)
-            except GatewayError as exc:
-                report.failed.append((label, f"{type(exc).__name__}: {exc}"))
+        abort_stale_uploads(name, store, cutoff, dry_run=False, aborted=report.aborted, failed=report.failed)
 
 
 def _compare(

@@ -233,6 +233,17 @@ class LocalServer:
     def start(self: ServerT) -> ServerT:
         raise NotImplementedError
 
+    @property
+    def pid(self) -> int | None:
+        """The server process while it runs; ``None`` when external or stopped."""
+        if self._proc is None or self._proc.exited():
+            return None
+        return self._proc.pid
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._proc.log_path if self._proc is not None else None
+
     def close(self) -> None:
         """Stop for good and remove the scratch directory; safe to call twice."""
         if self._proc is not None:

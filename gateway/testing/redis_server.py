@@ -66,17 +66,6 @@ class RedisServer(LocalServer):
     def port(self) -> int | None:
         return self._port
 
-    @property
-    def pid(self) -> int | None:
-        """The server process while it runs; ``None`` when external or stopped."""
-        if self._proc is None or self._proc.exited():
-            return None
-        return self._proc.pid
-
-    @property
-    def log_path(self) -> Path | None:
-        return self._proc.log_path if self._proc is not None else None
-
     def client(self, **kwargs: Any) -> redis.Redis:
         """A new client; short connect timeouts so a stopped server fails fast instead of hanging."""
         import redis as redis_mod

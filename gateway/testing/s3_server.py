@@ -58,16 +58,6 @@ class S3Server(LocalServer):
             raise RuntimeError("S3Server has not been started")
         return self._endpoint_url
 
-    @property
-    def pid(self) -> int | None:
-        if self._proc is None or self._proc.exited():
-            return None
-        return self._proc.pid
-
-    @property
-    def log_path(self) -> Path | None:
-        return self._proc.log_path if self._proc is not None else None
-
     def client(self, **config: Any) -> Any:
         """A boto3 S3 client with path-style addressing, which emulators need (no wildcard DNS here).
 
