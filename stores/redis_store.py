@@ -161,6 +161,8 @@ class RedisStore(StoreLifecycle):
             layout = SLOTTED if self.cluster else FLAT
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS} or None, got {layout!r}")
+        if self.cluster and not _cluster_transactions():
+            raise ValueError("RedisStore on Redis Cluster needs redis-py 6.1 or later (ClusterPipeline transactions)")
         if self.cluster and layout == FLAT:
             raise ValueError("Redis Cluster needs layout='slotted': a flat-layout write spans several hash slots")
         self.client = client
@@ -494,6 +496,12 @@ def _is_cluster(client: object) -> bool:
     from redis.cluster import RedisCluster
 
     return isinstance(client, RedisCluster)
+
+
+def _cluster_transactions() -> bool:
+    import redis.cluster
+
+    return hasattr(redis.cluster, "TransactionStrategy")
 
 
 def _client_decodes(client: Any, cluster: bool) -> bool:
