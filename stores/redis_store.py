@@ -480,6 +480,27 @@ class RedisStore(StoreLifecycle):
             self.delete(locator)
 
 
+def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster:
+    """A client for ``url``: a ``RedisCluster`` when the server there runs in cluster mode, else a ``redis.Redis``.
+
+    For tools that take one ``--redis-url`` (gc, reconcile, Spark options): any node of a cluster
+    then works as the URL, and the store picks its layout from the client. The probe is one
+    ``INFO cluster`` on a short-lived connection.
+    """
+    probe = redis.Redis.from_url(url, **kwargs)
+    try:
+        cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
+    except rex.RedisError as exc:
+        raise StoreUnavailableError(f"Redis at {url!r} does not answer: {exc}") from exc
+    finally:
+        probe.close()
+    if not cluster:
+        return redis.Redis.from_url(url, **kwargs)
+    from redis.cluster import RedisCluster
+
+    return RedisCluster.from_url(url, **kwargs)
+
+
 def _zrem(key: str, members: list[str], pipe: Pipeline) -> object:
     return pipe.zrem(key, *members)
 
@@ -517,4 +538,4 @@ def _refused_for_now(text: str) -> bool:
     return _REFUSED_FOR_NOW.search(text) is not None
 
 
-__all__ = ["DEFAULT_ENTRY_BYTES", "RedisLocator", "RedisStore", "ttl_from_retention"]
+__all__ = ["DEFAULT_ENTRY_BYTES", "RedisLocator", "RedisStore", "redis_client_from_url", "ttl_from_retention"]

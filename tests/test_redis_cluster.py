@@ -22,7 +22,7 @@ from gateway.errors import GatewayError, LocatorError, PayloadNotFoundError, Sto
 from gateway.gc import kafka_verifier, sweep
 from gateway.protocol.envelope import Envelope, envelope_header
 from gateway.resolver import Resolver
-from gateway.testing import KafkaService, RedisClusterServer
+from gateway.testing import KafkaService, RedisClusterServer, free_port
 from gateway.testing.redis_cluster import ClusterNode
 from stores import RedisStore
 from stores.redis_layout import bucket_head, bucket_of
@@ -420,3 +420,18 @@ def _record_count(conf: dict[str, Any], topic: str) -> int:
     finally:
         consumer.close()
     return int(high - low)
+
+
+def test_client_from_url_recognises_a_cluster(redis_cluster: RedisClusterServer, redis_server: Any) -> None:
+    """One ``--redis-url`` for tools: any node of a cluster gives a cluster client (and the slotted layout)."""
+    from redis.cluster import RedisCluster
+
+    from stores import redis_client_from_url
+
+    node = redis_cluster.master_nodes()[0]
+    with redis_client_from_url(f"redis://{node.address}") as client:
+        assert isinstance(client, RedisCluster) and RedisStore(client).layout == "slotted"
+    with redis_client_from_url(redis_server.url) as client:
+        assert not isinstance(client, RedisCluster) and RedisStore(client).layout == "flat"
+    with pytest.raises(StoreUnavailableError):
+        redis_client_from_url(f"redis://127.0.0.1:{free_port()}", socket_connect_timeout=1)
