@@ -172,9 +172,9 @@ def _gc(args: argparse.Namespace) -> int:
         return 2
     stores: dict[str, object] = {}
     if args.redis_url:
-        import redis
+        from stores import redis_client_from_url
 
-        stores[args.redis_name] = RedisStore(redis.Redis.from_url(args.redis_url), prefix=args.redis_prefix,
+        stores[args.redis_name] = RedisStore(redis_client_from_url(args.redis_url), prefix=args.redis_prefix,
                                              name=args.redis_name, close_client=True)
     if args.s3_bucket:
         import boto3

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from stores.base import RetentionInfo, Store, StoreMetrics, topic_retention, validate_topic
 
 if TYPE_CHECKING:
-    from stores.redis_store import RedisLocator, RedisStore, ttl_from_retention
+    from stores.redis_store import RedisLocator, RedisStore, redis_client_from_url, ttl_from_retention
     from stores.s3_store import IncompleteUpload, S3Locator, S3Store, expiry_days_from_retention
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Store",
     "StoreMetrics",
     "expiry_days_from_retention",
+    "redis_client_from_url",
     "topic_retention",
     "ttl_from_retention",
     "validate_topic",
@@ -39,6 +40,7 @@ _LAZY = {
     "RedisLocator": ("stores.redis_store", "redis", "redis"),
     "RedisStore": ("stores.redis_store", "redis", "redis"),
     "ttl_from_retention": ("stores.redis_store", "redis", "redis"),
+    "redis_client_from_url": ("stores.redis_store", "redis", "redis"),
     "IncompleteUpload": ("stores.s3_store", "boto3", "s3"),
     "S3Locator": ("stores.s3_store", "boto3", "s3"),
     "S3Store": ("stores.s3_store", "boto3", "s3"),

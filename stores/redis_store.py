@@ -1,6 +1,7 @@
-"""Payloads in Redis, following Workday's "kafka-over-redis" layout (peers.md §1).
+"""Payloads in Redis, standalone or Redis Cluster, following Workday's "kafka-over-redis" layout (peers.md §1).
 
-Keys, with ``P`` the prefix, ``T`` the *physical* topic and ``M`` the canonical message id::
+Keys of the *flat* layout (standalone and Sentinel-managed Redis, unchanged since the first
+release), with ``P`` the prefix, ``T`` the *physical* topic and ``M`` the canonical message id::
 
     P:T:M:0 .. P:T:M:{N-1}   the payload, cut into entries of at most ``entry_bytes``
     P:pending                sorted set: locator -> ms it was marked pending (the crash journal)
@@ -13,6 +14,21 @@ in the envelope before any I/O (N must be ceil(size / E)), whatever entry size i
 with itself: a forged or mangled count is refused as a :class:`LocatorError`, and the entries read
 must then have exactly the lengths N and E imply.
 
+Redis Cluster runs a MULTI/EXEC (and an MGET) only when all its keys hash to one slot, which the
+flat layout cannot arrange: a payload's entries and the global journal sit in different slots. The
+*slotted* layout (:mod:`stores.redis_layout`) inserts a hash tag after the prefix, one of 1024
+buckets derived from the message id, and gives every bucket its own journal::
+
+    P:{bbb}:T:M:0 ..         the entries            P:{bbb}:pending / P:{bbb}:written   the journal
+    locator P:{bbb}:T:M#NxE
+
+The layout is chosen by the client: a ``RedisCluster`` writes slotted, a ``redis.Redis`` keeps
+writing flat (``layout=`` overrides, e.g. to write cluster-ready keys on a standalone server before
+moving them into a cluster). Reads, deletes and journal updates follow the locator's own shape, so
+a standalone store reads both, and its sweeps list both journals; a cluster store refuses flat
+locators before any I/O. Listing on a cluster reads all 1024 bucket journals, which spread over
+every master, in pipelines the client splits by node.
+
 Entries exist because a Redis string holds at most 512 MB (``proto-max-bulk-len``); smaller entries
 also keep one huge value from blocking the single-threaded server for long while it is copied.
 The topic is part of the key so that a topic's payloads can be found and purged by pattern, and so
@@ -20,8 +36,11 @@ two topics never share a payload by accident.
 
 Consistency: every write of a payload (its entries, its pending mark, its index entry, its TTLs) is
 one MULTI/EXEC, so a reader sees all of it or none of it, and a crash leaves either nothing or a
-pending mark. This targets standalone or Sentinel-managed Redis: in Redis Cluster the keys of one
-transaction must share a hash slot, which this layout does not arrange.
+pending mark. On a cluster that transaction runs on the master owning the bucket's slot, and
+replication to its replicas is asynchronous: a master that dies right after EXEC may take the
+payload with it when a replica is promoted. The envelope then points at nothing, and the consumer
+gets :class:`PayloadNotFoundError` for that record, never other bytes (``WAIT`` would narrow, not
+close, that window; see docs/stores.md).
 """
 
 from __future__ import annotations
@@ -31,7 +50,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -57,9 +75,21 @@ from stores.base import (
     validate_message_id,
     validate_topic,
 )
+from stores.redis_layout import (
+    FLAT,
+    JOURNAL_BUCKETS,
+    LAYOUTS,
+    SLOTTED,
+    RedisLocator,
+    bucket_head,
+    bucket_of,
+    entries_for,
+    flat_journal_keys,
+)
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
+    from redis.cluster import RedisCluster
 
 MiB = 1024 * 1024
 DEFAULT_ENTRY_BYTES = 64 * MiB
@@ -77,31 +107,6 @@ _REFUSED_FOR_NOW_ERRORS = (
 _REFUSED_FOR_NOW = re.compile(r"(?:^|error: )(?:OOM|LOADING|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|BUSY)\b")
 
 
-@dataclass(frozen=True, slots=True)
-class RedisLocator:
-    """A validated locator: where the payload's ``count`` entries of ``entry_bytes`` live."""
-
-    topic: str
-    message_id: uuid.UUID
-    count: int
-    entry_bytes: int
-
-    def keys(self, prefix: str) -> list[str]:
-        return [f"{prefix}:{self.topic}:{self.message_id}:{i}" for i in range(self.count)]
-
-    def sentinel(self, prefix: str) -> str:
-        """The key after the last entry, which must not exist: it catches a count that is too small."""
-        return f"{prefix}:{self.topic}:{self.message_id}:{self.count}"
-
-    def entries_for(self, size: int) -> int:
-        return entries_for(size, self.entry_bytes)
-
-
-def entries_for(size: int, entry_bytes: int) -> int:
-    """How many entries a payload of ``size`` bytes takes; an empty payload still has one (empty) entry."""
-    return max(1, -(-size // entry_bytes))
-
-
 def ttl_from_retention(admin_client: Any, topic: str, margin_seconds: int = 3600) -> int | None:
     """A ``ttl_seconds`` for :class:`RedisStore` derived from the topic's configuration; ``None`` = no expiry.
 
@@ -117,16 +122,21 @@ def ttl_from_retention(admin_client: Any, topic: str, margin_seconds: int = 3600
 
 
 class RedisStore(StoreLifecycle):
-    """A :class:`stores.Store` on redis-py.
+    """A :class:`stores.Store` on redis-py: a ``redis.Redis`` or a ``redis.cluster.RedisCluster`` client.
 
-    ``client`` must return bytes (``decode_responses=False``). Redis errors that mean the server is
-    unreachable or temporarily refusing writes become :class:`StoreUnavailableError` (cause chained),
-    so the producer's policy can fall back to chunking; other server errors become :class:`StoreError`.
+    ``client`` must return bytes (``decode_responses=False``). ``layout`` is ``"flat"`` (the
+    original keys, standalone and Sentinel only), ``"slotted"`` (hash-tagged keys, required by
+    Redis Cluster, also valid on a standalone server), or ``None``: slotted for a ``RedisCluster``,
+    flat otherwise. The layout decides what :meth:`put` writes; reading, deleting and the journal
+    follow the locator, so a standalone store reads both kinds. Redis errors that mean the server is
+    unreachable or temporarily refusing writes (a failover in progress included) become
+    :class:`StoreUnavailableError` (cause chained), so the producer's policy can fall back to
+    chunking; other server errors become :class:`StoreError`.
     """
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         *,
         prefix: str = "gw",
         ttl_seconds: int | None = None,
@@ -134,6 +144,7 @@ class RedisStore(StoreLifecycle):
         max_entries: int = DEFAULT_MAX_ENTRIES,
         name: str = "redis",
         close_client: bool = False,
+        layout: str | None = None,
     ) -> None:
         if _PREFIX.fullmatch(prefix) is None:
             raise ValueError(f"prefix must be 1..128 chars of [A-Za-z0-9._:-], got {prefix!r}")
@@ -143,63 +154,85 @@ class RedisStore(StoreLifecycle):
             raise ValueError(f"entry_bytes must be in [1, 512 MiB), got {entry_bytes}")
         if not 1 <= max_entries <= 10**9:
             raise ValueError(f"max_entries must be in [1, 10**9], got {max_entries}")
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-        if kwargs.get("decode_responses"):
+        self.cluster = _is_cluster(client)
+        if _client_decodes(client, self.cluster):
             raise ValueError("RedisStore needs a client with decode_responses=False: payloads are bytes")
+        if layout is None:
+            layout = SLOTTED if self.cluster else FLAT
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS} or None, got {layout!r}")
+        if self.cluster and not _cluster_transactions():
+            raise ValueError("RedisStore on Redis Cluster needs redis-py 6.1 or later (ClusterPipeline transactions)")
+        if self.cluster and layout == FLAT:
+            raise ValueError("Redis Cluster needs layout='slotted': a flat-layout write spans several hash slots")
         self.client = client
+        self.layout = layout
         self.name = validate_store_name(name)
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
         self.entry_bytes = entry_bytes
         self.max_entries = max_entries
-        self.pending_key = f"{prefix}:pending"
-        self.index_key = f"{prefix}:written"
+        self.pending_key, self.index_key = flat_journal_keys(prefix)
+        """The flat layout's journal; slotted locators are journalled in their bucket's keys."""
         self._close_client = close_client
         self._closed = False
         self._metrics = StoreMetrics()
 
     def __repr__(self) -> str:
-        return f"RedisStore(name={self.name!r}, prefix={self.prefix!r}, ttl_seconds={self.ttl_seconds})"
+        return (
+            f"RedisStore(name={self.name!r}, prefix={self.prefix!r}, layout={self.layout!r},"
+            f" ttl_seconds={self.ttl_seconds})"
+        )
 
     # -- locators --------------------------------------------------------------------------
     def locator_for(self, topic: str, message_id: uuid.UUID, size: int) -> str:
-        """The locator a payload of ``size`` bytes gets with this store's ``entry_bytes``."""
-        count = entries_for(size, self.entry_bytes)
-        return f"{self.prefix}:{validate_topic(topic)}:{validate_message_id(message_id)}#{count}x{self.entry_bytes}"
+        """The locator a payload of ``size`` bytes gets with this store's ``entry_bytes`` and layout."""
+        return self._shape(topic, message_id, size).text(self.prefix)
+
+    def _shape(self, topic: str, message_id: uuid.UUID, size: int) -> RedisLocator:
+        message_id = validate_message_id(message_id)
+        bucket = bucket_of(message_id) if self.layout == SLOTTED else None
+        return RedisLocator(validate_topic(topic), message_id, entries_for(size, self.entry_bytes),
+                            self.entry_bytes, bucket)
 
     def validate_locator(self, locator: str, expected_size: int | None = None) -> RedisLocator:
-        """Parse ``P:T:M#NxE``; anything else, another prefix, N beyond ``max_entries``, an entry size
-        Redis cannot hold, or (given ``expected_size``) an N that does not fit the size is refused.
+        """Parse ``P:T:M#NxE`` (flat) or ``P:{bbb}:T:M#NxE`` (slotted); anything else, another prefix,
+        a bucket tag other than the one the id implies, a flat locator on a cluster, N beyond
+        ``max_entries``, an entry size Redis cannot hold, or (given ``expected_size``) an N that does
+        not fit the size is refused.
 
         The bound on N matters as much as the prefix: a forged ``#1000000000x1`` would otherwise make
         :meth:`get` build a billion key names before Redis is even asked.
         """
-        # The longest real one: prefix + ":" + 249-char topic + ":" + uuid + "#" + 10 digits + "x" + 9 digits.
-        if not isinstance(locator, str) or len(locator) > len(self.prefix) + 308 or not locator.isascii():
+        # The longest real one: prefix + ":{bbb}:" + 249-char topic + ":" + uuid + "#" + 10 digits + "x" + 9 digits.
+        if not isinstance(locator, str) or len(locator) > len(self.prefix) + 314 or not locator.isascii():
             self._metrics.add("locator_rejected")
             raise LocatorError(f"malformed Redis locator {locator!r:.200}")
         try:
             # Topic and id cannot contain ':' or '#', so splitting from the right is unambiguous
             # even for a prefix that contains ':'.
             base, hash_mark, shape = locator.rpartition("#")
-            head, colon1, id_text = base.rpartition(":")
-            prefix, colon2, topic_text = head.rpartition(":")
+            head_topic, colon1, id_text = base.rpartition(":")
+            head, colon2, topic_text = head_topic.rpartition(":")
             count_text, times, entry_text = shape.partition("x")
             if (
                 not (hash_mark and colon1 and colon2 and times)
-                or prefix != self.prefix
+                or not head.startswith(self.prefix)
                 or _NUMBER.fullmatch(count_text) is None
                 or _NUMBER.fullmatch(entry_text) is None
             ):
                 raise LocatorError(
-                    f"locator {locator!r} is not of the form {self.prefix}:<topic>:<uuid>#<count>x<entry bytes>"
+                    f"locator {locator!r} is not of the form {self.prefix}[:{{bucket}}]:<topic>:<uuid>"
+                    "#<count>x<entry bytes>"
                 )
+            topic, message_id = parse_topic(topic_text, locator), parse_uuid(id_text, locator)
+            bucket = self._bucket_of_head(locator, head, message_id)
             count, entry_bytes = int(count_text), int(entry_text)
             if count > self.max_entries:
                 raise LocatorError(f"locator {locator!r} claims {count} entries, more than max_entries")
             if entry_bytes >= REDIS_MAX_STRING:
                 raise LocatorError(f"locator {locator!r} claims entries larger than a Redis string can be")
-            parsed = RedisLocator(parse_topic(topic_text, locator), parse_uuid(id_text, locator), count, entry_bytes)
+            parsed = RedisLocator(topic, message_id, count, entry_bytes, bucket)
             if expected_size is not None and parsed.entries_for(expected_size) != count:
                 raise LocatorError(
                     f"locator {locator!r} claims {count} entries of {entry_bytes} bytes, but a {expected_size}-byte"
@@ -210,6 +243,20 @@ class RedisStore(StoreLifecycle):
             self._metrics.add("locator_rejected")
             raise
 
+    def _bucket_of_head(self, locator: str, head: str, message_id: uuid.UUID) -> int | None:
+        """``None`` for a flat head, the bucket for the one slotted head this id may have; else refused."""
+        if head == self.prefix:
+            if self.cluster:
+                raise LocatorError(
+                    f"locator {locator!r} is in the flat layout, which a Redis Cluster store cannot read"
+                    " (its keys span several hash slots)"
+                )
+            return None
+        bucket = bucket_of(message_id)
+        if head != bucket_head(self.prefix, bucket):
+            raise LocatorError(f"locator {locator!r} does not have prefix {self.prefix!r} and the bucket of its id")
+        return bucket
+
     # -- store operations ------------------------------------------------------------------
     def put(
         self, topic: str, message_id: uuid.UUID, payload: Payload, *,
@@ -217,20 +264,23 @@ class RedisStore(StoreLifecycle):
     ) -> str:
         """Write the payload's entries, its pending mark and its index entry in one MULTI/EXEC.
 
-        ``sha256`` is accepted for the :class:`Store` contract and unused: Redis keeps no metadata
-        beside the bytes, and the envelope carries the digest.
+        In the slotted layout all of them share the bucket's hash tag, so the transaction runs on
+        the one master that owns the slot. ``sha256`` is accepted for the :class:`Store` contract
+        and unused: Redis keeps no metadata beside the bytes, and the envelope carries the digest.
         """
         del sha256
         self._check_open()
         size = len(payload)
-        count = entries_for(size, self.entry_bytes)
+        shape = self._shape(topic, message_id, size)
+        count = shape.count
         if count > self.max_entries:
             raise StoreError(
                 f"payload of {size} bytes needs {count} entries of {self.entry_bytes}, more than max_entries"
                 f" ({self.max_entries}); raise entry_bytes or max_entries"
             )
-        locator = self.locator_for(topic, message_id, size)
-        keys = RedisLocator(topic, message_id, count, self.entry_bytes).keys(self.prefix)
+        locator = shape.text(self.prefix)
+        keys = shape.keys(self.prefix)
+        pending_key, index_key = shape.pending_key(self.prefix), shape.index_key(self.prefix)
         started = time.perf_counter()
         written = now_ms()
 
@@ -243,10 +293,10 @@ class RedisStore(StoreLifecycle):
                 for i, key in enumerate(keys):
                     pipe.set(key, view[i * step : (i + 1) * step], ex=self.ttl_seconds)
             if pending_since_ms is not None:
-                pipe.zadd(self.pending_key, {locator: pending_since_ms})
-            pipe.zadd(self.index_key, {locator: written})
+                pipe.zadd(pending_key, {locator: pending_since_ms})
+            pipe.zadd(index_key, {locator: written})
             if self.ttl_seconds is not None:  # index entries of expired payloads go as new ones arrive
-                pipe.zremrangebyscore(self.index_key, "-inf", f"({written - self.ttl_seconds * 1000}")
+                pipe.zremrangebyscore(index_key, "-inf", f"({written - self.ttl_seconds * 1000}")
 
         try:
             self._transaction(write)
@@ -261,8 +311,9 @@ class RedisStore(StoreLifecycle):
     def get(self, locator: str, expected_size: int | None = None) -> bytes:
         """All entries (and the sentinel after them) in one MGET, joined once.
 
-        A missing entry means the payload is gone (expired, evicted, deleted). Entries of the wrong
-        length, or a sentinel that exists, mean the locator does not describe what is stored.
+        A missing entry means the payload is gone (expired, evicted, deleted, or lost with a master
+        that failed before its replica had it). Entries of the wrong length, or a sentinel that
+        exists, mean the locator does not describe what is stored.
         """
         parsed = self.validate_locator(locator, expected_size)
         self._check_open()
@@ -299,53 +350,75 @@ class RedisStore(StoreLifecycle):
 
         def remove(pipe: Pipeline) -> None:
             pipe.unlink(*parsed.keys(self.prefix))
-            pipe.zrem(self.pending_key, locator)
-            pipe.zrem(self.index_key, locator)
+            pipe.zrem(parsed.pending_key(self.prefix), locator)
+            pipe.zrem(parsed.index_key(self.prefix), locator)
 
         self._transaction(remove)
         self._metrics.done("delete", started)
 
     # -- pending journal -------------------------------------------------------------------
     def mark_pending(self, locator: str, now_ms: int) -> None:
-        self.validate_locator(locator)
+        parsed = self.validate_locator(locator)
         self._check_open()
-        self._call(partial(self.client.zadd, self.pending_key, {locator: now_ms}))
+        self._call(partial(self.client.zadd, parsed.pending_key(self.prefix), {locator: now_ms}))
         self._metrics.add("pending_marked")
 
     def clear_pending(self, locator: str) -> None:
         self.clear_pending_many([locator])
 
     def clear_pending_many(self, locators: Sequence[str]) -> None:
-        """One ZREM for many acknowledged writes: the producer clears marks in batches."""
+        """One ZREM per journal key for many acknowledged writes: the producer clears marks in batches.
+
+        Flat locators share one key (one ZREM); slotted ones are grouped by bucket and the ZREMs go
+        out in one pipeline, which a cluster client splits by master.
+        """
         if not locators:
             return
+        groups: dict[str, list[str]] = {}
         for locator in locators:
-            self.validate_locator(locator)
+            groups.setdefault(self.validate_locator(locator).pending_key(self.prefix), []).append(locator)
         self._check_open()
-        self._call(partial(self.client.zrem, self.pending_key, *locators))
+        if len(groups) == 1:
+            (key, members), = groups.items()
+            self._call(partial(self.client.zrem, key, *members))
+        else:
+            self._pipelined([partial(_zrem, key, members) for key, members in groups.items()])
         self._metrics.add("pending_cleared", len(locators))
 
     def list_pending(self, older_than_ms: int) -> list[str]:
-        self._check_open()
-        raw = cast(
-            "list[bytes]", self._call(partial(self.client.zrangebyscore, self.pending_key, "-inf", f"({older_than_ms}"))
-        )
-        return [m.decode() for m in raw]
-
-    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
-        """From the ``written`` index by ZSCAN, which returns every member present for the whole scan
-        at least once even while others are added or removed; no order. Index entries of payloads
-        that expired lately may still be listed until the next write prunes them.
+        """Oldest first, from every journal key this store can have: on a cluster that is the 1024
+        bucket sets, read in one pipeline that reaches every master; on a standalone server also
+        the flat set, so a store switched to the slotted layout still sees its older marks.
         """
         self._check_open()
-        # Prefix and topic hold no glob metacharacters, so they can go into MATCH unescaped.
-        match = f"{self.prefix}:{validate_topic(topic)}:*" if topic is not None else None
-        cursor = 0
+        replies = cast("list[list[tuple[bytes, float]]]", self._pipelined([
+            partial(_pending_before, f"{head}:pending", older_than_ms) for head in self._heads()
+        ]))
+        rows = sorted((score, member) for reply in replies for member, score in reply)
+        return [member.decode() for _, member in rows]
+
+    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
+        """From the written indexes by ZSCAN, which returns every member present for the whole scan
+        at least once even while others are added or removed; no order. Empty buckets are skipped
+        after one pipelined ZCARD over all of them. Index entries of payloads that expired lately may
+        still be listed until the next write to their bucket prunes them.
+        """
+        self._check_open()
+        heads = self._heads()
+        sizes = cast("list[int]", self._pipelined([partial(_zcard, f"{head}:written") for head in heads]))
         seen: set[str] = set()
+        for head, size in zip(heads, sizes, strict=True):
+            if size:
+                # Prefix, tag and topic hold no glob metacharacters, so they go into MATCH unescaped.
+                match = f"{head}:{validate_topic(topic)}:*" if topic is not None else None
+                yield from self._scan_index(f"{head}:written", match, seen)
+
+    def _scan_index(self, key: str, match: str | None, seen: set[str]) -> Iterator[tuple[str, int]]:
+        cursor = 0
         while True:
             cursor, rows = cast(
                 "tuple[int, list[tuple[bytes, float]]]",
-                self._call(partial(self.client.zscan, self.index_key, cursor, match=match, count=1000)),
+                self._call(partial(self.client.zscan, key, cursor, match=match, count=1000)),
             )
             for member, score in rows:
                 locator = member.decode()
@@ -360,13 +433,28 @@ class RedisStore(StoreLifecycle):
             if cursor == 0:
                 return
 
-    # -- lifecycle -------------------------------------------------------------------------
+    def _heads(self) -> list[str]:
+        """The key heads whose ``:pending`` and ``:written`` may hold entries of this store: the 1024
+        buckets, and on a standalone server the flat prefix too."""
+        buckets = [bucket_head(self.prefix, b) for b in range(JOURNAL_BUCKETS)]
+        return buckets if self.cluster else [self.prefix, *buckets]
+
     # -- plumbing --------------------------------------------------------------------------
 
     def _transaction(self, build: Callable[[Pipeline], None]) -> list[Any]:
         def run() -> list[Any]:
             with self.client.pipeline(transaction=True) as pipe:
-                build(pipe)
+                build(cast("Pipeline", pipe))
+                return list(pipe.execute())
+
+        return self._call(run)
+
+    def _pipelined(self, commands: Sequence[Callable[[Pipeline], object]]) -> list[Any]:
+        """Independent commands in one non-transactional pipeline (a cluster client splits it by node)."""
+        def run() -> list[Any]:
+            with self.client.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    command(cast("Pipeline", pipe))
                 return list(pipe.execute())
 
         return self._call(run)
@@ -374,7 +462,7 @@ class RedisStore(StoreLifecycle):
     def _call(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
-        except (rex.ConnectionError, rex.TimeoutError) as exc:
+        except (rex.ConnectionError, rex.TimeoutError, rex.SlotNotCoveredError) as exc:
             self._metrics.add("errors")
             raise StoreUnavailableError(f"Redis is unreachable: {exc}") from exc
         except rex.ResponseError as exc:
@@ -383,7 +471,7 @@ class RedisStore(StoreLifecycle):
             if isinstance(exc, _REFUSED_FOR_NOW_ERRORS) or _refused_for_now(text):
                 raise StoreUnavailableError(f"Redis refuses for now ({type(exc).__name__}): {text}") from exc
             raise StoreError(f"Redis error: {text}") from exc
-        except rex.RedisError as exc:
+        except (rex.RedisError, rex.RedisClusterException) as exc:
             self._metrics.add("errors")
             raise StoreError(f"Redis error: {exc}") from exc
 
@@ -392,9 +480,62 @@ class RedisStore(StoreLifecycle):
             self.delete(locator)
 
 
+def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster:
+    """A client for ``url``: a ``RedisCluster`` when the server there runs in cluster mode, else a ``redis.Redis``.
+
+    For tools that take one ``--redis-url`` (gc, reconcile, Spark options): any node of a cluster
+    then works as the URL, and the store picks its layout from the client. The probe is one
+    ``INFO cluster`` on a short-lived connection.
+    """
+    probe = redis.Redis.from_url(url, **kwargs)
+    try:
+        cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
+    except rex.RedisError as exc:
+        raise StoreUnavailableError(f"Redis at {url!r} does not answer: {exc}") from exc
+    finally:
+        probe.close()
+    if not cluster:
+        return redis.Redis.from_url(url, **kwargs)
+    from redis.cluster import RedisCluster
+
+    return RedisCluster.from_url(url, **kwargs)
+
+
+def _zrem(key: str, members: list[str], pipe: Pipeline) -> object:
+    return pipe.zrem(key, *members)
+
+
+def _pending_before(key: str, older_than_ms: int, pipe: Pipeline) -> object:
+    return pipe.zrangebyscore(key, "-inf", f"({older_than_ms}", withscores=True)
+
+
+def _zcard(key: str, pipe: Pipeline) -> object:
+    return pipe.zcard(key)
+
+
+def _is_cluster(client: object) -> bool:
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
+def _cluster_transactions() -> bool:
+    import redis.cluster
+
+    return hasattr(redis.cluster, "TransactionStrategy")
+
+
+def _client_decodes(client: Any, cluster: bool) -> bool:
+    if cluster:
+        kwargs = client.get_connection_kwargs()
+    else:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    return bool(kwargs.get("decode_responses"))
+
+
 def _refused_for_now(text: str) -> bool:
     # redis-py reports a command refused inside MULTI as "Command # n (...) of pipeline caused error: <reply>".
     return _REFUSED_FOR_NOW.search(text) is not None
 
 
-__all__ = ["DEFAULT_ENTRY_BYTES", "RedisLocator", "RedisStore", "ttl_from_retention"]
+__all__ = ["DEFAULT_ENTRY_BYTES", "RedisLocator", "RedisStore", "redis_client_from_url", "ttl_from_retention"]

@@ -21,6 +21,7 @@ import pytest
 from gateway.testing import (
     CAPABILITIES,
     KafkaService,
+    RedisClusterServer,
     RedisServer,
     S3Server,
     ServiceUnavailable,
@@ -35,7 +36,10 @@ _OPTIONAL_BACKENDS = frozenset({"noida", "tansu"})
 
 # Fixture name -> marker added to every test that (transitively) uses it, so that
 # `pytest -m kafka` selects exactly the tests that cross a broker.
-_AUTO_MARKERS = {"kafka": "kafka", "own_kafka": "kafka", "redis_server": "redis", "s3_server": "s3"}
+_AUTO_MARKERS = {
+    "kafka": "kafka", "own_kafka": "kafka", "redis_server": "redis", "s3_server": "s3",
+    "redis_cluster": "redis", "own_redis_cluster": "redis",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -172,6 +176,37 @@ def redis_client(redis_server: RedisServer) -> Iterator[Any]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServer]:
+    """A Redis Cluster of three masters and three replicas for the session; tests must not kill its nodes."""
+    with _cluster_or_skip() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_cluster_client(redis_cluster: RedisClusterServer) -> Iterator[Any]:
+    """A ``RedisCluster`` client on an emptied cluster (FLUSHALL on every master)."""
+    redis_cluster.flushall()
+    client = redis_cluster.client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def own_redis_cluster() -> Iterator[RedisClusterServer]:
+    """A cluster of this test's own, for tests that kill nodes (about 7 s to start)."""
+    with _cluster_or_skip() as cluster:
+        yield cluster
+
+
+def _cluster_or_skip() -> RedisClusterServer:
+    cluster = RedisClusterServer()
+    try:
+        return cluster.start()
+    except ServiceUnavailable as exc:
+        pytest.skip(exc.reason)
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,12 +39,10 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
     """The payload stores named in the options, opened in this process (executors open their own)."""
     stores: dict[str, Store] = {}
     if options.redis_url:
-        import redis
-
-        from stores import RedisStore
+        from stores import RedisStore, redis_client_from_url
 
         stores[options.redis_name] = RedisStore(
-            redis.Redis.from_url(options.redis_url), prefix=options.redis_prefix, name=options.redis_name,
+            redis_client_from_url(options.redis_url), prefix=options.redis_prefix, name=options.redis_name,
             close_client=True,
         )
     if options.s3_bucket:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 _RedisT = TypeVar("_RedisT", bound="RedisServer")
 
-def _find_redis_server() -> str | None:
+def find_redis_server() -> str | None:
     found = shutil.which("redis-server")
     if found:
         return found
@@ -82,7 +82,7 @@ class RedisServer(LocalServer):
         if self.external or self.pid is not None:
             return self
         if self._binary is None:
-            self._binary = _find_redis_server()
+            self._binary = find_redis_server()
             if self._binary is None:
                 raise ServiceUnavailable("redis-server not found (apt-get install redis-server, or set REDIS_URL)")
         if self._workdir is None:

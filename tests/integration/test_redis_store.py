@@ -430,3 +430,82 @@ def test_ttl_from_retention_on_a_broker(kafka: Any) -> None:
         assert ttl_from_retention(kafka.admin(), name, margin_seconds=60) == 3600 + 600 + 60
     finally:
         kafka.delete_topic(name)
+
+
+# -- layouts --------------------------------------------------------------------------------
+
+
+def test_data_written_by_the_flat_layout_keeps_working(redis_client: redis.Redis) -> None:
+    """Keys and journal exactly as the first release wrote them, by hand: read, listed, swept, deleted."""
+    mid = uuid.uuid4()
+    locator = f"gw:{TOPIC}:{mid}#2x4"
+    redis_client.set(f"gw:{TOPIC}:{mid}:0", b"abcd")
+    redis_client.set(f"gw:{TOPIC}:{mid}:1", b"ef")
+    redis_client.zadd("gw:pending", {locator: 1_000})
+    redis_client.zadd("gw:written", {locator: 1_000})
+    store = RedisStore(redis_client)
+    assert store.layout == "flat"
+    assert store.get(locator, expected_size=6) == b"abcdef"
+    assert store.list_pending(2_000) == [locator]
+    assert list(store.list_locators(TOPIC)) == [(locator, 1_000)]
+    store.clear_pending(locator)
+    assert redis_client.zcard("gw:pending") == 0
+    store.delete(locator)
+    assert redis_client.dbsize() == 0
+    # and what it writes today is still that layout
+    new = store.put(TOPIC, mid, b"x", pending_since_ms=5)
+    assert new == f"gw:{TOPIC}:{mid}#1x{64 * MiB}" and redis_client.zscore("gw:pending", new) == 5
+
+
+def test_slotted_layout_on_a_standalone_server(redis_client: redis.Redis) -> None:
+    from redis.crc import key_slot
+
+    from stores.redis_layout import bucket_head, bucket_of
+
+    slotted = RedisStore(redis_client, entry_bytes=100, layout="slotted")
+    flat = RedisStore(redis_client, entry_bytes=100)
+    mid = uuid.uuid4()
+    payload = os.urandom(250)
+    locator = slotted.put(TOPIC, mid, payload, pending_since_ms=2_000)
+    head = bucket_head("gw", bucket_of(mid))
+    assert locator == f"{head}:{TOPIC}:{mid}#3x100"
+    keys = sorted(redis_client.keys("gw:*"))
+    assert keys == sorted([f"{head}:{TOPIC}:{mid}:{i}".encode() for i in range(3)]
+                          + [f"{head}:pending".encode(), f"{head}:written".encode()])
+    assert len({key_slot(k) for k in keys}) == 1
+    assert flat.get(locator, expected_size=250) == payload, "a flat-layout store reads slotted locators"
+    old = flat.put(TOPIC, uuid.uuid4(), b"old", pending_since_ms=1_000)
+    later = flat.put(TOPIC, uuid.uuid4(), b"later", pending_since_ms=3_000)
+    for store in (flat, slotted):  # both journals, oldest first, whichever layout the store writes
+        assert store.list_pending(10_000) == [old, locator, later]
+        assert {loc for loc, _ in store.list_locators(TOPIC)} == {old, locator, later}
+        assert list(store.list_locators("other")) == []
+    slotted.clear_pending_many([old, locator, later])  # two journal keys, one pipeline
+    assert flat.list_pending(10_000) == []
+    flat.delete(locator)
+    flat.delete(old)
+    flat.delete(later)
+    assert redis_client.dbsize() == 0
+    with pytest.raises(ValueError, match="layout"):
+        RedisStore(redis_client, layout="sharded")
+
+
+def test_slotted_locators_with_another_bucket_are_refused_without_io(store: RedisStore,
+                                                                     redis_client: redis.Redis) -> None:
+    from stores.redis_layout import bucket_head, bucket_of
+
+    mid = uuid.uuid4()
+    right = bucket_of(mid)
+    good = f"{bucket_head('gw', right)}:{TOPIC}:{mid}#1x100"
+    assert store.validate_locator(good).bucket == right
+    bad = [
+        good.replace(bucket_head("gw", right), bucket_head("gw", (right + 1) % 1024)),
+        good.replace(bucket_head("gw", right), f"gw:{{{right:04x}}}"), good.replace("gw:{", "gw:{{"),
+        good.replace("gw:{", "gw:x:{"), good.replace("gw:{", "other:{"), good.replace("}", "}}"),
+        f"gw:{{}}:{TOPIC}:{mid}#1x100", f"gw:{{ {right:03x}}}:{TOPIC}:{mid}#1x100",
+    ]
+    for locator in bad:
+        before = _stats(redis_client)
+        with pytest.raises(LocatorError):
+            store.get(locator)
+        assert _stats(redis_client)[0] == before[0] + 1, locator

@@ -1,0 +1,109 @@
+"""Key names and locators of :class:`stores.RedisStore`: the flat layout and the slotted one (pure, no I/O).
+
+Two layouts exist because Redis Cluster runs a MULTI/EXEC only when every key in it hashes to one
+slot. The *flat* layout (the original one) keeps one global journal, ``P:pending`` and ``P:written``,
+so a payload and its journal entries land in different slots. The *slotted* layout puts a hash tag
+in every key: the payload's message id picks one of :data:`JOURNAL_BUCKETS` buckets, and the bucket
+owns a hash tag ``{bbb}`` (three hex digits), its own pending set and its own written index::
+
+    P:{bbb}:T:M:0 .. P:{bbb}:T:M:{N-1}   the entries
+    P:{bbb}:pending                      the bucket's crash journal
+    P:{bbb}:written                      the bucket's index for reconcilers
+    locator  P:{bbb}:T:M#NxE
+
+One bucket per message (rather than one hash tag per message) keeps the journal in sorted sets
+that a sweeper reads with 1024 range queries instead of a SCAN of the whole keyspace; 1024 tags
+of three hex digits fall into 1024 distinct slots spread evenly over the slot space, so payloads
+spread over the masters as evenly as the slots do. The bucket is derived from the message id
+(CRC-32 of its 16 bytes), never chosen freely, so a locator's tag is checked like the rest of it.
+"""
+
+from __future__ import annotations
+
+import uuid
+import zlib
+from dataclasses import dataclass
+
+JOURNAL_BUCKETS = 1024
+FLAT = "flat"
+SLOTTED = "slotted"
+LAYOUTS = (FLAT, SLOTTED)
+
+
+def bucket_of(message_id: uuid.UUID) -> int:
+    """The journal bucket of a message id: any UUID version spreads, since all 16 bytes are hashed."""
+    return zlib.crc32(message_id.bytes) % JOURNAL_BUCKETS
+
+
+def bucket_tag(bucket: int) -> str:
+    """The hash tag of a bucket, braces included."""
+    return f"{{{bucket:03x}}}"
+
+
+def bucket_head(prefix: str, bucket: int) -> str:
+    return f"{prefix}:{bucket_tag(bucket)}"
+
+
+def flat_journal_keys(prefix: str) -> tuple[str, str]:
+    """``(pending, written)`` of the flat layout."""
+    return f"{prefix}:pending", f"{prefix}:written"
+
+
+@dataclass(frozen=True, slots=True)
+class RedisLocator:
+    """A validated locator: where the payload's ``count`` entries of ``entry_bytes`` live.
+
+    ``bucket`` is ``None`` for the flat layout and the journal bucket for the slotted one.
+    """
+
+    topic: str
+    message_id: uuid.UUID
+    count: int
+    entry_bytes: int
+    bucket: int | None = None
+
+    def head(self, prefix: str) -> str:
+        return prefix if self.bucket is None else bucket_head(prefix, self.bucket)
+
+    def base(self, prefix: str) -> str:
+        return f"{self.head(prefix)}:{self.topic}:{self.message_id}"
+
+    def keys(self, prefix: str) -> list[str]:
+        base = self.base(prefix)
+        return [f"{base}:{i}" for i in range(self.count)]
+
+    def sentinel(self, prefix: str) -> str:
+        """The key after the last entry, which must not exist: it catches a count that is too small."""
+        return f"{self.base(prefix)}:{self.count}"
+
+    def text(self, prefix: str) -> str:
+        """The locator string."""
+        return f"{self.base(prefix)}#{self.count}x{self.entry_bytes}"
+
+    def pending_key(self, prefix: str) -> str:
+        return f"{self.head(prefix)}:pending"
+
+    def index_key(self, prefix: str) -> str:
+        return f"{self.head(prefix)}:written"
+
+    def entries_for(self, size: int) -> int:
+        return entries_for(size, self.entry_bytes)
+
+
+def entries_for(size: int, entry_bytes: int) -> int:
+    """How many entries a payload of ``size`` bytes takes; an empty payload still has one (empty) entry."""
+    return max(1, -(-size // entry_bytes))
+
+
+__all__ = [
+    "FLAT",
+    "JOURNAL_BUCKETS",
+    "LAYOUTS",
+    "SLOTTED",
+    "RedisLocator",
+    "bucket_head",
+    "bucket_of",
+    "bucket_tag",
+    "entries_for",
+    "flat_journal_keys",
+]
