@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-from gateway.gc import kafka_verifier, sweep
+from gateway.payload_gc import kafka_verifier, sweep
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -128,9 +128,9 @@ def test_gc_sweeps_every_master(kafka: KafkaService, topic: str, redis_cluster: 
         cluster_store.mark_pending(locator, 1)  # acknowledged, but the mark was never cleared
     orphans = {cluster_store.put(topic, uuid.uuid4(), payload(300_000), pending_since_ms=1) for _ in range(30)}
     assert len({redis_cluster.master_of_key(o.split("}")[0] + "}").port for o in orphans}) == 3
-    report = sweep({"redis": cluster_store}, grace_ms=0,
-                   landed=kafka_verifier(kafka.client_conf(), {"redis": cluster_store}))
+    report = sweep({"redis": cluster_store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf()), dry_run=False)
     assert set(report.deleted) == orphans and set(report.landed) == set(sorted(landed)[:4]) and not report.failed
+    assert report.complete, report.kept
     assert cluster_store.list_pending(2**62) == []
     assert {loc for loc, _ in cluster_store.list_locators()} == landed
     data = [k for k in all_keys(redis_cluster, cluster_store.prefix) if not k.endswith((b":pending", b":written"))]
