@@ -33,24 +33,8 @@ from gateway.store import Store
 class HybridConsumer:
     """Drop-in for ``confluent_kafka.Consumer`` that reassembles and resolves large messages.
 
-    Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
-
-    * ``message.assembler.buffer.capacity`` (32 000 000): chunk bytes buffered across partitions;
-    * ``message.assembler.expiration.offset.gap`` (1000): drop an incomplete message once the
-      partition has moved this many offsets past its first segment;
-    * ``message.assembler.max.segments.per.message`` (100 000) and
-      ``message.assembler.max.message.bytes`` (the buffer capacity): what one message may declare;
-    * ``max.tracked.messages.per.partition`` (500): delivered messages remembered for commit/seek;
-    * ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
-    * ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
-      committing safe offsets; the inner consumer's own auto-commit is always off;
-    * ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch;
-    * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
-      fetch-ahead of referenced payloads across the fetched batch;
-    * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
-      error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
-      ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
-      the application commits it explicitly (``commit(message=...)``).
+    The keys it owns (and their defaults) are listed in :mod:`gateway.consumer_config`; the rest
+    go to librdkafka.
     """
 
     def __init__(
@@ -134,10 +118,15 @@ class HybridConsumer:
         if self._pipeline.needs_commit(tp):  # first record of this partition: with the others queued
             self._offsets.load_commits([msg, *self._queue.raw])
         record = Record(msg.offset(), None, msg.value(), msg.headers())  # key, timestamp: msg keeps them
-        events = self._pipeline.feed(tp, record)
-        if self.stores:
-            self._queue.refs.done((tp[0], tp[1], record.offset))
-        return self._events.handle(msg, events)
+        try:
+            return self._events.handle(msg, self._pipeline.feed(tp, record))
+        except GatewayError as exc:  # every typed error leaves with its record, nothing is lost
+            if exc.kafka_message is None:
+                exc.kafka_message = msg
+            raise
+        finally:  # after resolving, so a payload fetched ahead is used; also frees one never taken
+            if self.stores:
+                self._queue.refs.done((tp[0], tp[1], record.offset))
 
     # -- commits, positions, seeks (see gateway.consumer_offsets) ------------------------------
     def commit(

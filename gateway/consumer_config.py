@@ -1,4 +1,24 @@
-"""The keys :class:`~gateway.consumer.HybridConsumer` owns, parsed once; the rest go to librdkafka."""
+"""The keys :class:`~gateway.consumer.HybridConsumer` owns, parsed once; the rest go to librdkafka.
+
+Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
+
+* ``message.assembler.buffer.capacity`` (32 000 000): chunk bytes buffered across partitions;
+* ``message.assembler.expiration.offset.gap`` (1000): drop an incomplete message once the
+  partition has moved this many offsets past its first segment;
+* ``message.assembler.max.segments.per.message`` (100 000) and
+  ``message.assembler.max.message.bytes`` (the buffer capacity): what one message may declare;
+* ``max.tracked.messages.per.partition`` (500): delivered messages remembered for commit/seek;
+* ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
+* ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
+  committing safe offsets; the inner consumer's own auto-commit is always off;
+* ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch;
+* ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
+  fetch-ahead of referenced payloads across the fetched batch;
+* ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
+  error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
+  ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
+  the application commits it explicitly (``commit(message=...)``).
+"""
 
 from __future__ import annotations
 
