@@ -127,6 +127,9 @@ class CommitTranslator:
                 hw_to_commit = max(orig, hw.current)
             else:
                 hw_to_commit = orig
+            pending = self.assembler.safe_offsets().get(tp)
+            if pending is not None:  # never past an incomplete message, even one the tracker forgot
+                safe = min(safe, pending)
             floor = self.floor(tp)
             if floor is not None:
                 safe = min(safe, floor)

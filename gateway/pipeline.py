@@ -278,6 +278,8 @@ class ConsumerPipeline:
         out["plain.messages"] += self.fast_plain
         out["assembler.buffered.bytes"] = self._assembler.buffered_bytes
         out["assembler.incomplete.messages"] = self._assembler.incomplete_count
+        out["assembler.accounted.bytes"] = self._assembler.accounted_bytes
+        out["tracker.entries.max"] = self._tracker.size()
         return out
 
     # -- commits and seeks (see CommitTranslator) ------------------------------------------------

@@ -30,9 +30,14 @@ from tests.helpers import payload, segments
 TP = ("t", 0)
 
 
-def pipeline(capacity: int = 1_000_000, gap: int = 1000, *, raise_on_drop: bool = False) -> ConsumerPipeline:
+def pipeline(
+    capacity: int = 1_000_000, gap: int = 1000, *, raise_on_drop: bool = False, bookkeeping: bool = False
+) -> ConsumerPipeline:
+    """``bookkeeping=False`` counts chunk bytes only, so that byte arithmetic in tests stays readable."""
+    extra = {} if bookkeeping else {"message_bookkeeping": 0, "segment_bookkeeping": 0}
     p = ConsumerPipeline(
-        MessageAssembler(capacity, gap, exception_on_message_dropped=raise_on_drop, max_message_bytes=10_000_000),
+        MessageAssembler(capacity, gap, exception_on_message_dropped=raise_on_drop, max_message_bytes=10_000_000,
+                         **extra),
         DeliveredOffsetTracker(),
     )
     p.load_commit(TP, None, None)
