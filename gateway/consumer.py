@@ -178,6 +178,8 @@ class HybridConsumer:
         on_revoke: RebalanceCallback | None = None,
         on_lost: RebalanceCallback | None = None,
     ) -> None:
+        if not isinstance(topics, list):  # as confluent-kafka: a str would subscribe to each character
+            raise TypeError(f"expected a list of topic names, got {type(topics).__name__}")
         assigned, revoked, lost = self._offsets.rebalance_callbacks(
             self, on_assign, on_revoke, on_lost, commit_on_revoke=self._auto_commit
         )
