@@ -50,11 +50,15 @@ class CommitTranslator:
         self._holds.setdefault(tp, set()).add(offset)
         self.busy.add(tp)
 
-    def release(self, tp: TopicPartitionKey, up_to: int) -> None:
-        """The application took responsibility for held offsets up to ``up_to`` (it committed past them)."""
+    def release(self, tp: TopicPartitionKey, offset: int) -> None:
+        """The application took responsibility for the held record at ``offset`` (it committed that message).
+
+        Only that one: committing a later message does not release an earlier unresolved one, so
+        ``commit(message=...)`` after each message never commits past a record it did not get.
+        """
         held = self._holds.get(tp)
         if held:
-            held.difference_update([o for o in held if o <= up_to])
+            held.discard(offset)
         if not held:
             self.busy.discard(tp)
 

@@ -12,6 +12,7 @@ the caller receives it, never earlier.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from gateway.auditing import Auditor
 from gateway.consumer_config import parse_consumer_config
+from gateway.consumer_errors import DeadLetters, RateLimitedLog
 from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
 from gateway.consumer_queue import RecordQueue
@@ -28,6 +30,8 @@ from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
 from gateway.store import Store
+
+log = logging.getLogger(__name__)
 
 
 class HybridConsumer:
@@ -53,7 +57,11 @@ class HybridConsumer:
         self._pipeline = settings.pipeline()
         self._queue = RecordQueue(self._consumer, settings.batch, ReferenceFetcher(self._resolver))
         self._offsets = OffsetDriver(self._consumer, self._pipeline, self._queue, settings.on_commit)
-        self._events = EventHandler(self._pipeline, self._queue.refs, settings.deliver_errors, auditor)
+        dlq = settings.unresolved.dead_letter_topic
+        self._events = EventHandler(
+            self._pipeline, self._queue.refs, settings.deliver_errors, auditor, settings.unresolved,
+            None if dlq is None else DeadLetters(dlq, conf), RateLimitedLog(log, settings.warning_interval_s),
+        )
         self._deferred: BaseException | None = None
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
@@ -206,6 +214,7 @@ class HybridConsumer:
             self._offsets.commit_quietly(asynchronous=False)
         self._closed = True
         self._resolver.close()
+        self._events.close()
         if self._auditor is not None:
             self._auditor.close()
         self._consumer.close()

@@ -300,8 +300,8 @@ class ConsumerPipeline:
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
         self._commits.hold(tp, offset)
 
-    def release(self, tp: TopicPartitionKey, up_to: int) -> None:
-        self._commits.release(tp, up_to)
+    def release(self, tp: TopicPartitionKey, offset: int) -> None:
+        self._commits.release(tp, offset)
 
     def safe_offset(self, tp: TopicPartitionKey) -> int | None:
         return self._commits.safe_offset(tp)
