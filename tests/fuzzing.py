@@ -15,7 +15,7 @@ segments in order. :func:`check_stream` feeds one stream through a
 
 The test suite runs it under hypothesis (tests/unit/test_fuzz_pipeline.py); for a long run::
 
-    PYTHONPATH=. python -m tests.fuzzing --inputs 1000000 --seed 1
+    PYTHONPATH=. python -m tests.fuzzing --inputs 1000000 --seed 1 [--hostile-share 0.9]
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def _check_event(event: Event, record: Record, item: Item, delivered: Counter[st
         assert isinstance(event, PlainMessage) and event.value == item.value
 
 
-def long_run(inputs: int, seed: int, chunk: int = 2000) -> tuple[Outcome, float, int]:
+def long_run(inputs: int, seed: int, hostile_share: float = 0.5, chunk: int = 2000) -> tuple[Outcome, float, int]:
     """``inputs`` records in streams of ``chunk``, through one long-lived pipeline (state carries over)."""
     rng = random.Random(seed)
     pipeline = new_pipeline()
@@ -243,7 +243,7 @@ def long_run(inputs: int, seed: int, chunk: int = 2000) -> tuple[Outcome, float,
     offsets: dict[TopicPartitionKey, int] = {}
     started = time.perf_counter()
     while outcome.inputs < inputs:
-        check_stream(stream(rng, min(chunk, inputs - outcome.inputs)), pipeline, outcome, offsets)
+        check_stream(stream(rng, min(chunk, inputs - outcome.inputs), hostile_share), pipeline, outcome, offsets)
     elapsed = time.perf_counter() - started
     max_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return outcome, elapsed, max_rss_kib
@@ -253,8 +253,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inputs", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--hostile-share", type=float, default=0.5, help="share of hostile records (0..1)")
     args = parser.parse_args()
-    outcome, elapsed, rss = long_run(args.inputs, args.seed)
+    outcome, elapsed, rss = long_run(args.inputs, args.seed, args.hostile_share)
     lines = [
         f"inputs: {outcome.inputs}",
         f"valid messages delivered exactly once: {outcome.delivered_valid}",
