@@ -242,3 +242,53 @@ def test_expiry_warnings_are_rate_limited_and_counted(
         assert metrics["warnings.suppressed"] == 29
     finally:
         consumer.close()
+
+
+def test_payloads_fetched_ahead_for_duplicates_after_a_restart_are_released(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore
+) -> None:
+    """Defect 2: payloads fetched ahead for records filtered as duplicates held the budget for good.
+
+    A chunked message left incomplete keeps the committed safe offset at its first segment, so the
+    second consumer re-reads the ten references delivered before and filters them.
+    """
+    size = 100_000
+
+    def envelope(i: int) -> dict[str, Any]:
+        data = payload(size, i)
+        message_id = uuid.uuid4()
+        locator = redis_store.put(topic, message_id, data)
+        value = encode_envelope(Envelope.for_payload(data, store="redis", locator=locator, message_id=message_id))
+        return {"topic": topic, "partition": 0, "key": f"r{i}".encode(), "value": value,
+                "headers": [envelope_header()]}
+
+    first_segment = segments(payload(30_000), 10_000)[0]
+    produce_records(kafka.producer_config(), [
+        {"topic": topic, "partition": 0, "key": b"x", "value": first_segment[0], "headers": first_segment[1]},
+        *(envelope(i) for i in range(10)),
+    ])
+    conf = consumer_config(**{"enable.auto.commit": False, "reference.fetch.budget.bytes": 3 * size})
+    group = conf["group.id"]
+    first = HybridConsumer(conf, stores={"redis": redis_store})
+    try:
+        first.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got, errors = poll_all(first, 10)
+        assert not errors and len(got) == 10
+        first.commit(asynchronous=False)
+        assert committed(first, topic) == 0, "the incomplete message keeps the safe offset at its first segment"
+    finally:
+        first.close()
+    produce_records(kafka.producer_config(), [envelope(i) for i in range(10, 20)])
+    second = HybridConsumer(consumer_config(group, **{"enable.auto.commit": False,
+                                                      "reference.fetch.budget.bytes": 3 * size}),
+                            stores={"redis": redis_store})
+    try:
+        second.subscribe([topic])
+        got, errors = poll_all(second, 10)
+        assert not errors and [m.key() for m in got] == [f"r{i}".encode() for i in range(10, 20)]
+        metrics = second.metrics()
+        assert metrics["duplicates.filtered"] == 10
+        assert metrics["resolver.ahead.bytes"] == 0, "nothing fetched ahead is left behind"
+        assert metrics["resolver.prefetched"] > 10, "the new references were fetched ahead too"
+    finally:
+        second.close()
