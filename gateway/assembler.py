@@ -149,6 +149,11 @@ class MessageAssembler:
     def has_pending(self, tp: TopicPartitionKey) -> bool:
         return bool(self._by_partition.get(tp))
 
+    def pending_start(self, tp: TopicPartitionKey) -> int | None:
+        """Smallest pending start in ``tp`` without expiring, or ``None`` when nothing is pending."""
+        tracked = self._by_partition.get(tp)
+        return next(iter(tracked.values())) if tracked else None
+
     def safe_offsets(self) -> dict[TopicPartitionKey, int]:
         """Smallest pending start per partition that has any, without expiring."""
         return {tp: next(iter(t.values())) for tp, t in self._by_partition.items() if t}

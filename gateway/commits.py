@@ -131,7 +131,7 @@ class CommitTranslator:
                 hw_to_commit = max(orig, hw.current)
             else:
                 hw_to_commit = orig
-            pending = self.assembler.safe_offsets().get(tp)
+            pending = self.assembler.pending_start(tp)
             if pending is not None:  # never past an incomplete message, even one the tracker forgot
                 safe = min(safe, pending)
             floor = self.floor(tp)
