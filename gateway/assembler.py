@@ -25,6 +25,10 @@ from gateway.protocol.segments import Segment
 DEFAULT_BUFFER_CAPACITY = 32_000_000
 DEFAULT_EXPIRATION_OFFSET_GAP = 1000
 DEFAULT_MAX_SEGMENTS = 100_000
+MESSAGE_BOOKKEEPING_BYTES = 1024
+"""What an incomplete message costs beyond its chunks (its record, id, dict entries), counted in the capacity."""
+SEGMENT_BOOKKEEPING_BYTES = 256
+"""What each buffered segment costs beyond its chunk bytes (the memoryview, the record value's header)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,9 @@ class DroppedMessage:
     reason: str  # "evicted" | "expired" | "cleared"
 
 
+_Key = tuple[str, int, uuid.UUID]
+
+
 @dataclass(slots=True)
 class _Pending:
     tp: TopicPartitionKey
@@ -66,6 +73,7 @@ class _Pending:
     count: int
     chunks: dict[int, memoryview] = field(default_factory=dict)
     buffered: int = 0
+    bookkeeping: int = 0
 
     def dropped(self, reason: str) -> DroppedMessage:
         return DroppedMessage(
@@ -75,7 +83,13 @@ class _Pending:
 
 
 class MessageAssembler:
-    """Buffers segments keyed by message id and completes messages; no I/O, no clocks.
+    """Buffers segments keyed by (topic, partition, message id) and completes messages; no I/O, no clocks.
+
+    The capacity bounds what is really held: chunk bytes plus ``message_bookkeeping`` per incomplete
+    message and ``segment_bookkeeping`` per buffered segment, so many tiny incomplete messages
+    cannot hold memory the capacity does not show (``buffered_bytes`` stays the chunk bytes).
+    A message id is only unique within its partition: a topic and its mirror, read by one
+    consumer, carry the same ids and are assembled apart.
 
     Deviations from LinkedIn, each a bound LinkedIn lacks: a message may not declare more than
     ``max_segments`` segments, more segments than bytes, or more bytes than ``max_message_bytes``
@@ -91,6 +105,8 @@ class MessageAssembler:
         exception_on_message_dropped: bool = False,
         max_segments: int = DEFAULT_MAX_SEGMENTS,
         max_message_bytes: int | None = None,
+        message_bookkeeping: int = MESSAGE_BOOKKEEPING_BYTES,
+        segment_bookkeeping: int = SEGMENT_BOOKKEEPING_BYTES,
     ) -> None:
         if capacity < 1:
             raise ValueError("message.assembler.buffer.capacity must be >= 1")
@@ -99,9 +115,12 @@ class MessageAssembler:
         self.exception_on_message_dropped = exception_on_message_dropped
         self.max_segments = max_segments
         self.max_message_bytes = capacity if max_message_bytes is None else max_message_bytes
-        self._pending: OrderedDict[uuid.UUID, _Pending] = OrderedDict()  # creation order, all partitions
+        self.message_bookkeeping = message_bookkeeping
+        self.segment_bookkeeping = segment_bookkeeping
+        self._pending: OrderedDict[_Key, _Pending] = OrderedDict()  # creation order, all partitions
         self._by_partition: dict[TopicPartitionKey, OrderedDict[uuid.UUID, int]] = {}  # tracking order
         self._used = 0
+        self._bookkeeping = 0
         self.dropped: list[DroppedMessage] = []
         """Every message given up since the caller last emptied this list (evictions and expiries)."""
 
@@ -109,6 +128,11 @@ class MessageAssembler:
     @property
     def buffered_bytes(self) -> int:
         return self._used
+
+    @property
+    def accounted_bytes(self) -> int:
+        """Chunk bytes plus bookkeeping: what the capacity bounds."""
+        return self._used + self._bookkeeping
 
     @property
     def incomplete_count(self) -> int:
@@ -124,6 +148,11 @@ class MessageAssembler:
 
     def has_pending(self, tp: TopicPartitionKey) -> bool:
         return bool(self._by_partition.get(tp))
+
+    def pending_start(self, tp: TopicPartitionKey) -> int | None:
+        """Smallest pending start in ``tp`` without expiring, or ``None`` when nothing is pending."""
+        tracked = self._by_partition.get(tp)
+        return next(iter(tracked.values())) if tracked else None
 
     def safe_offsets(self) -> dict[TopicPartitionKey, int]:
         """Smallest pending start per partition that has any, without expiring."""
@@ -167,7 +196,8 @@ class MessageAssembler:
     def _add(self, tp: TopicPartitionKey, offset: int, segment: Segment) -> Assembled:
         segment.sanity_check()
         self._check_declared(segment)
-        message = self._pending.get(segment.message_id)
+        key = (tp[0], tp[1], segment.message_id)
+        message = self._pending.get(key)
         is_new = message is None
         if message is None:
             message = _Pending(tp, segment.message_id, offset, segment.message_size, segment.number_of_segments)
@@ -186,7 +216,9 @@ class MessageAssembler:
                 f"{message.size} bytes, then {segment.number_of_segments} / {segment.message_size}"
             )
         if is_new:  # inserted only once valid, so rejected segments leave nothing behind
-            self._pending[segment.message_id] = message
+            self._pending[key] = message
+            message.bookkeeping = self.message_bookkeeping
+            self._bookkeeping += self.message_bookkeeping
         seq = segment.sequence_number
         if seq in message.chunks:  # a resent segment: LinkedIn ignores it without comparing
             added = 0
@@ -198,6 +230,8 @@ class MessageAssembler:
                 )
             message.chunks[seq] = segment.payload
             message.buffered += size
+            message.bookkeeping += self.segment_bookkeeping
+            self._bookkeeping += self.segment_bookkeeping
             added = size
         self._used += added
         result = INCOMPLETE
@@ -235,16 +269,22 @@ class MessageAssembler:
             )
 
     # -- removal -----------------------------------------------------------------------------
-    def _remove(self, message: _Pending) -> None:
-        if self._pending.pop(message.message_id, None) is not None:
+    def _forget(self, tp: TopicPartitionKey, message_id: uuid.UUID) -> _Pending | None:
+        message = self._pending.pop((tp[0], tp[1], message_id), None)
+        if message is not None:
             self._used -= message.buffered
+            self._bookkeeping -= message.bookkeeping
+        return message
+
+    def _remove(self, message: _Pending) -> None:
+        self._forget(message.tp, message.message_id)
         tracked = self._by_partition.get(message.tp)
         if tracked is not None:
             tracked.pop(message.message_id, None)
 
     def _evict_for_space(self) -> None:
         first_error: LargeMessageDroppedError | None = None
-        while self._used > self.capacity and self._pending:
+        while self._used + self._bookkeeping > self.capacity and self._pending:
             eldest = next(iter(self._pending.values()))
             self._remove(eldest)
             info = eldest.dropped("evicted")
@@ -264,9 +304,8 @@ class MessageAssembler:
             if start >= limit:
                 break
             del tracked[message_id]
-            message = self._pending.pop(message_id, None)
+            message = self._forget(tp, message_id)
             if message is not None:
-                self._used -= message.buffered
                 self.dropped.append(message.dropped("expired"))
 
     def clear(self, tp: TopicPartitionKey | None = None) -> None:
@@ -274,9 +313,7 @@ class MessageAssembler:
         if tp is None:
             self._pending.clear()
             self._by_partition.clear()
-            self._used = 0
+            self._used = self._bookkeeping = 0
             return
         for message_id in self._by_partition.pop(tp, {}):
-            message = self._pending.pop(message_id, None)
-            if message is not None:
-                self._used -= message.buffered
+            self._forget(tp, message_id)

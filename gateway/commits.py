@@ -50,11 +50,15 @@ class CommitTranslator:
         self._holds.setdefault(tp, set()).add(offset)
         self.busy.add(tp)
 
-    def release(self, tp: TopicPartitionKey, up_to: int) -> None:
-        """The application took responsibility for held offsets up to ``up_to`` (it committed past them)."""
+    def release(self, tp: TopicPartitionKey, offset: int) -> None:
+        """The application took responsibility for the held record at ``offset`` (it committed that message).
+
+        Only that one: committing a later message does not release an earlier unresolved one, so
+        ``commit(message=...)`` after each message never commits past a record it did not get.
+        """
         held = self._holds.get(tp)
         if held:
-            held.difference_update([o for o in held if o <= up_to])
+            held.discard(offset)
         if not held:
             self.busy.discard(tp)
 
@@ -127,6 +131,9 @@ class CommitTranslator:
                 hw_to_commit = max(orig, hw.current)
             else:
                 hw_to_commit = orig
+            pending = self.assembler.pending_start(tp)
+            if pending is not None:  # never past an incomplete message, even one the tracker forgot
+                safe = min(safe, pending)
             floor = self.floor(tp)
             if floor is not None:
                 safe = min(safe, floor)

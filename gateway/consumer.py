@@ -12,6 +12,7 @@ the caller receives it, never earlier.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from gateway.auditing import Auditor
 from gateway.consumer_config import parse_consumer_config
+from gateway.consumer_errors import DeadLetters, RateLimitedLog
 from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
 from gateway.consumer_queue import RecordQueue
@@ -29,28 +31,14 @@ from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
 from gateway.store import Store
 
+log = logging.getLogger(__name__)
+
 
 class HybridConsumer:
     """Drop-in for ``confluent_kafka.Consumer`` that reassembles and resolves large messages.
 
-    Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
-
-    * ``message.assembler.buffer.capacity`` (32 000 000): chunk bytes buffered across partitions;
-    * ``message.assembler.expiration.offset.gap`` (1000): drop an incomplete message once the
-      partition has moved this many offsets past its first segment;
-    * ``message.assembler.max.segments.per.message`` (100 000) and
-      ``message.assembler.max.message.bytes`` (the buffer capacity): what one message may declare;
-    * ``max.tracked.messages.per.partition`` (500): delivered messages remembered for commit/seek;
-    * ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
-    * ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
-      committing safe offsets; the inner consumer's own auto-commit is always off;
-    * ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch;
-    * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
-      fetch-ahead of referenced payloads across the fetched batch;
-    * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
-      error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
-      ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
-      the application commits it explicitly (``commit(message=...)``).
+    The keys it owns (and their defaults) are listed in :mod:`gateway.consumer_config`; the rest
+    go to librdkafka.
     """
 
     def __init__(
@@ -69,7 +57,11 @@ class HybridConsumer:
         self._pipeline = settings.pipeline()
         self._queue = RecordQueue(self._consumer, settings.batch, ReferenceFetcher(self._resolver))
         self._offsets = OffsetDriver(self._consumer, self._pipeline, self._queue, settings.on_commit)
-        self._events = EventHandler(self._pipeline, self._queue.refs, settings.deliver_errors, auditor)
+        dlq = settings.unresolved.dead_letter_topic
+        self._events = EventHandler(
+            self._pipeline, self._queue.refs, settings.deliver_errors, auditor, settings.unresolved,
+            None if dlq is None else DeadLetters(dlq, conf), RateLimitedLog(log, settings.warning_interval_s),
+        )
         self._deferred: BaseException | None = None
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
@@ -134,10 +126,15 @@ class HybridConsumer:
         if self._pipeline.needs_commit(tp):  # first record of this partition: with the others queued
             self._offsets.load_commits([msg, *self._queue.raw])
         record = Record(msg.offset(), None, msg.value(), msg.headers())  # key, timestamp: msg keeps them
-        events = self._pipeline.feed(tp, record)
-        if self.stores:
-            self._queue.refs.done((tp[0], tp[1], record.offset))
-        return self._events.handle(msg, events)
+        try:
+            return self._events.handle(msg, self._pipeline.feed(tp, record))
+        except GatewayError as exc:  # every typed error leaves with its record, nothing is lost
+            if exc.kafka_message is None:
+                exc.kafka_message = msg
+            raise
+        finally:  # after resolving, so a payload fetched ahead is used; also frees one never taken
+            if self.stores:
+                self._queue.refs.done((tp[0], tp[1], record.offset))
 
     # -- commits, positions, seeks (see gateway.consumer_offsets) ------------------------------
     def commit(
@@ -189,6 +186,8 @@ class HybridConsumer:
         on_revoke: RebalanceCallback | None = None,
         on_lost: RebalanceCallback | None = None,
     ) -> None:
+        if not isinstance(topics, list):  # as confluent-kafka: a str would subscribe to each character
+            raise TypeError(f"expected a list of topic names, got {type(topics).__name__}")
         assigned, revoked, lost = self._offsets.rebalance_callbacks(
             self, on_assign, on_revoke, on_lost, commit_on_revoke=self._auto_commit
         )
@@ -215,6 +214,7 @@ class HybridConsumer:
             self._offsets.commit_quietly(asynchronous=False)
         self._closed = True
         self._resolver.close()
+        self._events.close()
         if self._auditor is not None:
             self._auditor.close()
         self._consumer.close()

@@ -1,4 +1,30 @@
-"""The keys :class:`~gateway.consumer.HybridConsumer` owns, parsed once; the rest go to librdkafka."""
+"""The keys :class:`~gateway.consumer.HybridConsumer` owns, parsed once; the rest go to librdkafka.
+
+Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
+
+* ``message.assembler.buffer.capacity`` (32 000 000): chunk bytes buffered across partitions;
+* ``message.assembler.expiration.offset.gap`` (1000): drop an incomplete message once the
+  partition has moved this many offsets past its first segment;
+* ``message.assembler.max.segments.per.message`` (100 000) and
+  ``message.assembler.max.message.bytes`` (the buffer capacity): what one message may declare;
+* ``max.tracked.messages.per.partition`` (500): delivered messages remembered for commit/seek;
+* ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
+* ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
+  committing safe offsets; the inner consumer's own auto-commit is always off;
+* ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch;
+* ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
+  fetch-ahead of referenced payloads across the fetched batch;
+* ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
+  error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
+  ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
+  the application commits it explicitly (``commit(message=...)``);
+* ``reference.error.policy`` (``raise``; or ``skip``, ``dead-letter``),
+  ``reference.error.max.attempts`` (1), ``reference.error.retry.backoff.ms`` (100) and
+  ``reference.dead.letter.topic``: what happens to a record that keeps failing to resolve
+  (see :mod:`gateway.consumer_errors`);
+* ``log.warning.interval.ms`` (10 000): at most one warning line of a kind (dropped messages,
+  skipped records) per interval; the others are counted in ``warnings.suppressed``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +34,7 @@ from typing import Any
 
 from gateway.assembler import MessageAssembler
 from gateway.config import pop_bool, pop_int
+from gateway.consumer_errors import ErrorPolicy, UnresolvedSettings
 from gateway.offsets import DeliveredOffsetTracker
 from gateway.pipeline import ConsumerPipeline
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
@@ -28,6 +55,8 @@ class ConsumerSettings:
     workers: int
     budget: int
     on_commit: Callable[..., Any] | None
+    unresolved: UnresolvedSettings
+    warning_interval_s: float
 
     def pipeline(self) -> ConsumerPipeline:
         return ConsumerPipeline(
@@ -58,9 +87,24 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     workers = pop_int(conf, "reference.fetch.workers", DEFAULT_WORKERS, minimum=1)
     budget = pop_int(conf, "reference.fetch.budget.bytes", DEFAULT_BUDGET, minimum=0)
     on_commit = conf.pop("on_commit", None)
+    unresolved = _unresolved_settings(conf)
+    warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
     conf["enable.auto.commit"] = False
     settings = ConsumerSettings(
         capacity, gap, max_segments, max_message, max_tracked, raise_on_drop, auto_commit, auto_commit_s, batch,
-        error_mode == "deliver", workers, budget, on_commit,
+        error_mode == "deliver", workers, budget, on_commit, unresolved, warning_interval_s,
     )
     return settings, conf
+
+
+def _unresolved_settings(conf: dict[str, Any]) -> UnresolvedSettings:
+    name = str(conf.pop("reference.error.policy", "raise")).lower()
+    try:
+        policy = ErrorPolicy(name)
+    except ValueError:
+        choices = ", ".join(repr(p.value) for p in ErrorPolicy)
+        raise ValueError(f"reference.error.policy must be one of {choices}, got {name!r}") from None
+    attempts = pop_int(conf, "reference.error.max.attempts", 1, minimum=1)
+    backoff_s = pop_int(conf, "reference.error.retry.backoff.ms", 100, minimum=0) / 1000.0
+    topic = conf.pop("reference.dead.letter.topic", None)
+    return UnresolvedSettings(policy, attempts, backoff_s, None if topic is None else str(topic))

@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message
 
 from gateway.auditing import Auditor, AuditType
+from gateway.consumer_errors import DeadLetters, ErrorPolicy, RateLimitedLog, UnresolvedSettings, attempt
 from gateway.errors import EnvelopeFormatError, GatewayError, LargeMessageDroppedError
 from gateway.pipeline import (
     ChunkCompleted,
@@ -43,13 +44,27 @@ class EventHandler:
     """Turns one record's events into the message to return, a raised typed error, or nothing."""
 
     def __init__(
-        self, pipeline: ConsumerPipeline, refs: ReferenceFetcher, deliver_errors: bool, auditor: Auditor | None
+        self, pipeline: ConsumerPipeline, refs: ReferenceFetcher, deliver_errors: bool, auditor: Auditor | None,
+        unresolved: UnresolvedSettings | None = None, dead_letters: DeadLetters | None = None,
+        warnings: RateLimitedLog | None = None,
     ) -> None:
         self._auditor = auditor
         self._pipeline = pipeline
         self._refs = refs
         self._deliver_errors = deliver_errors
-        self.counters = {"reference.messages": 0, "reference.errors": 0}
+        self._policy = unresolved or UnresolvedSettings()
+        self._dead_letters = dead_letters
+        self._warnings = warnings or RateLimitedLog(log)
+        self._counters = {"reference.messages": 0, "reference.errors": 0, "reference.skipped": 0,
+                          "reference.dead.lettered": 0}
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return {**self._counters, "warnings.suppressed": self._warnings.suppressed}
+
+    def close(self) -> None:
+        if self._dead_letters is not None:
+            self._dead_letters.close()
 
     def handle(self, msg: Any, events: list[Event]) -> Message | None:
         """``msg`` is the record's librdkafka message; errors carry it in ``kafka_message``."""
@@ -73,7 +88,8 @@ class EventHandler:
         dropped_error: LargeMessageDroppedError | None = None
         for event in events:
             if isinstance(event, MessageDropped):
-                log.warning("incomplete large message dropped (%s): %s", event.dropped.reason, event.dropped)
+                self._warnings.warning(f"dropped.{event.dropped.reason}", "incomplete large message dropped (%s): %s",
+                                       event.dropped.reason, event.dropped)
                 dropped_error = dropped_error or event.exception
             elif isinstance(event, InvalidRecord):
                 event.exception.kafka_message = msg
@@ -105,20 +121,38 @@ class EventHandler:
         if message.envelope is None:  # the pipeline then says why
             return self._unresolved(msg, message, message.exception or EnvelopeFormatError(message.error or ""))
         key = (msg.topic(), msg.partition(), message.record.offset)
+        envelope = message.envelope
         try:
-            payload = self._refs.resolve(key, message.envelope)
+            payload = attempt(lambda: self._refs.resolve(key, envelope), self._policy)
         except GatewayError as exc:
             return self._unresolved(msg, message, exc)
         msg.set_value(payload)
         msg.set_headers(with_safe_offset(message))
-        self.counters["reference.messages"] += 1
+        self._counters["reference.messages"] += 1
         return msg  # type: ignore[no-any-return]
 
     def _unresolved(self, msg: Any, message: WholeMessage, exc: GatewayError) -> Message | None:
-        """Commits stop here until the application commits this message itself; the loop goes on."""
-        self._pipeline.hold((msg.topic(), msg.partition()), message.record.offset)
-        self.counters["reference.errors"] += 1
+        """By ``reference.error.policy``: pass the record over, or stop commits there and report it."""
+        self._counters["reference.errors"] += 1
         exc.kafka_message = msg
+        where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
+        policy = self._policy.policy
+        if policy is ErrorPolicy.SKIP:
+            self._counters["reference.skipped"] += 1
+            self._warnings.warning("reference.skipped", "unresolvable record %s skipped: %s", where, error_text(exc))
+            return None
+        if policy is ErrorPolicy.DEAD_LETTER and self._dead_letters is not None:
+            try:
+                self._dead_letters.send(msg, exc)
+            except Exception as dlq_exc:  # noqa: BLE001 -- any failure: fall back to raising, nothing is lost
+                log.error("record %s could not be dead-lettered (%s); raising it instead", where, dlq_exc)
+            else:
+                self._counters["reference.dead.lettered"] += 1
+                self._warnings.warning("reference.dead.lettered", "unresolvable record %s sent to %s: %s", where,
+                                       self._dead_letters.topic, error_text(exc))
+                return None
+        # commits stop here until the application commits this message itself; the loop goes on
+        self._pipeline.hold((msg.topic(), msg.partition()), message.record.offset)
         if self._deliver_errors:
             msg.set_error(KafkaError(KafkaError._VALUE_DESERIALIZATION, error_text(exc)))
             return msg  # type: ignore[no-any-return]

@@ -66,7 +66,7 @@ class OffsetDriver:
         if message is not None:
             key = partition_of(message)
             wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {key: (int(message.offset() or 0) + 1, "")}
-            self._pipeline.release(key, int(message.offset() or 0))
+            self._pipeline.release(key, int(message.offset() or 0))  # that record only: never one before it
             ignore_hw = True
         elif offsets is not None:
             # no metadata is "" as Kafka clients since 2.1 write it (LinkedIn's codec would say "null")

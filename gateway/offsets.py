@@ -17,6 +17,8 @@ from gateway.errors import OffsetNotTrackedError
 from gateway.protocol.records import TopicPartitionKey
 
 DEFAULT_MAX_TRACKED = 500
+SEGMENT_OFFSETS_PER_MESSAGE = 20
+"""Non-message offsets (segments, invalid records) kept per tracked message before the oldest go."""
 
 
 @dataclass(slots=True)
@@ -24,6 +26,7 @@ class _PartitionTracker:
     earliest: int
     max_tracked: int
     current_safe: int
+    max_segments: int
     delivered: int = -1
     segment_offsets: list[int] = field(default_factory=list)  # sorted; offsets that are not messages
     entries: OrderedDict[int, tuple[int, int]] = field(default_factory=OrderedDict)  # offset -> (safe, start)
@@ -37,6 +40,23 @@ class _PartitionTracker:
             self.segment_offsets.append(offset)
         elif not self.is_segment(offset):
             bisect.insort(self.segment_offsets, offset)
+        if len(self.segment_offsets) > self.max_segments:
+            self._forget_oldest_segments()
+
+    def _forget_oldest_segments(self) -> None:
+        """Bound the list: the oldest quarter goes, and with it the range that could be answered.
+
+        Offsets below the new ``earliest`` are then "not tracked" (a commit or seek there raises
+        OffsetNotTrackedError) rather than wrongly taken for messages.
+        """
+        cut = max(1, len(self.segment_offsets) // 4)
+        self.earliest = max(self.earliest, self.segment_offsets[cut - 1] + 1)
+        del self.segment_offsets[:cut]
+        while self.entries:
+            oldest = next(iter(self.entries))
+            if oldest >= self.earliest:
+                break
+            del self.entries[oldest]
 
     def put(self, offset: int, safe: int, start: int) -> None:
         self.entries[offset] = (safe, start)
@@ -57,18 +77,26 @@ class _PartitionTracker:
 
 
 class DeliveredOffsetTracker:
-    """Safe and starting offsets of recently delivered messages, per partition; bounded in size."""
+    """Safe and starting offsets of recently delivered messages, per partition; bounded in size.
 
-    def __init__(self, max_tracked: int = DEFAULT_MAX_TRACKED) -> None:
+    Per partition it holds at most ``max_tracked`` messages and ``max_segment_offsets`` offsets
+    that are not messages (segments and invalid records): ``max_entries`` in all, whatever the
+    traffic.
+    """
+
+    def __init__(self, max_tracked: int = DEFAULT_MAX_TRACKED, max_segment_offsets: int | None = None) -> None:
         if max_tracked < 1:
             raise ValueError("max.tracked.messages.per.partition must be >= 1")
         self.max_tracked = max_tracked
+        self.max_segment_offsets = (
+            max_tracked * SEGMENT_OFFSETS_PER_MESSAGE if max_segment_offsets is None else max(1, max_segment_offsets)
+        )
         self._partitions: dict[TopicPartitionKey, _PartitionTracker] = {}
 
     def _get(self, tp: TopicPartitionKey, offset: int) -> _PartitionTracker:
         tracker = self._partitions.get(tp)
         if tracker is None:
-            tracker = _PartitionTracker(earliest=offset, max_tracked=self.max_tracked, current_safe=offset)
+            tracker = _PartitionTracker(offset, self.max_tracked, offset, self.max_segment_offsets)
             self._partitions[tp] = tracker
         return tracker
 
@@ -85,7 +113,7 @@ class DeliveredOffsetTracker:
         """``track`` for a delivered record with nothing pending in its partition: the hot path, inlined."""
         tracker = self._partitions.get(tp)
         if tracker is None:
-            tracker = _PartitionTracker(earliest=offset, max_tracked=self.max_tracked, current_safe=offset)
+            tracker = _PartitionTracker(offset, self.max_tracked, offset, self.max_segment_offsets)
             self._partitions[tp] = tracker
         tracker.current_safe = offset + 1
         tracker.delivered = offset
@@ -151,6 +179,19 @@ class DeliveredOffsetTracker:
 
     def partitions(self) -> list[TopicPartitionKey]:
         return list(self._partitions)
+
+    @property
+    def max_entries(self) -> int:
+        """The most entries :meth:`size` can count for one partition."""
+        return self.max_tracked + self.max_segment_offsets
+
+    def size(self, tp: TopicPartitionKey | None = None) -> int:
+        """Entries held for ``tp`` (the largest partition's when None): messages plus other offsets."""
+        if tp is None:
+            trackers = list(self._partitions.values())
+        else:
+            trackers = [self._partitions[tp]] if tp in self._partitions else []
+        return max((len(t.entries) + len(t.segment_offsets) for t in trackers), default=0)
 
     def clear(self, tp: TopicPartitionKey | None = None) -> None:
         if tp is None:

@@ -278,6 +278,8 @@ class ConsumerPipeline:
         out["plain.messages"] += self.fast_plain
         out["assembler.buffered.bytes"] = self._assembler.buffered_bytes
         out["assembler.incomplete.messages"] = self._assembler.incomplete_count
+        out["assembler.accounted.bytes"] = self._assembler.accounted_bytes
+        out["tracker.entries.max"] = self._tracker.size()
         return out
 
     # -- commits and seeks (see CommitTranslator) ------------------------------------------------
@@ -298,8 +300,8 @@ class ConsumerPipeline:
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
         self._commits.hold(tp, offset)
 
-    def release(self, tp: TopicPartitionKey, up_to: int) -> None:
-        self._commits.release(tp, up_to)
+    def release(self, tp: TopicPartitionKey, offset: int) -> None:
+        self._commits.release(tp, offset)
 
     def safe_offset(self, tp: TopicPartitionKey) -> int | None:
         return self._commits.safe_offset(tp)

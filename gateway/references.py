@@ -60,8 +60,14 @@ class ReferenceFetcher:
             self._queue.popleft()
 
     def done(self, key: Hashable) -> None:
-        """The reader handled the record at ``key``: it is no longer worth fetching ahead."""
+        """The reader handled the record at ``key``: it is no longer worth fetching ahead.
+
+        A payload fetched ahead and not taken (the record was filtered as a duplicate, or was
+        invalid) is dropped here, so it cannot hold on to the budget.
+        """
         self._pending.pop(key, None)
+        if self.resolver.forget(key):
+            self.schedule()
 
     def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
         """The verified payload (prefetched or fetched now); raises the typed store or integrity error."""

@@ -60,13 +60,16 @@ class Resolver:
         return self._pool
 
     def prefetch(self, key: Hashable, envelope: Envelope) -> bool:
-        """Start fetching ``envelope`` in the background if the budget allows; True when scheduled."""
+        """Start fetching ``envelope`` in the background if the budget allows.
+
+        False only when the budget says wait; an envelope naming a store this reader lacks is
+        never fetched ahead (its record reports the error in its turn), so it answers True and
+        does not hold up the envelopes behind it.
+        """
         with self._lock:
-            if key in self._ahead:
+            if key in self._ahead or envelope.store not in self.stores:
                 return True
             if self._ahead and self._ahead_bytes + envelope.size > self.budget:
-                return False
-            if envelope.store not in self.stores:
                 return False
             self._ahead[key] = (envelope, self._executor().submit(self._fetch, envelope))
             self._ahead_bytes += envelope.size
@@ -90,6 +93,16 @@ class Resolver:
         self.counters["fetched"] += 1
         self.counters["fetched.bytes"] += len(payload)
         return payload
+
+    def forget(self, key: Hashable) -> bool:
+        """Drop the fetch ahead for ``key`` (its record was handled without it); True when one was held."""
+        with self._lock:
+            entry = self._ahead.pop(key, None)
+            if entry is None:
+                return False
+            entry[1].cancel()
+            self._ahead_bytes -= entry[0].size
+            return True
 
     def discard(self, keep: Callable[[Hashable], bool]) -> None:
         """Forget fetches whose key ``keep`` rejects (seek, revoke); running ones finish unobserved."""

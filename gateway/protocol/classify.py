@@ -29,8 +29,7 @@ class RecordKind(Enum):
 class Classified:
     """The answer, with what was decoded on the way so that nobody decodes it again.
 
-    ``lm`` is the decoded *last* ``_lm`` header (``None`` when there is none, or when the value
-    is null and the header was therefore not read); ``has_lm`` and ``lm_raw`` say whether the
+    ``lm`` is the decoded *last* ``_lm`` header (``None`` when there is none); ``has_lm`` and ``lm_raw`` say whether the
     record carried one at all and its bytes. ``marked`` is True when the envelope header is present.
     """
 
@@ -77,10 +76,6 @@ def classify(value: bytes | None, headers: Sequence[Header] | None, offset: int 
                 lm_raw, has_lm = header_value, True
             elif key == ENVELOPE_HEADER:
                 marked = True
-    if value is None:  # a tombstone is never a segment; LinkedIn does not read its _lm header
-        if has_lm:
-            return Classified(RecordKind.ENVELOPE if marked else RecordKind.PLAIN, None, None, True, lm_raw, marked)
-        return _MARKED_ENVELOPE if marked else PLAIN_RECORD
     lm: LargeMessageHeader | None = None
     if has_lm:
         try:
@@ -88,6 +83,12 @@ def classify(value: bytes | None, headers: Sequence[Header] | None, offset: int 
         except Exception as exc:
             where = "" if offset is None else f" at offset {offset}"
             raise InvalidSegmentError(f"unreadable _lm header{where}: {exc}") from exc
+    if value is None:
+        # A tombstone is never a segment, but its _lm header is rewritten on delivery, so an
+        # unreadable one is reported here like any other, not half-way through delivering it.
+        if has_lm:
+            return Classified(RecordKind.ENVELOPE if marked else RecordKind.PLAIN, None, lm, True, lm_raw, marked)
+        return _MARKED_ENVELOPE if marked else PLAIN_RECORD
     first = value[0] if value else -1
     if has_lm or (len(value) >= SEGMENT_HEADER_SIZE and not 0 < first < 0x80):
         segment = read_segment(value, lm)

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-from gateway.payload_gc import kafka_verifier, sweep
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.errors import GatewayError, LocatorError, PayloadNotFoundError, StoreUnavailableError
+from gateway.payload_gc import kafka_verifier, sweep
 from gateway.protocol.envelope import Envelope, envelope_header
 from gateway.resolver import Resolver
 from gateway.testing import KafkaService, RedisClusterServer, free_port

@@ -203,7 +203,7 @@ def test_clear_partition_forgets_everything() -> None:
 def test_evicting_segment_is_tracked_as_a_segment_and_expiry_still_runs() -> None:
     proc = RecordProcessor(
         MessageAssembler(capacity=1000, expiration_offset_gap=2, exception_on_message_dropped=True,
-                         max_message_bytes=10_000),
+                         max_message_bytes=10_000, message_bookkeeping=0, segment_bookkeeping=0),
         DeliveredOffsetTracker(),
     )
     proc.load_commit(TP, None, None)
