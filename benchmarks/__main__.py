@@ -31,8 +31,13 @@ class RichUI:
 
         self.console = Console(stderr=False)
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=self.console, transient=False,
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
         )
         self.task = self.progress.add_task("starting", total=0)
 
@@ -60,22 +65,29 @@ class RichUI:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     return parser
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``gateway bench`` shares with ``python -m benchmarks``."""
-    parser.add_argument("--quick", action="store_true",
-                        help="smaller volumes and no 100 MB size (about 2 minutes on 2 cores)")
-    parser.add_argument("--backend", default="kafka",
-                        help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
-                       "or external (KAFKA_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--output", default=None,
-                        help="results name under benchmarks/results/ or a .json path "
-                             "(default routes-quick / routes-full)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller volumes and no 100 MB size (about 2 minutes on 2 cores)"
+    )
+    parser.add_argument(
+        "--backend",
+        default="kafka",
+        help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
+        "or external (KAFKA_BOOTSTRAP_SERVERS)",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="results name under benchmarks/results/ or a .json path (default routes-quick / routes-full)",
+    )
     parser.add_argument("--docs", default=None, help="markdown report to regenerate (default docs/benchmarks.md)")
     parser.add_argument("--no-report", action="store_true", help="write the JSON only")
     parser.add_argument("--plain", action="store_true", help="no live display, print result lines only")

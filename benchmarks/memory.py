@@ -32,11 +32,18 @@ def spec_for(svc: Services, sizes: dict[str, list[int]], passes: dict[str, str],
     """``sizes``: per variant, the payload sizes it wrote (payload ``i`` is ``payload(size, seed=i)``)."""
     kafka = svc.kafka
     return {
-        "bootstrap": kafka.bootstrap_servers, "client_config": kafka.client_config,
-        "consumer_defaults": kafka.consumer_defaults, "redis_url": svc.redis_server.url,
-        "s3_endpoint": svc.s3_server.endpoint_url, "s3_external": svc.s3_server.external,
-        "bucket": svc.bucket, "redis_prefix": svc.redis_prefix, "s3_prefix": svc.s3_prefix,
-        "sizes": sizes, "passes": passes, "repeats": repeats,
+        "bootstrap": kafka.bootstrap_servers,
+        "client_config": kafka.client_config,
+        "consumer_defaults": kafka.consumer_defaults,
+        "redis_url": svc.redis_server.url,
+        "s3_endpoint": svc.s3_server.endpoint_url,
+        "s3_external": svc.s3_server.external,
+        "bucket": svc.bucket,
+        "redis_prefix": svc.redis_prefix,
+        "s3_prefix": svc.s3_prefix,
+        "sizes": sizes,
+        "passes": passes,
+        "repeats": repeats,
     }
 
 
@@ -46,8 +53,16 @@ def measure_in_child(spec: dict[str, Any], timeout: float = 900.0) -> dict[str, 
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     if not spec["s3_external"]:  # the local moto server takes any key; never send real credentials to it
         env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    done = subprocess.run([sys.executable, "-m", "benchmarks.memory"], input=json.dumps(spec), text=True,
-                          capture_output=True, cwd=ROOT, env=env, timeout=timeout, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.memory"],
+        input=json.dumps(spec),
+        text=True,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"memory pass failed ({done.returncode}):\n{done.stderr[-3000:]}")
     out: dict[str, list[float]] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -61,8 +76,9 @@ def main() -> int:
     kafka.consumer_defaults = dict(spec["consumer_defaults"])
     redis_server = RedisServer(spec["redis_url"], from_env=False)
     s3_server = S3Server(spec["s3_endpoint"], from_env=False) if spec["s3_endpoint"] else S3Server(from_env=True)
-    svc = Services(kafka, redis_server, s3_server, spec["bucket"], redis_prefix=spec["redis_prefix"],
-                   s3_prefix=spec["s3_prefix"])
+    svc = Services(
+        kafka, redis_server, s3_server, spec["bucket"], redis_prefix=spec["redis_prefix"], s3_prefix=spec["s3_prefix"]
+    )
     passes: dict[str, str] = spec["passes"]
     works: dict[tuple[int, ...], Work] = {}
     for variant in passes:

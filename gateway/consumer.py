@@ -59,8 +59,13 @@ class HybridConsumer:
         self._offsets = OffsetDriver(self._consumer, self._pipeline, self._queue, settings.on_commit)
         dlq = settings.unresolved.dead_letter_topic
         self._events = EventHandler(
-            self._pipeline, self._queue.refs, settings.deliver_errors, auditor, settings.unresolved,
-            None if dlq is None else DeadLetters(dlq, conf), RateLimitedLog(log, settings.warning_interval_s),
+            self._pipeline,
+            self._queue.refs,
+            settings.deliver_errors,
+            auditor,
+            settings.unresolved,
+            None if dlq is None else DeadLetters(dlq, conf),
+            RateLimitedLog(log, settings.warning_interval_s),
         )
         self._deferred: BaseException | None = None
         self._next_auto_commit = time.monotonic() + self._auto_commit_s

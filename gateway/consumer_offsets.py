@@ -25,8 +25,9 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 class OffsetDriver:
     """The librdkafka side of offsets and partition state; one per consumer."""
 
-    def __init__(self, consumer: Any, pipeline: ConsumerPipeline, queue: RecordQueue,
-                 on_commit: Callable[..., Any] | None) -> None:
+    def __init__(
+        self, consumer: Any, pipeline: ConsumerPipeline, queue: RecordQueue, on_commit: Callable[..., Any] | None
+    ) -> None:
         self._consumer = consumer
         self._pipeline = pipeline
         self._queue = queue

@@ -28,8 +28,13 @@ class Store(Protocol):
     name: str
 
     def put(
-        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
-        pending_since_ms: int | None = None, sha256: bytes | None = None,
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        payload: Payload,
+        *,
+        pending_since_ms: int | None = None,
+        sha256: bytes | None = None,
     ) -> str:
         """Write ``payload`` and return its locator.
 

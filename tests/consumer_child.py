@@ -26,11 +26,17 @@ def main() -> int:
     parser.add_argument("--idle-exit", type=float, default=4.0)
     parser.add_argument("--instance-id", default=None, help="static membership: a restart takes the old seat")
     args = parser.parse_args()
-    consumer = HybridConsumer({
-        "bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-        **({"group.instance.id": args.instance_id} if args.instance_id else {}),
-    })
+    consumer = HybridConsumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            **({"group.instance.id": args.instance_id} if args.instance_id else {}),
+        }
+    )
     consumer.subscribe([args.topic])
     delivered = 0
     started = time.monotonic()
@@ -43,8 +49,16 @@ def main() -> int:
             if msg is None or msg.error() is not None:
                 continue
             idle_since = time.monotonic()
-            out.write(json.dumps({"key": msg.key().decode(), "offset": msg.offset(),
-                                  "sha": hashlib.sha256(msg.value() or b"").hexdigest()}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "key": msg.key().decode(),
+                        "offset": msg.offset(),
+                        "sha": hashlib.sha256(msg.value() or b"").hexdigest(),
+                    }
+                )
+                + "\n"
+            )
             out.flush()
             os.fsync(out.fileno())
             consumer.commit(asynchronous=False)

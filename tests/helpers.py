@@ -19,8 +19,14 @@ def random_payload(size: int) -> bytes:
     return os.urandom(size)
 
 
-def segments(value: bytes, segment_size: int, *, key: bytes | None = b"k", header_only: bool = False,
-             message_id: uuid.UUID | None = None) -> list[tuple[bytes | None, Headers]]:
+def segments(
+    value: bytes,
+    segment_size: int,
+    *,
+    key: bytes | None = b"k",
+    header_only: bool = False,
+    message_id: uuid.UUID | None = None,
+) -> list[tuple[bytes | None, Headers]]:
     """(value, headers) of each segment record LinkedIn's splitter would write."""
     records = split("t", None, 1, message_id or uuid.uuid4(), key, value, segment_size, [], header_only=header_only)
     return [(bytes(r.value) if r.value is not None else None, r.headers) for r in records]

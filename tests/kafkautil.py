@@ -13,8 +13,10 @@ def produce_records(conf: dict[str, Any], records: list[dict[str, Any]], timeout
     producer = Producer(conf)
     reports: list[Any] = [None] * len(records)
     for i, rec in enumerate(records):
+
         def report(err: Any, msg: Any, i: int = i) -> None:
             reports[i] = (err, msg.partition(), msg.offset())
+
         producer.produce(on_delivery=report, **rec)
         producer.poll(0)
     remaining = producer.flush(timeout)

@@ -24,8 +24,9 @@ def main() -> int:
     parser.add_argument("--dead-bootstrap", required=True)
     args = parser.parse_args()
     store = RedisStore(redis.Redis.from_url(args.redis_url), prefix=args.prefix)
-    producer = HybridProducer({"bootstrap.servers": args.dead_bootstrap, "message.timeout.ms": 600_000},
-                              stores={"redis": store})
+    producer = HybridProducer(
+        {"bootstrap.servers": args.dead_bootstrap, "message.timeout.ms": 600_000}, stores={"redis": store}
+    )
     producer.produce(args.topic, b"o" * 2_000_000, key=b"orphan", route="reference:redis")
     print("WRITTEN", flush=True)
     time.sleep(120)

@@ -62,9 +62,7 @@ def encode_lm(header: LargeMessageHeader) -> bytes:
     if header.type == LmType.LEGACY:
         return _LM_SHORT.pack(header.type, lsb_msb[1], lsb_msb[0], header.segment_number, header.number_of_segments)
     size = header.message_size if header.type >= 1 else 0
-    return _LM_LONG.pack(
-        header.type, lsb_msb[1], lsb_msb[0], header.segment_number, header.number_of_segments, size
-    )
+    return _LM_LONG.pack(header.type, lsb_msb[1], lsb_msb[0], header.segment_number, header.number_of_segments, size)
 
 
 def decode_lm(value: bytes | bytearray | memoryview | None) -> LargeMessageHeader:

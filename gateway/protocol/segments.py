@@ -72,7 +72,14 @@ def encode_segment(
     out = bytearray(SEGMENT_HEADER_SIZE + len(payload))
     msb, lsb = uuid_halves(message_id)
     _HEADER.pack_into(
-        out, 0, CURRENT_VERSION, (msb + lsb) & 0xFFFFFFFF, msb, lsb, sequence_number, number_of_segments,
+        out,
+        0,
+        CURRENT_VERSION,
+        (msb + lsb) & 0xFFFFFFFF,
+        msb,
+        lsb,
+        sequence_number,
+        number_of_segments,
         message_size,
     )
     out[SEGMENT_HEADER_SIZE:] = payload

@@ -38,7 +38,7 @@ def interleaved(topic: str, partition: int, messages: int, seed: int) -> tuple[l
         larges.append(raw_segments(topic, value, 150_000, partition=partition, key=key.encode()))
     plain_no = 0
     for j in range(0, messages, 2):
-        pair = larges[j:j + 2]
+        pair = larges[j : j + 2]
         for seq in range(3):
             for parts in pair:
                 records.append(parts[seq])
@@ -53,8 +53,23 @@ def interleaved(topic: str, partition: int, messages: int, seed: int) -> tuple[l
 
 def run_child(kafka: KafkaService, topic: str, group: str, out: Path, hold: int) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "tests.consumer_child", "--bootstrap", kafka.bootstrap_servers, "--topic", topic,
-           "--group", group, "--out", str(out), "--hold-when-pending", str(hold), "--instance-id", f"{group}-member"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.consumer_child",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--out",
+        str(out),
+        "--hold-when-pending",
+        str(hold),
+        "--instance-id",
+        f"{group}-member",
+    ]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
 
 

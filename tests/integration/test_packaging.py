@@ -30,8 +30,9 @@ print("ok")
 
 
 def test_import_gateway_needs_only_confluent_kafka() -> None:
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_EXTRAS], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTRAS], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 

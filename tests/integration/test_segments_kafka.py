@@ -27,11 +27,20 @@ def _round_trip(kafka: KafkaService, topic: str, consumer_config: Any, size: int
     records = split(topic, 0, stamp, uuid.uuid4(), key, value, SEGMENT, headers)
     assert len(records) == -(-size // SEGMENT)
     conf = kafka.producer_config(**{"message.max.bytes": 1_048_000})
-    produce_records(conf, [
-        {"topic": r.topic, "partition": r.partition, "key": r.key, "value": bytes(r.value or b""),
-         "headers": r.headers, "timestamp": r.timestamp}
-        for r in records
-    ])
+    produce_records(
+        conf,
+        [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "key": r.key,
+                "value": bytes(r.value or b""),
+                "headers": r.headers,
+                "timestamp": r.timestamp,
+            }
+            for r in records
+        ],
+    )
     got = read_partition(consumer_config(**{"fetch.max.bytes": 52_428_800}), topic, 0, len(records))
     for sent, msg in zip(records, got, strict=True):
         assert msg.key() == sent.key
@@ -41,8 +50,7 @@ def _round_trip(kafka: KafkaService, topic: str, consumer_config: Any, size: int
     if key is None:
         assert all(m.key() == records[0].key and len(m.key()) == 16 for m in got)
     assembler = MessageAssembler(capacity=64_000_000)
-    results = [assembler.assemble((topic, 0), m.offset(), m.value(), last_header(m.headers(), LM_HEADER))
-               for m in got]
+    results = [assembler.assemble((topic, 0), m.offset(), m.value(), last_header(m.headers(), LM_HEADER)) for m in got]
     assert all(r is INCOMPLETE for r in results[:-1])
     assert hashlib.sha256(results[-1].value or b"").digest() == hashlib.sha256(value).digest()
     assert results[-1].starting_offset == got[0].offset()

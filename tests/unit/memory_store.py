@@ -26,8 +26,13 @@ class MemoryStore:
     calls: list[str] = field(default_factory=list)
 
     def put(
-        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
-        pending_since_ms: int | None = None, sha256: bytes | None = None,
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        payload: Payload,
+        *,
+        pending_since_ms: int | None = None,
+        sha256: bytes | None = None,
     ) -> str:
         self.calls.append("put")
         if self.fail_put is not None:

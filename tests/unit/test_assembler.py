@@ -62,8 +62,13 @@ def test_eviction_of_eldest_respects_capacity_and_reports() -> None:
 
 
 def test_eviction_raises_when_configured_and_keeps_current_segment() -> None:
-    assembler = MessageAssembler(capacity=1000, exception_on_message_dropped=True, max_message_bytes=10_000,
-                                 message_bookkeeping=0, segment_bookkeeping=0)
+    assembler = MessageAssembler(
+        capacity=1000,
+        exception_on_message_dropped=True,
+        max_message_bytes=10_000,
+        message_bookkeeping=0,
+        segment_bookkeeping=0,
+    )
     a = segments(payload(1800, 1), 600)
     b = segments(payload(1800, 2), 600)
     assert assembler.assemble(TP, 0, a[0][0]) is INCOMPLETE

@@ -41,7 +41,6 @@ def test_same_message_id_in_two_partitions_is_assembled_apart() -> None:
     assert assembler.incomplete_count == 0 and not assembler.dropped
 
 
-
 def test_tracker_stays_bounded_under_invalid_records_between_plain_ones() -> None:
     """Issue 13, defect 5: every invalid record added a tracker entry that was never trimmed."""
     pipeline = ConsumerPipeline(MessageAssembler(), DeliveredOffsetTracker(100))

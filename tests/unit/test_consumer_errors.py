@@ -57,10 +57,15 @@ def test_warnings_of_a_kind_are_rate_limited_and_counted(caplog: pytest.LogCaptu
 
 
 def test_policy_keys_are_parsed_and_checked() -> None:
-    settings, conf = parse_consumer_config({
-        "bootstrap.servers": "x", "reference.error.policy": "dead-letter", "reference.dead.letter.topic": "dlq",
-        "reference.error.max.attempts": 4, "reference.error.retry.backoff.ms": 250,
-    })
+    settings, conf = parse_consumer_config(
+        {
+            "bootstrap.servers": "x",
+            "reference.error.policy": "dead-letter",
+            "reference.dead.letter.topic": "dlq",
+            "reference.error.max.attempts": 4,
+            "reference.error.retry.backoff.ms": 250,
+        }
+    )
     assert settings.unresolved == UnresolvedSettings(ErrorPolicy.DEAD_LETTER, 4, 0.25, "dlq")
     assert not any(k.startswith("reference.") for k in conf)
     with pytest.raises(ConfigurationError, match=r"dead\.letter\.topic"):

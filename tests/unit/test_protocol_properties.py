@@ -76,7 +76,11 @@ def test_segment_round_trip(mid: uuid.UUID, seq: int, extra: int, payload: bytes
     seg = decode_segment(out)
     assert seg is not None
     assert (seg.message_id, seg.sequence_number, seg.number_of_segments, seg.message_size) == (
-        mid, seq, count, len(payload) + 7)
+        mid,
+        seq,
+        count,
+        len(payload) + 7,
+    )
     assert bytes(seg.payload) == payload
 
 
