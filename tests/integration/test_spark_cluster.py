@@ -137,14 +137,14 @@ def cluster_run(cluster: SparkStandaloneCluster, topics: Topics, package_zip: Pa
     job = {
         "master": cluster.url,
         "conf": {**cluster.session_conf(), "spark.submit.pyFiles": str(package_zip),
-                 "spark.pyspark.python": sys.executable, "spark.sql.session.timeZone": "UTC",
+                 "spark.sql.session.timeZone": "UTC",
                  "spark.sql.shuffle.partitions": "2"},
         "read": {**topics.options, "subscribe": topics.mixed, "maxRecordsPerPartition": "25"},
         "reconcile": {**topics.options, "subscribe": topics.reconcile},
         "now_ms": _NOW_MS, "grace_seconds": 0, "out": str(work / "out.json"),
     }
     (work / "job.json").write_text(json.dumps(job))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}  # what the executors run (see docs/spark.md)
     started = time.monotonic()
     done = subprocess.run([sys.executable, str(CHILD), str(work / "job.json")], env=env, cwd=work,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300, check=False)
