@@ -113,7 +113,7 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
     envelope = Envelope.for_payload(b"deleted below", store="redis", locator=dangling, message_id=message_id)
     producer.inner.produce(planted, value=encode_envelope(envelope), key=b"k", partition=1,
                            headers=[envelope_header()])
-    assert producer.flush(60) == 0
+    assert producer.close(60) == 0
     store.delete(dangling)
     orphan = store.put(planted, uuid.uuid4(), b"no envelope points here")
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "redis.url": redis_server.url,
