@@ -1,6 +1,6 @@
 """Real servers on loopback for tests, ``gateway demo`` and benchmarks: Apache Kafka, the emulators,
-redis-server (alone or as a Redis Cluster) and moto's S3 server, each started on a free port and
-stopped again by its PID.
+redis-server (alone or as a Redis Cluster), moto's S3 server and a Spark standalone cluster, each
+started on free ports and stopped again by its PID.
 
 Nothing in the library imports this package: it is tooling, installed with the ``[testing]`` extra.
 Each service can instead point at something that already runs, through environment variables, so
@@ -23,6 +23,7 @@ from gateway.testing.processes import LOOPBACK, ServiceStartError, ServiceUnavai
 from gateway.testing.redis_cluster import RedisClusterServer
 from gateway.testing.redis_server import RedisServer
 from gateway.testing.s3_server import S3Server
+from gateway.testing.spark_cluster import SparkStandaloneCluster, SparkWorker
 from gateway.testing.spark_jars import spark_kafka_conf, spark_kafka_jars, spark_kafka_lib_dir
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "S3Server",
     "ServiceStartError",
     "ServiceUnavailable",
+    "SparkStandaloneCluster",
+    "SparkWorker",
     "TansuKafka",
     "backend_capabilities",
     "free_port",

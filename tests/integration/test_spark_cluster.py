@@ -1,0 +1,189 @@
+"""The ``hybrid-kafka`` source and ``reconcile`` on a real Spark standalone cluster against ``local[2]``.
+
+One cluster for the module (:class:`SparkStandaloneCluster`: a master and two one-core workers,
+each its own JVM and folder). The cluster's driver is a child process (tests/spark_cluster_child.py)
+because this process already holds the ``local[2]`` session. The workers start without the test
+runner's ``PYTHONPATH``; the package reaches the executors as a zip in ``spark.submit.pyFiles``,
+as it would on a cluster where only the interpreter and the dependencies are installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gateway
+import stores as stores_package
+from gateway import HybridProducer
+from gateway.protocol import split
+from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.testing import KafkaService, RedisServer, ServiceUnavailable, SparkStandaloneCluster
+from stores import RedisStore
+from tests.spark_cluster_child import row_view, select_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+
+PARTITIONS = 3
+PER_PARTITION = 40
+SEGMENT = 8_000
+GAP = 100
+_NOW_MS = int(time.time() * 1000) + 60_000  # after every write of this module: grace 0 sees the orphan
+CHILD = Path(__file__).resolve().parents[1] / "spark_cluster_child.py"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SparkStandaloneCluster]:
+    try:
+        spark_cluster = SparkStandaloneCluster(workers=2, cores=1)
+    except ServiceUnavailable as exc:
+        pytest.skip(exc.reason)
+    with spark_cluster:
+        yield spark_cluster
+
+
+@pytest.fixture(scope="module")
+def package_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``gateway`` and ``stores`` as the code under test, zipped for ``spark.submit.pyFiles``."""
+    target = tmp_path_factory.mktemp("pyfiles") / "kafka_hybrid_gateway.zip"
+    with zipfile.ZipFile(target, "w") as archive:
+        for package in (Path(gateway.__file__).parent, Path(stores_package.__file__).parent):
+            for path in sorted(package.rglob("*.py")):
+                archive.write(path, str(path.relative_to(package.parent)))
+    return target
+
+
+@dataclass
+class Topics:
+    mixed: str
+    reconcile: str
+    options: dict[str, str]
+    orphan: str
+    dangling: str
+    routes: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
+    """Plain, chunked (some interleaved) and Redis reference messages over three partitions; a second
+    topic with one dangling envelope, and a Redis object no envelope points at."""
+    tag = uuid.uuid4().hex[:8]
+    store = RedisStore(redis_server.client(), prefix=f"gwcluster{tag}")
+    mixed, planted = f"cluster-mixed-{tag}", f"cluster-reconcile-{tag}"
+    kafka.create_topic(mixed, partitions=PARTITIONS)
+    kafka.create_topic(planted, partitions=2)
+    producer = HybridProducer({**kafka.producer_config(), "max.message.segment.bytes": SEGMENT},
+                              stores={"redis": store})
+    rng = random.Random(20261123)
+    routes = {"plain": 0, "chunked": 0, "reference": 0}
+    for partition in range(PARTITIONS):
+        for i in range(PER_PARTITION):
+            key = f"p{partition}-{i}".encode()
+            kind = ("plain", "chunked", "reference", "plain", "pair")[i % 5]
+            if kind == "pair":  # two chunked messages whose segments alternate
+                first = split(mixed, partition, None, uuid.uuid4(), key + b"a", rng.randbytes(20_000), SEGMENT)
+                second = split(mixed, partition, None, uuid.uuid4(), key + b"b", rng.randbytes(26_000), SEGMENT)
+                records = [r for pair in zip(first, second, strict=False) for r in pair] + second[len(first):]
+                for r in records:
+                    producer.inner.produce(mixed, value=bytes(r.value) if r.value is not None else None, key=r.key,
+                                           partition=partition, headers=r.headers)
+                routes["chunked"] += 2
+                continue
+            size = {"plain": rng.randint(10, 3_000), "chunked": rng.randint(12_000, 40_000),
+                    "reference": rng.randint(500, 20_000)}[kind]
+            producer.produce(mixed, rng.randbytes(size), key, partition, headers=[("i", str(i).encode())],
+                             route="reference:redis" if kind == "reference" else kind)
+            routes[kind] += 1
+            producer.poll(0)
+    for i in range(6):
+        producer.produce(planted, os.urandom(1_000 + i), b"k", i % 2, route="reference:redis")
+    message_id = uuid.uuid4()
+    dangling = store.put(planted, message_id, b"deleted below")
+    envelope = Envelope.for_payload(b"deleted below", store="redis", locator=dangling, message_id=message_id)
+    producer.inner.produce(planted, value=encode_envelope(envelope), key=b"k", partition=1,
+                           headers=[envelope_header()])
+    assert producer.close(60) == 0
+    store.delete(dangling)
+    orphan = store.put(planted, uuid.uuid4(), b"no envelope points here")
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "redis.url": redis_server.url,
+               "redis.prefix": store.prefix, "message.assembler.expiration.offset.gap": str(GAP)}
+    return Topics(mixed, planted, options, orphan, dangling, routes)
+
+
+@dataclass
+class ClusterRun:
+    driver: int
+    rows: list[list[Any]]
+    places: list[dict[str, Any]]
+    report: list[str]
+
+
+@pytest.fixture(scope="module")
+def cluster_run(cluster: SparkStandaloneCluster, topics: Topics, package_zip: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> ClusterRun:
+    """The driver process on the cluster: one read of the mixed topic, one reconcile of the other."""
+    work = tmp_path_factory.mktemp("cluster-driver")
+    job = {
+        "master": cluster.url,
+        "conf": {**cluster.session_conf(), "spark.submit.pyFiles": str(package_zip),
+                 "spark.sql.session.timeZone": "UTC",
+                 "spark.sql.shuffle.partitions": "2"},
+        "read": {**topics.options, "subscribe": topics.mixed, "maxRecordsPerPartition": "25"},
+        "reconcile": {**topics.options, "subscribe": topics.reconcile},
+        "now_ms": _NOW_MS, "grace_seconds": 0, "out": str(work / "out.json"),
+    }
+    (work / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}  # what the executors run (see docs/spark.md)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(CHILD), str(work / "job.json")], env=env, cwd=work,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout.decode(errors="replace")[-6000:]
+    out = json.loads((work / "out.json").read_text())
+    print(f"\ncluster driver: {len(out['rows'])} rows and a reconcile in {time.monotonic() - started:.1f}s")
+    return ClusterRun(out["driver"], out["rows"], out["places"], out["report"])
+
+
+
+def test_cluster_gives_the_same_rows_as_local(spark: Any, topics: Topics, cluster_run: ClusterRun) -> None:
+    local = [row_view(r) for r in select_rows(spark.read.format("hybrid-kafka").options(
+        **topics.options, subscribe=topics.mixed, maxRecordsPerPartition="25").load())]
+    assert len(local) == sum(topics.routes.values())
+    assert sorted(map(json.dumps, cluster_run.rows)) == sorted(map(json.dumps, local))
+    routes = {route: sum(1 for r in local if r[6] == route) for route in topics.routes}
+    assert routes == topics.routes
+    assert all(r[8] is None for r in local)
+
+
+def test_reconcile_gives_the_same_report_on_the_cluster(spark: Any, topics: Topics, cluster_run: ClusterRun) -> None:
+    from gateway.spark import reconcile
+
+    local = reconcile(spark, {**topics.options, "subscribe": topics.reconcile}, grace_seconds=0, now_ms=_NOW_MS)
+    assert [o.locator for o in local.orphans] == [topics.orphan]
+    assert [d.locator for d in local.dangling] == [topics.dangling] and local.envelopes == 7
+    assert cluster_run.report == local.lines()
+
+
+def test_tasks_ran_in_both_workers_with_the_shipped_package(cluster: SparkStandaloneCluster,
+                                                           cluster_run: ClusterRun, package_zip: Path) -> None:
+    used = set()
+    for place in cluster_run.places:
+        owners = [w for w in cluster.workers if w.pid in place["ancestors"]]
+        assert len(owners) == 1, f"task process {place['pid']} is not under a worker JVM: {place}"
+        worker = owners[0]
+        assert cluster_run.driver not in place["ancestors"], "a task ran in the driver's process tree"
+        assert Path(place["cwd"]).is_relative_to(worker.work_dir), place
+        # the executors have no PYTHONPATH to the worktree: gateway came from the zip the job shipped
+        assert package_zip.name in place["module"] and Path(place["module"]).is_relative_to(worker.root), place
+        used.add(worker.name)
+    assert used == {w.name for w in cluster.workers}, f"tasks ran only in {used}"
