@@ -221,7 +221,7 @@ def kill_and_restart(broker: ApacheKafka, down: float = 2.0) -> Callable[[], Non
 
 def envelope_locators(cluster: KafkaService, topic: str) -> set[tuple[str, str]]:
     """Every (store, locator) an envelope in ``topic`` points at, read to the end with a plain consumer."""
-    consumer = Consumer(cluster.consumer_config(**{"enable.auto.commit": False}))
+    consumer = Consumer({**cluster.consumer_config(), "enable.auto.commit": False})
     try:
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
@@ -236,9 +236,37 @@ def envelope_locators(cluster: KafkaService, topic: str) -> set[tuple[str, str]]
             if msg.error() is None and looks_like_envelope(msg.value()):
                 envelope = decode_envelope(msg.value())
                 found.add((envelope.store, envelope.locator))
-            if msg.error() is None and msg.offset() + 1 >= ends[msg.partition()]:
-                todo.discard(msg.partition())
+            offset, partition = msg.offset(), msg.partition()
+            if msg.error() is None and offset is not None and partition is not None and offset + 1 >= ends[partition]:
+                todo.discard(partition)
         assert not todo, f"could not read {topic} to its end: partitions {sorted(todo)}"
         return found
     finally:
         consumer.close()
+
+
+def render(rows_path: str) -> str:
+    """The markdown table of ``docs/reliability.md`` from a ``FAULT_MATRIX_OUT`` file (the last row per scenario)."""
+    rows: dict[str, dict[str, Any]] = {}
+    with open(rows_path) as lines:
+        for line in lines:
+            row = json.loads(line)
+            rows[row["scenario"]] = row
+    head = (
+        "| scenario | sent | acknowledged | failed to producer | delivered | lost | reported, unrecoverable "
+        "| duplicated | consumer errors | orphaned before gc | orphaned after gc | note |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    body = [
+        f"| {r['scenario']} | {r['sent']} | {r['acknowledged']} | {r['failed_to_producer']} | {r['delivered']} "
+        f"| **{r['lost']}** | {r.get('reported_unrecoverable', 0)} | {r['duplicated']} | {r['consumer_errors']} "
+        f"| {r['orphaned_before_gc']} | **{r['orphaned']}** | {r['note']} |"
+        for r in rows.values()
+    ]
+    return "\n".join([head, *body])
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(render(sys.argv[1]))
