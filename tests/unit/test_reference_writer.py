@@ -247,3 +247,13 @@ def test_a_route_to_an_unknown_store_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="'other'"):
         w.send(Route.reference("other"), False, message())
     assert w.metrics.snapshot()["fallbacks"] == 0
+
+
+def test_bad_headers_are_refused_before_the_payload_is_written() -> None:
+    store = MemoryStore()
+    w, sent = writer(store)
+    with pytest.raises(TypeError) as info:
+        w.send(ROUTE, False, message(headers=[("ok", b"1"), ("h", 5)]))
+    assert store.payloads == {} and store.pending == {}, "nothing to orphan"
+    assert sent.records == []
+    assert "header 'h' must be bytes or str" in str(info.value)
