@@ -41,8 +41,9 @@ class ChunkedWriter:
         timestamp = message.stamped(self._clock.wall_ms).timestamp
         if settings.timestamp_header and not has_header(hdrs, TIMESTAMP_HEADER):
             hdrs.append((TIMESTAMP_HEADER, encode_timestamp(timestamp)))
-        segment_size = settings.segment_size_for(key_bytes, hdrs)
         value = message.payload
+        settings.check_segment_room(key_bytes, hdrs, message.size)
+        segment_size = settings.segment_size_for(key_bytes, hdrs)
         if settings.wrap_small and value is not None and len(value) <= segment_size:
             segment_size = max(1, len(value))
         partition = message.partition if message.partition >= 0 else None

@@ -24,8 +24,9 @@ from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, header
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
+from gateway.protocol.headers import Headers
 from gateway.reference_writer import ReferenceWriter
-from gateway.store import Store
+from gateway.store import Store, checked_stores
 
 
 class HybridProducer:
@@ -72,7 +73,7 @@ class HybridProducer:
         self.settings, conf = parse_producer_config(config)
         self.segment_bytes = self.settings.segment_bytes
         self.policy: Policy = policy if policy is not None else SizeThresholdPolicy()
-        self.stores: dict[str, Store] = dict(stores or {})
+        self.stores: dict[str, Store] = checked_stores(stores)
         named = getattr(self.policy, "store_names", None)
         missing = sorted(set(named()) - set(self.stores)) if callable(named) else []
         if missing:
@@ -95,15 +96,25 @@ class HybridProducer:
     # -- routing ---------------------------------------------------------------------------
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""
+        return self._size_route(size) or self._policy_route(topic, size, as_bytes(key, "key"), headers_list(headers))
+
+    def _size_route(self, size: int) -> Route | None:
+        """The route the size alone decides, without asking the policy per message; None when it does not."""
         wrap_small = self.settings.wrap_small
         if size <= self._plain_up_to and not wrap_small:
-            return PLAIN  # the policy says plain for any topic at this size: not consulted per message
+            return PLAIN  # the policy says plain for any topic at this size
         if wrap_small and 0 < size <= self.segment_bytes:
             return CHUNKED
-        key_bytes = as_bytes(key)
-        hdrs = headers_list(headers)
-        segment_size = self.settings.segment_size_for(key_bytes, hdrs)
-        return self.policy.route(MessageInfo(topic, key_bytes, size, hdrs, segment_size))
+        return None
+
+    def _policy_route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
+        segment_size = self.settings.segment_size_for(key, headers)
+        return self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
+
+    def _routed(self, message: OutgoingMessage) -> Route:
+        """:meth:`route_for` on the arguments ``produce`` has already checked and converted."""
+        return self._size_route(message.size) or \
+            self._policy_route(message.topic, message.size, message.key_bytes, message.header_list)
 
     def produce(
         self,
@@ -121,9 +132,13 @@ class HybridProducer:
         """``Producer.produce`` plus ``route=`` to force a route for this one message."""
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
         if route is None:
-            chosen = self.route_for(topic, message.size, key, headers)
+            chosen = self._routed(message)
+        elif isinstance(route, Route):
+            chosen = route
+        elif isinstance(route, str):
+            chosen = Route.parse(route)
         else:
-            chosen = Route.parse(route) if isinstance(route, str) else route
+            raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
         auditor = self._auditor
         if auditor is not None:
             # stamp the record ourselves, so producer and consumer audit the same time bucket

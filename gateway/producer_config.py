@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import peek_int, pop_bool, pop_int
+from gateway.errors import ConfigurationError
 from gateway.health import StoreHealth
 from gateway.outgoing import headers_size
 from gateway.protocol.headers import Headers
@@ -18,6 +19,8 @@ from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 DEFAULT_SEGMENT_BYTES = 800_000
 RECORD_OVERHEAD = 512
+MIN_SEGMENT_ROOM = 1024
+"""The smallest segment payload a chunked message may be cut into (see ``check_segment_room``)."""
 """Room kept below ``message.max.bytes`` for librdkafka's per-record framing and the batch header."""
 
 
@@ -46,10 +49,29 @@ class ProducerSettings:
         """Bytes of a record that are not segment payload, key or headers."""
         return _overhead(self.header_only)
 
+    def segment_room(self, key: bytes | None, headers: Headers) -> int:
+        """Bytes of ``message.max.bytes`` left for segment payload beside this key and these headers (may be < 1)."""
+        return self.max_message_bytes - self.overhead - (len(key) if key else 16) - headers_size(headers)
+
     def segment_size_for(self, key: bytes | None, headers: Headers) -> int:
         """The largest segment that still fits one record together with this key and these headers."""
-        room = self.max_message_bytes - self.overhead - (len(key) if key else 16) - headers_size(headers)
-        return max(1, min(self.segment_bytes, room))
+        return max(1, min(self.segment_bytes, self.segment_room(key, headers)))
+
+    def check_segment_room(self, key: bytes | None, headers: Headers, size: int) -> None:
+        """:class:`ConfigurationError` when the key and headers leave too little room to chunk ``size`` bytes.
+
+        Every segment repeats the key and headers, so tiny segments multiply them: a key a few bytes
+        under the limit once turned a 50-byte value into 50 one-byte segments and 50 MB in Kafka. A
+        message is refused when it would need segments smaller than ``MIN_SEGMENT_ROOM`` (or than
+        its own size, when that is smaller).
+        """
+        room = self.segment_room(key, headers)
+        if room < max(1, min(size, MIN_SEGMENT_ROOM)):
+            raise ConfigurationError(
+                f"key ({len(key or b'')} bytes) and headers ({headers_size(headers)} bytes) leave {max(room, 0)} "
+                f"bytes per segment under message.max.bytes={self.max_message_bytes}; chunking {size} bytes needs "
+                f"at least {min(size, MIN_SEGMENT_ROOM) or 1}: use a smaller key or headers"
+            )
 
     def store_health(self) -> StoreHealth:
         """A fresh health tracker for one store, with the configured thresholds."""

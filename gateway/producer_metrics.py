@@ -25,6 +25,7 @@ class ProducerMetrics:
     reference_kafka_bytes: int = 0
     delivery_failures: int = 0
     rollbacks: int = 0
+    rollbacks_skipped: int = 0
     rollback_failures: int = 0
     store_put_ms: int = 0
     store_puts: int = 0

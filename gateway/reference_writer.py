@@ -1,5 +1,8 @@
 """The reference route: payload to a store, envelope to Kafka, and the store write undone when Kafka refuses.
 
+Only a *definite* refusal undoes it (:mod:`gateway.delivery_outcome`): after a timeout or any other
+report that leaves the envelope possibly written, the payload and its pending mark stay for gc.
+
 The write is journalled as pending (atomically with it, or before it) and the mark is cleared only
 once Kafka acknowledged the envelope, so a crash in between, or a rollback that itself fails,
 leaves something ``gateway gc`` can find. A store that keeps failing is skipped (one probe per
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.delivery_outcome import may_be_persisted
 from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, Send
@@ -130,7 +134,10 @@ class ReferenceWriter:
                 self._after_ack(store, locator)
             else:
                 self.metrics.delivery_failures += 1
-                self._rollback(store, locator, err)
+                if may_be_persisted(err):
+                    self._keep_for_gc(locator, err)
+                else:
+                    self._rollback(store, locator, err)
             if on_delivery is not None:
                 if msg is not None:  # the caller sees its own value and headers, not the envelope
                     msg.set_value(value)
@@ -149,6 +156,12 @@ class ReferenceWriter:
         self._acked.append((store, locator))
         if len(self._acked) >= CLEAR_MARKS_EVERY:
             self.clear_acked_marks()
+
+    def _keep_for_gc(self, locator: str, err: Any) -> None:
+        """The envelope may be in the topic: deleting the payload could leave it dangling, so gc decides."""
+        self.metrics.rollbacks_skipped += 1
+        log.warning("envelope for %s may have been written despite %s; payload and pending mark left for gateway gc",
+                    locator, err)
 
     def _rollback(self, store: Store, locator: str, cause: Any) -> None:
         self.metrics.rollbacks += 1

@@ -8,8 +8,8 @@ clients of Redis and S3): any object with these methods is a store. ``stores`` r
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 Payload = bytes | bytearray | memoryview
 
@@ -71,3 +71,20 @@ class Store(Protocol):
     def metrics(self) -> dict[str, int | float]: ...
 
     def close(self) -> None: ...
+
+
+def checked_stores(stores: Any) -> dict[str, Store]:
+    """``stores=`` as a dict, or ``TypeError`` naming what is wrong: not a mapping, a name that is not a str,
+    or an entry without the store methods the producer calls (``put``, ``get``, ``delete``)."""
+    if stores is None:
+        return {}
+    if not isinstance(stores, Mapping):
+        raise TypeError(f"stores must be a mapping of store name to store, e.g. {{'redis': RedisStore(...)}}, "
+                        f"got {type(stores).__name__}")
+    for name, store in stores.items():
+        if not isinstance(name, str):
+            raise TypeError(f"stores: names must be str, got {name!r:.80}")
+        missing = [m for m in ("put", "get", "delete") if not callable(getattr(store, m, None))]
+        if missing:
+            raise TypeError(f"stores[{name!r}] is not a store ({type(store).__name__} has no {', '.join(missing)})")
+    return dict(stores)

@@ -300,10 +300,13 @@ class RedisStore(StoreLifecycle):
 
         try:
             self._transaction(write)
-        except StoreUnavailableError:
+        except StoreUnavailableError as exc:
             # The EXEC may or may not have run. If it did and the pending mark is there, a sweeper
-            # finds it; a best-effort delete now is only a shortcut.
-            self._best_effort_delete(locator)
+            # finds it; a best-effort delete now is only a shortcut. Not after a timeout with the
+            # write journalled: a server that did not answer the write would not answer the delete
+            # either, and the caller would wait a second socket timeout for nothing.
+            if pending_since_ms is None or not isinstance(exc.__cause__, rex.TimeoutError):
+                self._best_effort_delete(locator)
             raise
         self._metrics.done("put", started, size)
         return locator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -137,7 +138,18 @@ class RedisServer(LocalServer):
         if self._proc is not None:
             self._proc.stop(grace=5.0)
 
+    def pause(self) -> None:
+        """SIGSTOP the server: connections are accepted by the kernel but nothing answers, like a hung host."""
+        if self._proc is None or self.external:
+            raise ServiceUnavailable("only a local redis-server started here can be paused")
+        self._proc.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._proc is not None:
+            self._proc.popen.send_signal(signal.SIGCONT)
+
     def close(self) -> None:
+        self.resume()  # a stopped process cannot act on SIGTERM
         if not self.external:
             super().close()
 

@@ -27,6 +27,7 @@ from tests.faults import (
     Tally,
     consume,
     consumer_conf,
+    envelope_locators,
     everything_delivered,
     kill_and_restart,
     new_topic,
@@ -97,6 +98,45 @@ def test_broker_killed_during_consume(own_kafka: ApacheKafka, redis_store: Redis
     consumer.close()
     sweep_orphans(tally, own_kafka, topic, stores)
     tally.check()  # duplicates are allowed here: a commit refused while the group re-formed is re-read
+
+
+def test_broker_paused_past_the_delivery_timeout_during_reference_produce(
+    own_kafka: ApacheKafka, redis_store: RedisStore
+) -> None:
+    """Envelopes that time out may still have been written: their payloads stay until gc reads the topic."""
+    topic = new_topic(own_kafka, partitions=1)
+    tally = Tally("broker paused (SIGSTOP) past message.timeout.ms during reference produce")
+    stores: dict[str, Any] = {"redis": redis_store}
+    conf = {**producer_conf(own_kafka), "message.timeout.ms": 4_000, "request.timeout.ms": 2_000}
+    producer = HybridProducer(conf, policy=SizeThresholdPolicy(reference_above=500_000, store="redis"),
+                              stores=stores)
+    produce(tally, producer, topic, 2)
+    assert len(tally.acknowledged) == 2, tally.failed
+    own_kafka.pause()
+    try:
+        produce(tally, producer, topic, 4, start=2)  # flush returns once each envelope has timed out
+    finally:
+        own_kafka.resume()
+    timed_out = set(tally.failed)
+    assert timed_out == {"m0002", "m0003", "m0004", "m0005"}, tally.failed
+    counters = producer.metrics()
+    assert (counters["rollbacks"], counters["rollbacks.skipped"]) == (0, 4), counters
+    pending = redis_store.list_pending(2**62)
+    assert len(pending) == 4, "each timed-out envelope keeps its payload and pending mark for gc"
+    assert all(redis_store.get(locator) for locator in pending)
+    produce(tally, producer, topic, 2, start=6)
+    landed = len(envelope_locators(own_kafka, topic))
+    consumer = HybridConsumer(consumer_conf(own_kafka, f"g-{uuid.uuid4().hex[:8]}"), stores=stores)
+    consumer.subscribe([topic])
+    consume(tally, consumer, until=lambda: len(tally.delivered) + tally.consumer_errors >= landed)
+    consumer.close()
+    written = timed_out & set(tally.delivered)
+    assert tally.consumer_errors == 0, f"an envelope that landed lost its payload: {tally.error_types}"
+    assert len(tally.delivered) == landed == 4 + len(written), (landed, tally.row())
+    tally.note = (f"{len(timed_out)} envelopes timed out while paused, {len(written)} of them written anyway and "
+                  "delivered whole; payloads of the others removed by gc")
+    sweep_orphans(tally, own_kafka, topic, stores)
+    tally.check()
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from gateway.chunked_writer import ChunkedWriter
-from gateway.errors import LargeMessageSendError
+from gateway.errors import ConfigurationError, LargeMessageSendError
 from gateway.outgoing import OutgoingMessage
 from gateway.producer_config import parse_producer_config
 from gateway.protocol.headers import TIMESTAMP_HEADER, decode_long_header, last_header
@@ -106,3 +106,27 @@ def test_wrapping_sends_a_small_value_as_one_segment() -> None:
     writer(queue, config={"li.large.message.segment.wrapping.required": True}).send(OutgoingMessage.of("t", b"tiny"))
     [record] = queue.records
     assert record["value"] != b"tiny" and record["value"].endswith(b"tiny"), "a segment header in front"
+
+
+def test_a_key_that_leaves_no_room_for_a_sensible_segment_is_refused_before_anything_is_queued() -> None:
+    queue = Queue()
+    w = writer(queue, config={"max.message.segment.bytes": 800_000})
+    huge_key = b"k" * (1_000_000 - 600)  # leaves 35 bytes of segment per record beside the _t header
+    with pytest.raises(ConfigurationError, match=r"leave \d+ bytes per segment .* use a smaller key") as info:
+        w.send(OutgoingMessage.of("t", b"v" * 50, key=huge_key))
+    assert isinstance(info.value, ValueError)
+    assert queue.records == [] and (w.in_flight.messages, w.in_flight.segments) == (0, 0)
+
+
+def test_a_key_that_leaves_room_for_the_whole_small_value_still_goes_as_one_segment() -> None:
+    queue = Queue()
+    w = writer(queue, config={"max.message.segment.bytes": 800_000})
+    w.send(OutgoingMessage.of("t", b"v" * 50, key=b"k" * (1_000_000 - 700)))  # 135 bytes of room
+    assert len(queue.records) == 1
+
+
+def test_a_negative_partition_is_refused_rather_than_sent_to_any_partition() -> None:
+    queue = Queue()
+    with pytest.raises(ConfigurationError, match="partition"):
+        writer(queue).send(OutgoingMessage.of("t", b"x" * 300, partition=-5))
+    assert queue.records == []

@@ -132,12 +132,29 @@ def test_a_refused_envelope_rolls_the_write_back_and_reports_the_error() -> None
     w, sent = writer(store)
     seen: list[Any] = []
     w.send(ROUTE, False, message(on_delivery=lambda err, msg: seen.append(err)))
-    error = KafkaError(KafkaError._MSG_TIMED_OUT)
+    error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
     sent.report(0, error)
     assert store.payloads == {} and store.pending == {}
     assert seen == [error]
     m = w.metrics.snapshot()
     assert (m["delivery.failures"], m["rollbacks"], m["rollback.failures"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("code", [KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
+                                  KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError._TRANSPORT,
+                                  KafkaError._PURGE_INFLIGHT, KafkaError.UNKNOWN])
+def test_an_envelope_that_may_have_been_written_keeps_its_payload_for_gc(code: int) -> None:
+    store = MemoryStore()
+    w, sent = writer(store)
+    seen: list[Any] = []
+    w.send(ROUTE, False, message(on_delivery=lambda err, msg: seen.append((err, msg.value()))))
+    error = KafkaError(code)
+    sent.report(0, error)
+    [locator] = store.payloads
+    assert store.pending == {locator: store.pending[locator]}, "the pending mark stays: gc decides from the topic"
+    assert seen == [(error, b"payload bytes")], "the application still hears of the error"
+    m = w.metrics.snapshot()
+    assert (m["delivery.failures"], m["rollbacks"], m["rollbacks.skipped"]) == (1, 0, 1)
 
 
 def test_an_envelope_that_cannot_be_queued_rolls_back_before_raising() -> None:
@@ -156,7 +173,7 @@ def test_a_failed_rollback_leaves_the_pending_mark_for_gc(caplog: pytest.LogCapt
     w, sent = writer(store)
     w.send(ROUTE, False, message())
     with caplog.at_level(logging.WARNING, logger="gateway.reference_writer"):
-        sent.report(0, KafkaError(KafkaError._MSG_TIMED_OUT))
+        sent.report(0, KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
     assert len(store.pending) == 1, "gc finds it"
     assert w.metrics.snapshot()["rollback.failures"] == 1
     assert "left for gateway gc" in caplog.text
@@ -230,3 +247,13 @@ def test_a_route_to_an_unknown_store_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="'other'"):
         w.send(Route.reference("other"), False, message())
     assert w.metrics.snapshot()["fallbacks"] == 0
+
+
+def test_bad_headers_are_refused_before_the_payload_is_written() -> None:
+    store = MemoryStore()
+    w, sent = writer(store)
+    with pytest.raises(TypeError) as info:
+        w.send(ROUTE, False, message(headers=[("ok", b"1"), ("h", 5)]))
+    assert store.payloads == {} and store.pending == {}, "nothing to orphan"
+    assert sent.records == []
+    assert "header 'h' must be bytes or str" in str(info.value)
