@@ -12,10 +12,15 @@ the figures of such a run.
 
 from __future__ import annotations
 
+import hashlib
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,8 +40,11 @@ from tests.faults import (
     producer_conf,
     sweep_orphans,
 )
+from tests.helpers import payload
 
 pytestmark = pytest.mark.requires("broker_faults")
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,6 +145,42 @@ def test_broker_paused_past_the_delivery_timeout_during_reference_produce(
                   "delivered whole; payloads of the others removed by gc")
     sweep_orphans(tally, own_kafka, topic, stores)
     tally.check()
+
+
+def test_producer_killed_mid_send_then_gc(own_kafka: ApacheKafka, redis_server: RedisServer) -> None:
+    """SIGKILL while payloads are being written: gc removes what no envelope names and keeps every live one."""
+    topic = new_topic(own_kafka, partitions=1)
+    tally = Tally("producer SIGKILLed mid-send (reference route), then gc against the topic")
+    prefix = f"fm{uuid.uuid4().hex[:6]}"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.sending_child", "--bootstrap", own_kafka.bootstrap_servers,
+         "--topic", topic, "--redis-url", redis_server.url, "--prefix", prefix],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    for line in child.stdout:
+        tally.acknowledged.add(line.split()[1])
+        if len(tally.acknowledged) >= 12:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    tally.acknowledged |= {line.split()[1] for line in child.stdout.read().splitlines() if line.startswith("ACK")}
+    store = RedisStore(redis_server.client(socket_timeout=2), prefix=prefix)
+    stores: dict[str, Any] = {"redis": store}
+    sent = {loc for loc, _ in store.list_locators(topic)} | set(store.list_pending(2**62))
+    landed = envelope_locators(own_kafka, topic)
+    tally.expected = {f"m{i:05d}": hashlib.sha256(payload(700_000, seed=i)).hexdigest() for i in range(len(sent) + 50)}
+    consumer = HybridConsumer(consumer_conf(own_kafka, f"g-{uuid.uuid4().hex[:8]}"), stores=stores)
+    consumer.subscribe([topic])
+    consume(tally, consumer, until=lambda: len(tally.delivered) + tally.consumer_errors >= len(landed))
+    consumer.close()
+    sweep_orphans(tally, own_kafka, topic, stores)
+    assert {loc for loc, _ in store.list_locators(topic)} == {loc for _, loc in landed}, "gc kept exactly the live"
+    tally.expected = {k: v for k, v in tally.expected.items() if k in tally.delivered or k in tally.acknowledged}
+    tally.note = (f"killed after {len(tally.acknowledged)} acks; {len(sent)} payloads written, {len(landed)} envelopes "
+                  f"in the topic, {tally.orphaned_before_gc} orphans removed by gc")
+    tally.check()
+    assert tally.consumer_errors == 0 and tally.duplicated == 0, tally.row()
 
 
 # --------------------------------------------------------------------------------------------
