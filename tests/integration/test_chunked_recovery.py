@@ -19,6 +19,7 @@ import pytest
 
 from gateway import HybridConsumer
 from gateway.testing import KafkaService
+from tests.faults import Tally
 from tests.helpers import payload
 from tests.integration.test_chunked_e2e import plain_record, raw_segments
 from tests.kafkautil import produce_records
@@ -117,6 +118,13 @@ def group_protocol_config(kafka: KafkaService, consumer_config: Any, group: str,
     return dict(conf)
 
 
+PROTOCOL_NAMES = {
+    "consumer": "KIP-848",
+    "classic": "classic, eager rebalance",
+    "cooperative": "classic, cooperative-sticky",
+}
+
+
 @pytest.mark.parametrize("protocol", ["consumer", "classic", "cooperative"])
 def test_second_consumer_joins_while_messages_are_half_read(
     kafka: KafkaService, consumer_config: Any, protocol: str
@@ -172,6 +180,15 @@ def test_second_consumer_joins_while_messages_are_half_read(
     second.join(30)
     assert not errors, errors
     counts = Counter(k for _, k, _ in delivered)
+    tally = Tally(
+        f"second consumer joins a group ({PROTOCOL_NAMES[protocol]}) while chunked messages are half read",
+        expected=dict(expected),
+        acknowledged=set(expected),
+        delivered=counts,
+        wrong_bytes=sum(sha != expected.get(k) for _, k, sha in delivered),
+        note=f"A delivered {sum(n == 'A' for n, _, _ in delivered)}, B {sum(n == 'B' for n, _, _ in delivered)}",
+    )
+    tally.check()
     assert [k for k, n in counts.items() if n > 1] == [], "delivered twice"
     assert set(counts) == set(expected)
     assert all(sha == expected[k] for _, k, sha in delivered)
