@@ -48,4 +48,5 @@ system:
 
 lint: setup
 	$(BIN)/ruff check gateway stores tests benchmarks
+	$(BIN)/ruff format --check gateway stores tests benchmarks
 	$(BIN)/mypy

@@ -24,7 +24,11 @@ from gateway.protocol.splitter import split
 
 class ChunkedWriter:
     def __init__(
-        self, settings: ProducerSettings, send: Send, *, metrics: ProducerMetrics | None = None,
+        self,
+        settings: ProducerSettings,
+        send: Send,
+        *,
+        metrics: ProducerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
@@ -47,8 +51,17 @@ class ChunkedWriter:
         if settings.wrap_small and value is not None and len(value) <= segment_size:
             segment_size = max(1, len(value))
         partition = message.partition if message.partition >= 0 else None
-        return split(message.topic, partition, timestamp, uuid.uuid4(), key_bytes, value, segment_size, hdrs,
-                     header_only=settings.header_only)
+        return split(
+            message.topic,
+            partition,
+            timestamp,
+            uuid.uuid4(),
+            key_bytes,
+            value,
+            segment_size,
+            hdrs,
+            header_only=settings.header_only,
+        )
 
     def send(self, message: OutgoingMessage) -> None:
         """Queue every segment; ``BufferError`` if the first does not fit, else :class:`LargeMessageSendError`."""
@@ -67,7 +80,9 @@ class ChunkedWriter:
             raise LargeMessageSendError(
                 f"Error when sending large message. Queued {sent} of {len(records)} segments; "
                 "consumers will expire the partial message.",
-                exc, sent, len(records),
+                exc,
+                sent,
+                len(records),
             ) from exc
         kafka_bytes = sum(len(r.value or b"") + len(r.key or b"") for r in records)
         self.metrics.chunked(message, len(records), kafka_bytes)

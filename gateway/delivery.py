@@ -29,7 +29,12 @@ class DeliveryFold:
     __slots__ = ("acked", "failed", "first_error", "headers", "key", "on_delivery", "silent", "total", "value")
 
     def __init__(
-        self, total: int, on_delivery: DeliveryCallback | None, value: bytes | None, key: Any, headers: Headers,
+        self,
+        total: int,
+        on_delivery: DeliveryCallback | None,
+        value: bytes | None,
+        key: Any,
+        headers: Headers,
     ) -> None:
         self.total = total
         self.on_delivery = on_delivery
@@ -68,7 +73,9 @@ class DeliveryFold:
             return None
         return LargeMessageSendError(
             f"Error when sending large message. Sent {self.acked} of {self.total} segments.",
-            self.first_error, self.acked, self.total,
+            self.first_error,
+            self.acked,
+            self.total,
         )
 
     def deliver(self, msg: Any) -> None:

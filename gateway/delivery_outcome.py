@@ -19,34 +19,36 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-NOT_PERSISTED_CODES: frozenset[int] = frozenset({
-    # refused by the broker before any append
-    KafkaError.MSG_SIZE_TOO_LARGE,
-    KafkaError.INVALID_MSG_SIZE,
-    KafkaError.INVALID_MSG,
-    KafkaError.INVALID_RECORD,
-    KafkaError.RECORD_LIST_TOO_LARGE,
-    KafkaError.INVALID_TIMESTAMP,
-    KafkaError.INVALID_REQUIRED_ACKS,
-    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    KafkaError.UNSUPPORTED_COMPRESSION_TYPE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.TOPIC_EXCEPTION,
-    KafkaError.POLICY_VIOLATION,
-    KafkaError.NOT_ENOUGH_REPLICAS,  # checked before the append (unlike ..._AFTER_APPEND)
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    # decided locally, before the request was sent
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._QUEUE_FULL,
-    KafkaError._PURGE_QUEUE,
-    KafkaError._INVALID_ARG,
-    KafkaError._BAD_MSG,
-    KafkaError._AUTHENTICATION,
-})
+NOT_PERSISTED_CODES: frozenset[int] = frozenset(
+    {
+        # refused by the broker before any append
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.INVALID_MSG,
+        KafkaError.INVALID_RECORD,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.INVALID_REQUIRED_ACKS,
+        KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        KafkaError.UNSUPPORTED_COMPRESSION_TYPE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.NOT_ENOUGH_REPLICAS,  # checked before the append (unlike ..._AFTER_APPEND)
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        # decided locally, before the request was sent
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._QUEUE_FULL,
+        KafkaError._PURGE_QUEUE,
+        KafkaError._INVALID_ARG,
+        KafkaError._BAD_MSG,
+        KafkaError._AUTHENTICATION,
+    }
+)
 
 
 def may_be_persisted(err: Any) -> bool:

@@ -54,7 +54,10 @@ class ProducerMetrics:
 
     def snapshot(self) -> dict[str, int]:
         """Every counter under its dotted name (``plain.kafka.bytes``, ``reference.<store>.kafka.bytes``)."""
-        out = {f.name.replace("_", "."): getattr(self, f.name) for f in fields(self)
-               if f.name != "reference_kafka_bytes_by_store"}
+        out = {
+            f.name.replace("_", "."): getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "reference_kafka_bytes_by_store"
+        }
         out.update({f"reference.{name}.kafka.bytes": n for name, n in self.reference_kafka_bytes_by_store.items()})
         return out

@@ -79,8 +79,10 @@ def checked_stores(stores: Any) -> dict[str, Store]:
     if stores is None:
         return {}
     if not isinstance(stores, Mapping):
-        raise TypeError(f"stores must be a mapping of store name to store, e.g. {{'redis': RedisStore(...)}}, "
-                        f"got {type(stores).__name__}")
+        raise TypeError(
+            f"stores must be a mapping of store name to store, e.g. {{'redis': RedisStore(...)}}, "
+            f"got {type(stores).__name__}"
+        )
     for name, store in stores.items():
         if not isinstance(name, str):
             raise TypeError(f"stores: names must be str, got {name!r:.80}")

@@ -37,8 +37,13 @@ _OPTIONAL_BACKENDS = frozenset({"noida", "tansu"})
 # Fixture name -> marker added to every test that (transitively) uses it, so that
 # `pytest -m kafka` selects exactly the tests that cross a broker.
 _AUTO_MARKERS = {
-    "kafka": "kafka", "own_kafka": "kafka", "own_cluster": "kafka", "redis_server": "redis", "s3_server": "s3",
-    "redis_cluster": "redis", "own_redis_cluster": "redis",
+    "kafka": "kafka",
+    "own_kafka": "kafka",
+    "own_cluster": "kafka",
+    "redis_server": "redis",
+    "s3_server": "s3",
+    "redis_cluster": "redis",
+    "own_redis_cluster": "redis",
 }
 
 

@@ -21,8 +21,9 @@ DEFAULTS: dict[str, str] = {
 }
 
 
-def local_session(master: str | None = None, *, app_name: str = "kafka-hybrid-gateway",
-                  conf: Mapping[str, str] | None = None) -> Any:
+def local_session(
+    master: str | None = None, *, app_name: str = "kafka-hybrid-gateway", conf: Mapping[str, str] | None = None
+) -> Any:
     """``getOrCreate`` a session on ``master`` (``SPARK_MASTER`` or ``local[2]``) with :data:`DEFAULTS`.
 
     ``PYSPARK_PYTHON`` is set to this interpreter unless the caller chose one: Spark's workers

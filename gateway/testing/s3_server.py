@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _S3T = TypeVar("_S3T", bound="S3Server")
 
+
 class S3Server(LocalServer):
     """moto's S3 as a separate process, or the endpoint in ``S3_ENDPOINT_URL`` when set.
 

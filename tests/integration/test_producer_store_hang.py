@@ -19,8 +19,9 @@ from gateway.testing import KafkaService, RedisServer
 from stores import RedisStore
 
 
-def test_a_hung_redis_costs_produce_one_socket_timeout(kafka: KafkaService, redis_server: RedisServer,
-                                                      topic: str) -> None:
+def test_a_hung_redis_costs_produce_one_socket_timeout(
+    kafka: KafkaService, redis_server: RedisServer, topic: str
+) -> None:
     if redis_server.external:
         pytest.skip("REDIS_URL points at a Redis this test cannot pause")
     client = redis_server.client(socket_timeout=1, socket_connect_timeout=1)

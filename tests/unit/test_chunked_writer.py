@@ -29,8 +29,9 @@ class Queue:
 
     def report(self, i: int, err: Any = None) -> None:
         r = self.records[i]
-        r["on_delivery"](err, Message(topic="t", partition=0, offset=i, key=r["key"], value=r["value"],
-                                      headers=r["headers"]))
+        r["on_delivery"](
+            err, Message(topic="t", partition=0, offset=i, key=r["key"], value=r["value"], headers=r["headers"])
+        )
 
 
 def writer(queue: Queue, clock: ManualClock | None = None, config: dict[str, Any] | None = None) -> ChunkedWriter:
@@ -43,8 +44,9 @@ def test_segments_share_the_clocks_timestamp_when_the_caller_gave_none() -> None
     writer(queue).send(OutgoingMessage.of("t", b"x" * 250, key=b"k"))
     assert len(queue.records) == 3
     assert {r["timestamp"] for r in queue.records} == {1_700_000_000_500}
-    assert {decode_long_header(last_header(r["headers"], TIMESTAMP_HEADER), TIMESTAMP_HEADER)
-            for r in queue.records} == {1_700_000_000_500}
+    assert {
+        decode_long_header(last_header(r["headers"], TIMESTAMP_HEADER), TIMESTAMP_HEADER) for r in queue.records
+    } == {1_700_000_000_500}
     assert {r["key"] for r in queue.records} == {b"k"} and {r["partition"] for r in queue.records} == {-1}
 
 
@@ -58,8 +60,15 @@ def test_the_callers_timestamp_and_partition_win_and_the_clock_is_not_read() -> 
 def test_one_callback_once_every_segment_is_acknowledged() -> None:
     queue, seen = Queue(), []
     w = writer(queue)
-    w.send(OutgoingMessage.of("t", "é" * 150, key="k", headers={"h": b"1"},
-                              on_delivery=lambda err, msg: seen.append((err, msg.value(), msg.key(), msg.offset()))))
+    w.send(
+        OutgoingMessage.of(
+            "t",
+            "é" * 150,
+            key="k",
+            headers={"h": b"1"},
+            on_delivery=lambda err, msg: seen.append((err, msg.value(), msg.key(), msg.offset())),
+        )
+    )
     assert len(queue.records) == 3 and w.in_flight.logical(lambda: 3) == 1
     for i in range(3):
         queue.report(i)

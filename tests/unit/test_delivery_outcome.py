@@ -10,15 +10,28 @@ from confluent_kafka import KafkaError, KafkaException
 from gateway.delivery_outcome import NOT_PERSISTED_CODES, may_be_persisted
 
 POSSIBLY_PERSISTED = [
-    KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError._TRANSPORT, KafkaError._PURGE_INFLIGHT,
-    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError._FATAL,
-    KafkaError.UNKNOWN, KafkaError._FAIL, KafkaError._DESTROY,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError._TRANSPORT,
+    KafkaError._PURGE_INFLIGHT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaError._FATAL,
+    KafkaError.UNKNOWN,
+    KafkaError._FAIL,
+    KafkaError._DESTROY,
 ]
 NOT_PERSISTED = [
-    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.INVALID_RECORD,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._QUEUE_FULL,
-    KafkaError._PURGE_QUEUE, KafkaError._UNKNOWN_PARTITION,
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.INVALID_RECORD,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError._QUEUE_FULL,
+    KafkaError._PURGE_QUEUE,
+    KafkaError._UNKNOWN_PARTITION,
 ]
 
 
@@ -37,8 +50,9 @@ def test_an_unknown_code_is_doubt() -> None:
     assert may_be_persisted(KafkaError(123_456))
 
 
-@pytest.mark.parametrize("err", [None, "broker said no", KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)),
-                                 object()])
+@pytest.mark.parametrize(
+    "err", [None, "broker said no", KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)), object()]
+)
 def test_anything_that_is_not_a_readable_kafka_error_is_doubt(err: Any) -> None:
     assert may_be_persisted(err)
 
