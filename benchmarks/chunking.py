@@ -24,8 +24,13 @@ from gateway.protocol import split
 from gateway.testing import KafkaService
 
 SEGMENT = 800_000
-PRODUCER_CONF = {"message.max.bytes": 1_000_000, "linger.ms": 5, "batch.size": 1_000_000,
-                 "queue.buffering.max.kbytes": 1_048_576, "acks": "all"}
+PRODUCER_CONF = {
+    "message.max.bytes": 1_000_000,
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "acks": "all",
+}
 
 
 def produce_raw(kafka: KafkaService, topic: str, records: list[dict[str, Any]], total: int) -> int:
@@ -49,8 +54,13 @@ def produce_hybrid(kafka: KafkaService, topic: str, values: list[bytes]) -> int:
     return sum(len(v) for v in values)
 
 
-CONSUMER_CONF = {"enable.auto.commit": False, "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-                 "fetch.wait.max.ms": 10, "receive.message.max.bytes": 200_000_000}
+CONSUMER_CONF = {
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 10_485_760,
+    "fetch.wait.max.ms": 10,
+    "receive.message.max.bytes": 200_000_000,
+}
 
 
 def consume_raw(kafka: KafkaService, topic: str, records: int) -> int:
@@ -70,8 +80,14 @@ def consume_raw(kafka: KafkaService, topic: str, records: int) -> int:
 
 
 def consume_hybrid(kafka: KafkaService, topic: str, messages: int) -> int:
-    consumer = HybridConsumer({**kafka.client_conf(), **CONSUMER_CONF, "group.id": f"b-{uuid.uuid4().hex[:8]}",
-                               "message.assembler.buffer.capacity": 64_000_000})
+    consumer = HybridConsumer(
+        {
+            **kafka.client_conf(),
+            **CONSUMER_CONF,
+            "group.id": f"b-{uuid.uuid4().hex[:8]}",
+            "message.assembler.buffer.capacity": 64_000_000,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     seen = moved = 0
     while seen < messages:
@@ -100,10 +116,25 @@ def run(backend: str, sizes: list[int], total_bytes: int, repeats: int) -> dict[
                     kafka.create_topic(t, partitions=1)
                 records = []
                 for i, value in enumerate(values):
-                    for r in split(topic_raw, 0, int(time.time() * 1000), uuid.uuid4(), f"k{i}".encode(), value,
-                                   SEGMENT, [("_t", b"\0" * 8)]):
-                        records.append({"value": bytes(r.value or b""), "key": r.key, "partition": 0,
-                                        "headers": r.headers, "timestamp": r.timestamp or 0})
+                    for r in split(
+                        topic_raw,
+                        0,
+                        int(time.time() * 1000),
+                        uuid.uuid4(),
+                        f"k{i}".encode(),
+                        value,
+                        SEGMENT,
+                        [("_t", b"\0" * 8)],
+                    ):
+                        records.append(
+                            {
+                                "value": bytes(r.value or b""),
+                                "key": r.key,
+                                "partition": 0,
+                                "headers": r.headers,
+                                "timestamp": r.timestamp or 0,
+                            }
+                        )
                 moved = sum(len(v) for v in values)
                 order = [("raw", topic_raw), ("hybrid", topic_hyb)]
                 if rep % 2:
@@ -117,8 +148,11 @@ def run(backend: str, sizes: list[int], total_bytes: int, repeats: int) -> dict[
                     measures[f"{kind}_produce"].samples.append(mbps(time.perf_counter() - start, moved))
                 for kind, topic in order:
                     start = time.perf_counter()
-                    got = consume_raw(kafka, topic, len(records)) if kind == "raw" else \
-                        consume_hybrid(kafka, topic, count)
+                    got = (
+                        consume_raw(kafka, topic, len(records))
+                        if kind == "raw"
+                        else consume_hybrid(kafka, topic, count)
+                    )
                     measures[f"{kind}_consume"].samples.append(mbps(time.perf_counter() - start, moved))
                     if kind == "hybrid":
                         assert got == moved, (got, moved)
@@ -132,10 +166,13 @@ def run(backend: str, sizes: list[int], total_bytes: int, repeats: int) -> dict[
             row["consume_ratio"] = measures["hybrid_consume"].median / measures["raw_consume"].median
             row["messages"] = count
             results["sizes"][str(size)] = row
-            print(f"{size / 1e6:5.0f} MB x{count:3d}: produce hybrid {measures['hybrid_produce'].median:7.1f} "
-                  f"raw {measures['raw_produce'].median:7.1f} MB/s ratio {row['produce_ratio']:.2f} | "
-                  f"consume hybrid {measures['hybrid_consume'].median:7.1f} raw {measures['raw_consume'].median:7.1f} "
-                  f"MB/s ratio {row['consume_ratio']:.2f}", flush=True)
+            print(
+                f"{size / 1e6:5.0f} MB x{count:3d}: produce hybrid {measures['hybrid_produce'].median:7.1f} "
+                f"raw {measures['raw_produce'].median:7.1f} MB/s ratio {row['produce_ratio']:.2f} | "
+                f"consume hybrid {measures['hybrid_consume'].median:7.1f} raw {measures['raw_consume'].median:7.1f} "
+                f"MB/s ratio {row['consume_ratio']:.2f}",
+                flush=True,
+            )
     return results
 
 

@@ -28,16 +28,28 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 IMG = ROOT / "docs" / "img"
 
 COLORS = {
-    "raw.record": "#444444", "raw.segments": "#1f77b4", "chunked": "#1f77b4",
-    "redis.raw": "#d62728", "redis.raw+env": "#d62728", "redis": "#d62728",
-    "s3.raw": "#2ca02c", "s3.raw+env": "#2ca02c", "s3": "#2ca02c",
+    "raw.record": "#444444",
+    "raw.segments": "#1f77b4",
+    "chunked": "#1f77b4",
+    "redis.raw": "#d62728",
+    "redis.raw+env": "#d62728",
+    "redis": "#d62728",
+    "s3.raw": "#2ca02c",
+    "s3.raw+env": "#2ca02c",
+    "s3": "#2ca02c",
 }
 STYLES = {
-    "raw.record": ":", "raw.segments": "--", "chunked": "-", "redis.raw": "-.", "redis.raw+env": "--",
-    "redis": "-", "s3.raw": "-.", "s3.raw+env": "--", "s3": "-",
+    "raw.record": ":",
+    "raw.segments": "--",
+    "chunked": "-",
+    "redis.raw": "-.",
+    "redis.raw+env": "--",
+    "redis": "-",
+    "s3.raw": "-.",
+    "s3.raw+env": "--",
+    "s3": "-",
 }
-ROUTE_NAMES = {"raw.record": "raw, one record", "chunked": "chunked", "redis": "Redis reference",
-               "s3": "S3 reference"}
+ROUTE_NAMES = {"raw.record": "raw, one record", "chunked": "chunked", "redis": "Redis reference", "s3": "S3 reference"}
 FAMILIES = {
     "chunked": ("chunked", "raw.segments", "raw.record"),
     "redis": ("redis", "redis.raw+env", "redis.raw", "raw.record"),
@@ -121,9 +133,17 @@ def _errbar(ax: Any, xs: list[float], stats: list[dict[str, Any]], variant: str,
     med = [s["median"] for s in stats]
     lo = [max(0.0, s["median"] - s["min"]) for s in stats]
     hi = [max(0.0, s["max"] - s["median"]) for s in stats]
-    ax.errorbar(xs, med, yerr=[lo, hi], label=label, color=COLORS.get(variant),
-                linestyle=STYLES.get(variant, "-"), marker="o", capsize=3,
-                linewidth=2.2 if variant in ("chunked", "redis", "s3") else 1.3)
+    ax.errorbar(
+        xs,
+        med,
+        yerr=[lo, hi],
+        label=label,
+        color=COLORS.get(variant),
+        linestyle=STYLES.get(variant, "-"),
+        marker="o",
+        capsize=3,
+        linewidth=2.2 if variant in ("chunked", "redis", "s3") else 1.3,
+    )
 
 
 def plot_throughput(data: dict[str, Any], path: Path) -> None:
@@ -145,8 +165,10 @@ def plot_throughput(data: dict[str, Any], path: Path) -> None:
             if row == 1:
                 ax.set_xlabel("payload size (MB)")
             ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"Throughput by payload size — Kafka {data['env']['kafka']}, {data['env']['redis']}, "
-                 f"{data['env']['s3']} ({data['mode']} mode)")
+    fig.suptitle(
+        f"Throughput by payload size — Kafka {data['env']['kafka']}, {data['env']['redis']}, "
+        f"{data['env']['s3']} ({data['mode']} mode)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -161,15 +183,32 @@ def plot_ratio(data: dict[str, Any], path: Path) -> None:
         for i, route in enumerate(CEILING):
             vals = [c["ratios"][route][side] for c in sizes]
             spread = [c.get("ratio_stats", {}).get(route, {}).get(side) for c in sizes]
-            err = [[max(0.0, v - (st["min"] if st else v)) for v, st in zip(vals, spread, strict=True)],
-                   [max(0.0, (st["max"] if st else v) - v) for v, st in zip(vals, spread, strict=True)]]
+            err = [
+                [max(0.0, v - (st["min"] if st else v)) for v, st in zip(vals, spread, strict=True)],
+                [max(0.0, (st["max"] if st else v) - v) for v, st in zip(vals, spread, strict=True)],
+            ]
             pos = [j + (i - (len(CEILING) - 1) / 2) * width for j in range(len(sizes))]
-            bars = ax.bar(pos, vals, width, yerr=err, capsize=3, label=f"{route} / {CEILING[route]}",
-                          color=COLORS[route], alpha=0.85,
-                          hatch=("" if route == "chunked" else ("//" if route == "redis" else "..")))
+            bars = ax.bar(
+                pos,
+                vals,
+                width,
+                yerr=err,
+                capsize=3,
+                label=f"{route} / {CEILING[route]}",
+                color=COLORS[route],
+                alpha=0.85,
+                hatch=("" if route == "chunked" else ("//" if route == "redis" else "..")),
+            )
             for b, v in zip(bars, vals, strict=True):
-                ax.annotate(f"{v:.2f}", (b.get_x() + b.get_width() / 2, 0.02), ha="center",
-                            va="bottom", fontsize=7, color="white", fontweight="bold")
+                ax.annotate(
+                    f"{v:.2f}",
+                    (b.get_x() + b.get_width() / 2, 0.02),
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="white",
+                    fontweight="bold",
+                )
         ax.axhline(0.9, color="black", linestyle="--", linewidth=1)
         ax.text(len(sizes) - 0.5, 0.91, "target 0.9", ha="right", va="bottom", fontsize=8)
         ax.set_xticks(range(len(sizes)), [c["label"] for c in sizes])
@@ -215,8 +254,14 @@ def plot_mixes(data: dict[str, Any], path: Path) -> None:
         kafka = [m["kafka_bytes"][v] / m["bytes"] for m in mixes]
         bars = axes[0].bar(pos, kafka, width, label=ROUTE_NAMES.get(v, v), color=COLORS.get(v), alpha=0.85)
         for b, m in zip(bars, mixes, strict=True):
-            axes[0].annotate(_bytes(m["kafka_bytes"][v]), (b.get_x() + b.get_width() / 2, b.get_height() * 1.1),
-                             ha="center", va="bottom", fontsize=7, rotation=90)
+            axes[0].annotate(
+                _bytes(m["kafka_bytes"][v]),
+                (b.get_x() + b.get_width() / 2, b.get_height() * 1.1),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90,
+            )
         stats = [m["consume"][v] for m in mixes]
         med = [s["median"] for s in stats]
         err = [[max(0.0, s["median"] - s["min"]) for s in stats], [max(0.0, s["max"] - s["median"]) for s in stats]]
@@ -231,15 +276,16 @@ def plot_mixes(data: dict[str, Any], path: Path) -> None:
         ax.set_xticks(range(len(mixes)), [f"{m['name']}\n({m['messages']} msgs)" for m in mixes])
         ax.grid(True, axis="y", alpha=0.3)
         if variants:
-            ax.legend(fontsize=8, loc="upper left" if ax is axes[1] else "center right",
-                      ncol=2 if ax is axes[1] else 1)
+            ax.legend(fontsize=8, loc="upper left" if ax is axes[1] else "center right", ncol=2 if ax is axes[1] else 1)
     if mixes and variants:
         top = max(m["consume"][v]["max"] for m in mixes for v in variants)
         axes[1].set_ylim(0, top * 1.3)
     if mixes:
         m0 = mixes[0]
-        fig.suptitle(f"Sporadic large messages ({m0['small_size'] / 1e3:g} KB small, {m0['large_size'] / 1e6:g} MB "
-                     f"large) - Kafka {data['env']['kafka']} ({data['mode']} mode)")
+        fig.suptitle(
+            f"Sporadic large messages ({m0['small_size'] / 1e3:g} KB small, {m0['large_size'] / 1e6:g} MB "
+            f"large) - Kafka {data['env']['kafka']} ({data['mode']} mode)"
+        )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -279,8 +325,9 @@ def _rel(path: Path, docs: Path) -> str:
 def section_targets(data: dict[str, Any]) -> str:
     rows = []
     for t in data["targets"]:
-        rows.append([t["id"], t["case"], _ratio(t["ratio"]), f"≥ {t['threshold']}",
-                     "met" if t["met"] else "**missed**"])
+        rows.append(
+            [t["id"], t["case"], _ratio(t["ratio"]), f"≥ {t['threshold']}", "met" if t["met"] else "**missed**"]
+        )
     missed = sorted({t["id"] for t in data["targets"] if not t["met"]})
     text = [
         "## Targets",
@@ -296,8 +343,10 @@ def section_targets(data: dict[str, Any]) -> str:
         "",
     ]
     if missed:
-        text.append(f"Missed: {', '.join(f'`{m}`' for m in missed)}. The worst case of each was run again under "
-                    "cProfile; see [Where the time goes](#where-the-time-goes-profiles-of-missed-targets).")
+        text.append(
+            f"Missed: {', '.join(f'`{m}`' for m in missed)}. The worst case of each was run again under "
+            "cProfile; see [Where the time goes](#where-the-time-goes-profiles-of-missed-targets)."
+        )
     else:
         text.append("Every target was met.")
     return "\n".join(text)
@@ -327,25 +376,24 @@ def section_which(data: dict[str, Any]) -> str:
         return " / ".join(_num(lat[c["size"]]["p99_ms"][v]["median"]) if c["size"] in lat else "-" for c in sizes)
 
     mix_small = data["mixes"][0] if data["mixes"] else None
-    servers = {"raw.record": "1 (Kafka)", "chunked": "1 (Kafka)", "redis": "2 (Kafka + Redis)",
-               "s3": "2 (Kafka + S3)"}
+    servers = {"raw.record": "1 (Kafka)", "chunked": "1 (Kafka)", "redis": "2 (Kafka + Redis)", "s3": "2 (Kafka + S3)"}
     settings = {
         "raw.record": "5: producer `message.max.bytes`; consumer `fetch.max.bytes`, `max.partition.fetch.bytes`, "
-                      "`receive.message.max.bytes`; topic `max.message.bytes` (a real cluster also needs broker "
-                      "`message.max.bytes`, `replica.fetch.max.bytes`, `socket.request.max.bytes` ≥ the record)",
+        "`receive.message.max.bytes`; topic `max.message.bytes` (a real cluster also needs broker "
+        "`message.max.bytes`, `replica.fetch.max.bytes`, `socket.request.max.bytes` ≥ the record)",
         "chunked": "0 beyond the gateway's own (`max.message.segment.bytes` 800 000 under the default 1 MB limit; "
-                   "consumer `message.assembler.buffer.capacity` ≥ the largest message)",
+        "consumer `message.assembler.buffer.capacity` ≥ the largest message)",
         "redis": "0 Kafka limits; a Redis server, its memory and TTL (`ttl_from_retention`)",
         "s3": "0 Kafka limits; a bucket, credentials and a lifecycle rule (`ensure_expiry_rule`)",
     }
     cleanup = {
         "raw.record": "nothing outside Kafka; retention deletes the records",
         "chunked": "nothing outside Kafka; consumers drop incomplete messages by offset gap "
-                   "(`message.assembler.expiration.offset.gap`, 1000) or buffer eviction",
+        "(`message.assembler.expiration.offset.gap`, 1000) or buffer eviction",
         "redis": "producer deletes the payload when Kafka refuses the envelope (rollback); crash leftovers stay in "
-                 "the pending journal for `gateway gc`; payloads expire by TTL ≥ topic retention",
+        "the pending journal for `gateway gc`; payloads expire by TTL ≥ topic retention",
         "s3": "same rollback + pending markers + `gateway gc`; payloads expire by bucket lifecycle rule; "
-              "aborted multipart uploads by the same rule",
+        "aborted multipart uploads by the same rule",
     }
     rows: list[list[str]] = [
         ["servers needed (started by this benchmark)"] + [servers[r] for r in routes],
@@ -358,8 +406,10 @@ def section_which(data: dict[str, Any]) -> str:
         [f"consumer peak RSS growth at {big['label']} (MB)"] + [_num(big["memory"][r]["median"] / 1e6) for r in routes],
     ]
     if mix_small is not None:
-        rows.append([f"mix {mix_small['name']}: Kafka MB / consumer MB/s"] + [
-            f"{_mb(mix_small['kafka_bytes'][r])} / {_num(mix_small['consume'][r]['median'])}" for r in routes])
+        rows.append(
+            [f"mix {mix_small['name']}: Kafka MB / consumer MB/s"]
+            + [f"{_mb(mix_small['kafka_bytes'][r])} / {_num(mix_small['consume'][r]['median'])}" for r in routes]
+        )
     rows.append(["cleanup story (from the code)"] + [cleanup[r] for r in routes])
 
     # Verdicts computed from the numbers, not argued.
@@ -367,47 +417,61 @@ def section_which(data: dict[str, Any]) -> str:
     for c in sizes:
         best_p = max(routes, key=lambda r: c["produce"][r]["median"])
         best_c = max(routes, key=lambda r: c["consume"][r]["median"])
-        line = (f"- **{c['label']}**: fastest producer {ROUTE_NAMES[best_p]} "
-                f"({_num(c['produce'][best_p]['median'])} MB/s), fastest consumer {ROUTE_NAMES[best_c]} "
-                f"({_num(c['consume'][best_c]['median'])} MB/s)")
+        line = (
+            f"- **{c['label']}**: fastest producer {ROUTE_NAMES[best_p]} "
+            f"({_num(c['produce'][best_p]['median'])} MB/s), fastest consumer {ROUTE_NAMES[best_c]} "
+            f"({_num(c['consume'][best_c]['median'])} MB/s)"
+        )
         if c["size"] in lat:
             cell = lat[c["size"]]["p99_ms"]
             best_l = min(routes, key=lambda r: cell[r]["median"])
             line += f"; lowest p99 {ROUTE_NAMES[best_l]} ({_num(cell[best_l]['median'])} ms)"
         verdicts.append(line + ".")
-    return "\n".join([
-        "## Which route when (measured)",
-        "",
-        "This table replaces the argued comparisons (LinkedIn's large-message talk: chunking vs. a reference "
-        "store; Workday's Kafka-over-Redis article) with what this run measured. Every figure is the median of the "
-        "repetitions; per-size figures are listed in size order.",
-        "",
-        backend_line(data),
-        "",
-        _table(["", *(ROUTE_NAMES[r] for r in routes)], rows),
-        "",
-        "From these numbers:",
-        "",
-        *verdicts,
-        "",
-        "Kafka bytes count record values and keys (headers, batch framing and replication are not included). "
-        "\"raw, one record\" works here only because the benchmark broker enforces no size limit; a stock "
-        "broker refuses records over about 1 MB.",
-    ])
+    return "\n".join(
+        [
+            "## Which route when (measured)",
+            "",
+            "This table replaces the argued comparisons (LinkedIn's large-message talk: chunking vs. a reference "
+            "store; Workday's Kafka-over-Redis article) with what this run measured. Every figure is the median of the "
+            "repetitions; per-size figures are listed in size order.",
+            "",
+            backend_line(data),
+            "",
+            _table(["", *(ROUTE_NAMES[r] for r in routes)], rows),
+            "",
+            "From these numbers:",
+            "",
+            *verdicts,
+            "",
+            "Kafka bytes count record values and keys (headers, batch framing and replication are not included). "
+            '"raw, one record" works here only because the benchmark broker enforces no size limit; a stock '
+            "broker refuses records over about 1 MB.",
+        ]
+    )
 
 
 def section_throughput(data: dict[str, Any], img: str) -> str:
-    out = ["## Throughput by size", "",
-           "Payload MB/s (10^6 bytes/s), median of the repetitions with (min-max). Produce ends when every record "
-           "is acknowledged (`flush`); consume ends when the last message is back in the application.",
-           "", backend_line(data), "", f"![throughput by size]({img})", ""]
+    out = [
+        "## Throughput by size",
+        "",
+        "Payload MB/s (10^6 bytes/s), median of the repetitions with (min-max). Produce ends when every record "
+        "is acknowledged (`flush`); consume ends when the last message is back in the application.",
+        "",
+        backend_line(data),
+        "",
+        f"![throughput by size]({img})",
+        "",
+    ]
     variants = list(data["sizes"][0]["produce"])
     s3_counts = {c["label"]: c.get("variant_messages", {}).get("s3", c["messages"]) for c in data["sizes"]}
     if any(n != c["messages"] for c, n in zip(data["sizes"], s3_counts.values(), strict=True)):
-        out += ["The S3 variants (`s3.raw`, `s3.raw+env`, `s3`) move only the first "
-                + ", ".join(f"{n} ({k})" for k, n in s3_counts.items())
-                + " of each cell's payloads: moto answers every request in about 10 ms, and the S3 route makes "
-                "three requests per message.", ""]
+        out += [
+            "The S3 variants (`s3.raw`, `s3.raw+env`, `s3`) move only the first "
+            + ", ".join(f"{n} ({k})" for k, n in s3_counts.items())
+            + " of each cell's payloads: moto answers every request in about 10 ms, and the S3 route makes "
+            "three requests per message.",
+            "",
+        ]
     for side in ("produce", "consume"):
         header = ["variant", *(f"{c['label']} x{c['messages']}" for c in data["sizes"])]
         rows = [[f"`{v}` {LABELS[v]}", *(_cell(c[side][v]) for c in data["sizes"])] for v in variants]
@@ -425,19 +489,27 @@ def section_ratio(data: dict[str, Any], img: str) -> str:
     for route, base in CEILING.items():
         for side in ("produce", "consume"):
             rows.append([f"`{route}` ÷ `{base}`", side, *(_ratio_cell(c, route, side) for c in data["sizes"])])
-    return "\n".join([
-        "## Each route against its ceiling", "",
-        "A route and its ceiling run back to back in every repetition; the ratio is the median of the "
-        "per-repetition ratios, with their (min-max), which cancels whatever slowed a whole repetition down. "
-        "`raw.segments` is raw confluent-kafka sending the very segment records the chunked "
-        "route writes, pre-built before the clock starts, and a raw consumer that reads them without "
-        "reassembly. `redis.raw+env` / `s3.raw+env` write the payload with a bare redis-py `SET` / boto3 "
-        "`put_object` and then produce an envelope-sized record; their consumers read the record and `GET` the "
-        "payload one at a time. The gateway additionally hashes (SHA-256), journals the write as pending, "
-        "clears the mark on acknowledgement, and on the consumer fetches ahead in 4 threads and verifies.", "",
-        backend_line(data), "", f"![ratio to ceiling]({img})", "",
-        _table(["route ÷ ceiling", "side", *(c["label"] for c in data["sizes"])], rows), "",
-    ])
+    return "\n".join(
+        [
+            "## Each route against its ceiling",
+            "",
+            "A route and its ceiling run back to back in every repetition; the ratio is the median of the "
+            "per-repetition ratios, with their (min-max), which cancels whatever slowed a whole repetition down. "
+            "`raw.segments` is raw confluent-kafka sending the very segment records the chunked "
+            "route writes, pre-built before the clock starts, and a raw consumer that reads them without "
+            "reassembly. `redis.raw+env` / `s3.raw+env` write the payload with a bare redis-py `SET` / boto3 "
+            "`put_object` and then produce an envelope-sized record; their consumers read the record and `GET` the "
+            "payload one at a time. The gateway additionally hashes (SHA-256), journals the write as pending, "
+            "clears the mark on acknowledgement, and on the consumer fetches ahead in 4 threads and verifies.",
+            "",
+            backend_line(data),
+            "",
+            f"![ratio to ceiling]({img})",
+            "",
+            _table(["route ÷ ceiling", "side", *(c["label"] for c in data["sizes"])], rows),
+            "",
+        ]
+    )
 
 
 def section_latency(data: dict[str, Any], img: str) -> str:
@@ -445,17 +517,25 @@ def section_latency(data: dict[str, Any], img: str) -> str:
     for r in data["latency"]:
         for v in LATENCY_VARIANTS:
             rows.append([r["label"], f"`{v}`", _cell(r["p50_ms"][v]), _cell(r["p99_ms"][v]), str(r["round_trips"])])
-    return "\n".join([
-        "## End-to-end latency", "",
-        "From the `produce()` call until `poll()` hands the whole message back. Producer and consumer run in "
-        "one process and one thread, in lock step: send one message, then poll (and serve the producer's "
-        "delivery reports) until it is back, then send the next. So this is latency without queueing; "
-        "`linger.ms=0` on every producer. p50/p99 are taken per repetition over its round trips (nearest rank, "
-        "so with few round trips p99 is the slowest one), then the median over repetitions is shown with "
-        "(min-max).", "",
-        backend_line(data), "", f"![latency by size]({img})", "",
-        _table(["size", "variant", "p50 ms", "p99 ms", "round trips / rep"], rows), "",
-    ])
+    return "\n".join(
+        [
+            "## End-to-end latency",
+            "",
+            "From the `produce()` call until `poll()` hands the whole message back. Producer and consumer run in "
+            "one process and one thread, in lock step: send one message, then poll (and serve the producer's "
+            "delivery reports) until it is back, then send the next. So this is latency without queueing; "
+            "`linger.ms=0` on every producer. p50/p99 are taken per repetition over its round trips (nearest rank, "
+            "so with few round trips p99 is the slowest one), then the median over repetitions is shown with "
+            "(min-max).",
+            "",
+            backend_line(data),
+            "",
+            f"![latency by size]({img})",
+            "",
+            _table(["size", "variant", "p50 ms", "p99 ms", "round trips / rep"], rows),
+            "",
+        ]
+    )
 
 
 def section_mixes(data: dict[str, Any], img: str) -> str:
@@ -465,71 +545,133 @@ def section_mixes(data: dict[str, Any], img: str) -> str:
     rows = []
     for m in data["mixes"]:
         for v in m["kafka_bytes"]:
-            rows.append([f"{m['name']} ({m['messages']} msgs, {_mb(m['bytes'])} MB)", ROUTE_NAMES.get(v, v),
-                         _mb(m["kafka_bytes"][v]), _per_byte(m["kafka_bytes"][v] / m["bytes"]),
-                         _mb(m["store_bytes"][v]), _cell(m["produce"][v]), _cell(m["consume"][v]),
-                         _num(m["memory"][v]["median"] / 1e6)])
-    return "\n".join([
-        "## Sporadic large messages", "",
-        f"Mixes of {m0['small_size'] / 1e3:g} KB and {m0['large_size'] / 1e6:g} MB messages; each mix holds "
-        f"{m0['large']} large messages at fixed, seeded positions and as many small ones as the share needs. "
-        "The gateway producers use their size policy here (no forced route): plain up to the 800 000-byte "
-        "segment size, above it chunked (`chunked`) or a reference (`redis`, `s3`).", "",
-        backend_line(data), "", f"![broker bytes by mix]({img})", "",
-        _table(["mix", "route", "Kafka MB", "Kafka bytes / payload byte", "store MB", "produce MB/s",
-                "consume MB/s", "consumer peak RSS growth MB"], rows), "",
-    ])
+            rows.append(
+                [
+                    f"{m['name']} ({m['messages']} msgs, {_mb(m['bytes'])} MB)",
+                    ROUTE_NAMES.get(v, v),
+                    _mb(m["kafka_bytes"][v]),
+                    _per_byte(m["kafka_bytes"][v] / m["bytes"]),
+                    _mb(m["store_bytes"][v]),
+                    _cell(m["produce"][v]),
+                    _cell(m["consume"][v]),
+                    _num(m["memory"][v]["median"] / 1e6),
+                ]
+            )
+    return "\n".join(
+        [
+            "## Sporadic large messages",
+            "",
+            f"Mixes of {m0['small_size'] / 1e3:g} KB and {m0['large_size'] / 1e6:g} MB messages; each mix holds "
+            f"{m0['large']} large messages at fixed, seeded positions and as many small ones as the share needs. "
+            "The gateway producers use their size policy here (no forced route): plain up to the 800 000-byte "
+            "segment size, above it chunked (`chunked`) or a reference (`redis`, `s3`).",
+            "",
+            backend_line(data),
+            "",
+            f"![broker bytes by mix]({img})",
+            "",
+            _table(
+                [
+                    "mix",
+                    "route",
+                    "Kafka MB",
+                    "Kafka bytes / payload byte",
+                    "store MB",
+                    "produce MB/s",
+                    "consume MB/s",
+                    "consumer peak RSS growth MB",
+                ],
+                rows,
+            ),
+            "",
+        ]
+    )
 
 
 def section_memory(data: dict[str, Any]) -> str:
     variants = list(data["sizes"][0]["memory"])
     header = ["consumer", *(c["label"] for c in data["sizes"])]
-    rows = [[f"`{v}`", *(_cell({k: (x / 1e6 if isinstance(x, float) else [y / 1e6 for y in x])
-                                for k, x in c["memory"][v].items()}) for c in data["sizes"])] for v in variants]
-    return "\n".join([
-        "## Consumer memory", "",
-        f"MB; {data['env']['memory_method']}. Each figure is the median of the passes with (min-max). The "
-        "store-only baselines are left out: they hold one payload at a time. librdkafka prefetches up to "
-        "`queued.max.messages.kbytes` (64 MiB by default) for every Kafka consumer, so a consumer that reads a "
-        "whole small topic may hold all of it.", "",
-        backend_line(data), "", _table(header, rows), "",
-    ])
+    rows = [
+        [
+            f"`{v}`",
+            *(
+                _cell(
+                    {k: (x / 1e6 if isinstance(x, float) else [y / 1e6 for y in x]) for k, x in c["memory"][v].items()}
+                )
+                for c in data["sizes"]
+            ),
+        ]
+        for v in variants
+    ]
+    return "\n".join(
+        [
+            "## Consumer memory",
+            "",
+            f"MB; {data['env']['memory_method']}. Each figure is the median of the passes with (min-max). The "
+            "store-only baselines are left out: they hold one payload at a time. librdkafka prefetches up to "
+            "`queued.max.messages.kbytes` (64 MiB by default) for every Kafka consumer, so a consumer that reads a "
+            "whole small topic may hold all of it.",
+            "",
+            backend_line(data),
+            "",
+            _table(header, rows),
+            "",
+        ]
+    )
 
 
 def section_passthrough(data: dict[str, Any]) -> str:
     p = data["passthrough"]
     rows = [[f"`{r}`", _cell(p["msgs_per_s"][r])] for r in PASSTHROUGH_READERS]
     ratios = p["ratios"]
-    return "\n".join([
-        "## Plain passthrough", "",
-        f"{p['messages']:,} plain records of {p['size']} bytes in one partition, read to the end from the same "
-        "topic by a raw `Consumer` and by `HybridConsumer`, each with `poll()` per message and with "
-        "`consume(500)` batches. Messages/s, median (min-max).", "",
-        backend_line(data), "", _table(["reader", "messages/s"], rows), "",
-        f"Ratios: poll {ratios['poll']:.2f}, consume {ratios['consume']:.2f}, HybridConsumer.poll vs the fastest "
-        f"raw reader {ratios['poll_vs_fastest_raw']:.2f}.", "",
-    ])
+    return "\n".join(
+        [
+            "## Plain passthrough",
+            "",
+            f"{p['messages']:,} plain records of {p['size']} bytes in one partition, read to the end from the same "
+            "topic by a raw `Consumer` and by `HybridConsumer`, each with `poll()` per message and with "
+            "`consume(500)` batches. Messages/s, median (min-max).",
+            "",
+            backend_line(data),
+            "",
+            _table(["reader", "messages/s"], rows),
+            "",
+            f"Ratios: poll {ratios['poll']:.2f}, consume {ratios['consume']:.2f}, HybridConsumer.poll vs the fastest "
+            f"raw reader {ratios['poll_vs_fastest_raw']:.2f}.",
+            "",
+        ]
+    )
 
 
 def _profile_summary(gw: dict[str, Any], base: dict[str, Any], speed: str) -> str:
     """What the gateway side spends beyond its baseline, and whether the rerun reproduced the miss."""
-    extra = sorted(((c, share - base["components"].get(c, 0.0)) for c, share in gw["components"].items()),
-                   key=lambda kv: -kv[1])
+    extra = sorted(
+        ((c, share - base["components"].get(c, 0.0)) for c, share in gw["components"].items()), key=lambda kv: -kv[1]
+    )
     extra = [(c, d) for c, d in extra if d >= 0.03]
-    text = ("Beyond its baseline, the gateway side spends its time in: "
-            + "; ".join(f"{c} (+{100 * d:.0f} points)" for c, d in extra) + "." if extra else
-            "The gateway side's time splits like its baseline's.")
+    text = (
+        "Beyond its baseline, the gateway side spends its time in: "
+        + "; ".join(f"{c} (+{100 * d:.0f} points)" for c, d in extra)
+        + "."
+        if extra
+        else "The gateway side's time splits like its baseline's."
+    )
     ours, theirs = gw.get("calls_per_message", {}), base.get("calls_per_message", {})
     counted = sorted(set(ours) | set(theirs))
     if counted:
-        text += " Calls per message, gateway vs baseline: " + "; ".join(
-            f"{k} {ours.get(k, 0.0):.2f} vs {theirs.get(k, 0.0):.2f}" for k in counted) + "."
+        text += (
+            " Calls per message, gateway vs baseline: "
+            + "; ".join(f"{k} {ours.get(k, 0.0):.2f} vs {theirs.get(k, 0.0):.2f}" for k in counted)
+            + "."
+        )
     if gw.get(speed) and base.get(speed):
         ratio = gw[speed] / base[speed]
         text += f" Profiled ratio {ratio:.2f}"
         if ratio >= 0.9:
-            text += (": this single profiled rerun did not reproduce the shortfall, so weigh the measured ratio "
-                     "against the min-max of its repetitions.")
+            text += (
+                ": this single profiled rerun did not reproduce the shortfall, so weigh the measured ratio "
+                "against the min-max of its repetitions."
+            )
         else:
             text += " (cProfile slows Python code, the gateway's more than librdkafka's)."
     return text
@@ -538,48 +680,75 @@ def _profile_summary(gw: dict[str, Any], base: dict[str, Any], speed: str) -> st
 def section_profiles(data: dict[str, Any]) -> str:
     if not data.get("profiles"):
         return ""
-    out = ["## Where the time goes (profiles of missed targets)", "",
-           "Each missed target's worst case was run once more under cProfile, the gateway side and its baseline, "
-           f"with at least {PROFILE_MB} MB of payload (30 000 records for passthrough). Every Python thread is "
-           "profiled (the gateway consumer's fetch-ahead workers included) and shares are of the summed self "
-           "time of all of them, so waiting in one thread and working in another both show. Time inside "
-           "librdkafka calls (`poll`, `flush`, `consume`) includes waiting for the broker and for librdkafka's "
-           "own C threads, which no Python profiler sees. Profiling slows Python code, so the profiled rates "
-           "are lower than the measured ones; the shares are what matters.", ""]
+    out = [
+        "## Where the time goes (profiles of missed targets)",
+        "",
+        "Each missed target's worst case was run once more under cProfile, the gateway side and its baseline, "
+        f"with at least {PROFILE_MB} MB of payload (30 000 records for passthrough). Every Python thread is "
+        "profiled (the gateway consumer's fetch-ahead workers included) and shares are of the summed self "
+        "time of all of them, so waiting in one thread and working in another both show. Time inside "
+        "librdkafka calls (`poll`, `flush`, `consume`) includes waiting for the broker and for librdkafka's "
+        "own C threads, which no Python profiler sees. Profiling slows Python code, so the profiled rates "
+        "are lower than the measured ones; the shares are what matters.",
+        "",
+    ]
     for prof in data["profiles"]:
         target = next((t for t in data["targets"] if t["id"] == prof["target"] and t["case"] == prof["case"]), None)
         ratio = f" (measured ratio {target['ratio']:.2f})" if target else ""
         gw, base = prof["gateway"], prof["baseline"]
-        comps = sorted(set(gw["components"]) | set(base["components"]),
-                       key=lambda k: -(gw["components"].get(k, 0.0)))
+        comps = sorted(set(gw["components"]) | set(base["components"]), key=lambda k: -(gw["components"].get(k, 0.0)))
         speed = "msgs_per_s_profiled" if prof["target"].startswith("passthrough") else "MBps_profiled"
         unit = "msgs/s" if speed.startswith("msgs") else "MB/s"
-        workers = (f" ({gw['worker_threads']} worker threads, {100 * gw['worker_share']:.0f} % of the self time)"
-                   if gw.get("worker_threads") else "")
+        workers = (
+            f" ({gw['worker_threads']} worker threads, {100 * gw['worker_share']:.0f} % of the self time)"
+            if gw.get("worker_threads")
+            else ""
+        )
         out += [
-            f"### `{prof['target']}`: {prof['case']}{ratio}", "",
+            f"### `{prof['target']}`: {prof['case']}{ratio}",
+            "",
             f"Profiled: gateway `{gw['variant']}` {_num(gw[speed])} {unit} in {gw['seconds_profiled']:.2f} s"
             f"{workers}; baseline `{base['variant']}` {_num(base[speed])} {unit} in "
-            f"{base['seconds_profiled']:.2f} s.", "",
-            _table(["component (share of profiled self time)", f"gateway `{gw['variant']}`",
-                    f"baseline `{base['variant']}`"],
-                   [[c, f"{100 * gw['components'].get(c, 0.0):.0f} %", f"{100 * base['components'].get(c, 0.0):.0f} %"]
-                    for c in comps]),
+            f"{base['seconds_profiled']:.2f} s.",
+            "",
+            _table(
+                [
+                    "component (share of profiled self time)",
+                    f"gateway `{gw['variant']}`",
+                    f"baseline `{base['variant']}`",
+                ],
+                [
+                    [c, f"{100 * gw['components'].get(c, 0.0):.0f} %", f"{100 * base['components'].get(c, 0.0):.0f} %"]
+                    for c in comps
+                ],
+            ),
             "",
             _profile_summary(gw, base, speed),
             "",
-            "Top functions of the gateway side by self time:", "",
-            _table(["function", "calls", "self s", "cumulative s"],
-                   [[f"`{r['function']}`", str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
-                    for r in gw["top_self"][:10]]),
+            "Top functions of the gateway side by self time:",
+            "",
+            _table(
+                ["function", "calls", "self s", "cumulative s"],
+                [
+                    [f"`{r['function']}`", str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
+                    for r in gw["top_self"][:10]
+                ],
+            ),
             "",
         ]
         if gw["top_own_cumulative"]:
-            out += ["The gateway's own functions by cumulative time:", "",
-                    _table(["function", "calls", "self s", "cumulative s"],
-                           [[f"`{r['function']}`", str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
-                            for r in gw["top_own_cumulative"][:8]]),
-                    ""]
+            out += [
+                "The gateway's own functions by cumulative time:",
+                "",
+                _table(
+                    ["function", "calls", "self s", "cumulative s"],
+                    [
+                        [f"`{r['function']}`", str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
+                        for r in gw["top_own_cumulative"][:8]
+                    ],
+                ),
+                "",
+            ]
     return "\n".join(out)
 
 
@@ -587,55 +756,65 @@ def section_method(data: dict[str, Any]) -> str:
     env, plan = data["env"], data["plan"]
     sizes = ", ".join(f"{int(s) / 1e6:g} MB x{n}" for s, n in plan["sizes"].items())
     wall = data.get("wall_seconds_total") or data.get("wall_seconds")
-    return "\n".join([
-        "## Method", "",
-        f"- Command: `{env['argv']}`; mode **{data['mode']}**; started {data['started']}; "
-        f"wall time {wall:.0f} s (servers, measurements, profiles and this report"
-        + (": " + ", ".join(f"{k} {v:.0f} s" for k, v in data["phase_seconds"].items()) if data.get("phase_seconds")
-           else "") + ").",
-        f"- Kafka broker: **{env['kafka']}** (`--backend {env['kafka_backend']}`); Redis: {env['redis']}; "
-        f"S3: {env['s3']}. Clients: confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']}), "
-        f"redis-py {env['redis_py']} (hiredis {env['hiredis']}), boto3 {env['boto3']}; Python {env['python']} on "
-        f"{env['platform']}, {env['cpus']} CPUs. Broker, Redis and S3 all run on the same machine as the client.",
-        f"- Fixed sizes: {sizes} per repetition, {plan['repeats']} repetitions; mixes {plan['mix_repeats']}; "
-        f"latency {plan['latency_repeats']}; passthrough {plan['passthrough_repeats']}. Every variant of a cell "
-        "runs on its own fresh one-partition topic, one after the other (never concurrently), in alternating "
-        "order between repetitions; topics and store keys are deleted after each repetition.",
-        "- Clients are created and connected (one metadata round trip) before the clock starts. Producers: "
-        "`acks=all`, `linger.ms=5`, `batch.size=1000000`. Chunked variants use `message.max.bytes=1000000` and "
-        f"{env['segment_bytes']:,}-byte segments; `raw.record` raises `message.max.bytes` to "
-        f"{env['raised_message_max_bytes']:,} and its consumer's fetch limits to 200 MB. Consumers use "
-        "`assign()` at offset 0 (no group join), `fetch.wait.max.ms=10`.",
-        "- Payload MB/s everywhere (10^6 bytes/s of payload, whatever the route writes to Kafka), so ratios are "
-        "ratios of time. Consumers verify the byte count; the gateway also verifies SHA-256 of references.",
-        f"- Memory: {env['memory_method']}.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Method",
+            "",
+            f"- Command: `{env['argv']}`; mode **{data['mode']}**; started {data['started']}; "
+            f"wall time {wall:.0f} s (servers, measurements, profiles and this report"
+            + (
+                ": " + ", ".join(f"{k} {v:.0f} s" for k, v in data["phase_seconds"].items())
+                if data.get("phase_seconds")
+                else ""
+            )
+            + ").",
+            f"- Kafka broker: **{env['kafka']}** (`--backend {env['kafka_backend']}`); Redis: {env['redis']}; "
+            f"S3: {env['s3']}. Clients: confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']}), "
+            f"redis-py {env['redis_py']} (hiredis {env['hiredis']}), boto3 {env['boto3']}; Python {env['python']} on "
+            f"{env['platform']}, {env['cpus']} CPUs. Broker, Redis and S3 all run on the same machine as the client.",
+            f"- Fixed sizes: {sizes} per repetition, {plan['repeats']} repetitions; mixes {plan['mix_repeats']}; "
+            f"latency {plan['latency_repeats']}; passthrough {plan['passthrough_repeats']}. Every variant of a cell "
+            "runs on its own fresh one-partition topic, one after the other (never concurrently), in alternating "
+            "order between repetitions; topics and store keys are deleted after each repetition.",
+            "- Clients are created and connected (one metadata round trip) before the clock starts. Producers: "
+            "`acks=all`, `linger.ms=5`, `batch.size=1000000`. Chunked variants use `message.max.bytes=1000000` and "
+            f"{env['segment_bytes']:,}-byte segments; `raw.record` raises `message.max.bytes` to "
+            f"{env['raised_message_max_bytes']:,} and its consumer's fetch limits to 200 MB. Consumers use "
+            "`assign()` at offset 0 (no group join), `fetch.wait.max.ms=10`.",
+            "- Payload MB/s everywhere (10^6 bytes/s of payload, whatever the route writes to Kafka), so ratios are "
+            "ratios of time. Consumers verify the byte count; the gateway also verifies SHA-256 of references.",
+            f"- Memory: {env['memory_method']}.",
+            "",
+        ]
+    )
 
 
 def section_caveats(data: dict[str, Any]) -> str:
     env = data["env"]
-    return "\n".join([
-        "## Caveats", "",
-        f"- **{env['kafka']} is an emulation**, single broker, in-memory, no replication, no size limits; moto "
-        "is a Python S3 emulation in another process on the same cores. Absolute MB/s say little about a real "
-        "cluster; ratios measured in one run on one machine say more. Rerun with `--backend external` "
-        "(`KAFKA_BOOTSTRAP_SERVERS`) and `REDIS_URL` / `S3_ENDPOINT_URL` to measure real services.",
-        f"- {env['cpus']} CPUs are shared by the client, the broker, redis-server and moto: a route that needs "
-        "more CPU in the client (hashing, reassembly) competes with the servers it talks to.",
-        "- Quick mode moves only a few tens of MB per cell, so a single scheduling hiccup moves a median; the "
-        "min-max columns show how far. Full mode (`gateway bench`) moves 5-7x the volume per cell, adds 100 MB "
-        "payloads and uses 5 repetitions for mixes, latency and passthrough too.",
-        "- Memory: a quick-mode cell (10-30 MB) is smaller than librdkafka's prefetch queue (64 MiB) and the "
-        "gateway's fetch-ahead budget (64 MB), so a consumer may hold the whole cell and several consumers then "
-        "show the same figure; full mode's larger cells show where each one's memory is bounded.",
-        "- At 100 KB the forced `chunked` route writes each value as one LinkedIn segment (the default policy "
-        "would send it plain, untouched); the ceiling does the same.",
-        "- The `+env` ceilings are sequential (write, then produce; read, then GET); the gateway consumer "
-        "fetches referenced payloads ahead in parallel, so a ratio above 1 is possible there.",
-        "- Latency is measured in lock step (no queueing), so it is the floor a loaded system starts from.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Caveats",
+            "",
+            f"- **{env['kafka']} is an emulation**, single broker, in-memory, no replication, no size limits; moto "
+            "is a Python S3 emulation in another process on the same cores. Absolute MB/s say little about a real "
+            "cluster; ratios measured in one run on one machine say more. Rerun with `--backend external` "
+            "(`KAFKA_BOOTSTRAP_SERVERS`) and `REDIS_URL` / `S3_ENDPOINT_URL` to measure real services.",
+            f"- {env['cpus']} CPUs are shared by the client, the broker, redis-server and moto: a route that needs "
+            "more CPU in the client (hashing, reassembly) competes with the servers it talks to.",
+            "- Quick mode moves only a few tens of MB per cell, so a single scheduling hiccup moves a median; the "
+            "min-max columns show how far. Full mode (`gateway bench`) moves 5-7x the volume per cell, adds 100 MB "
+            "payloads and uses 5 repetitions for mixes, latency and passthrough too.",
+            "- Memory: a quick-mode cell (10-30 MB) is smaller than librdkafka's prefetch queue (64 MiB) and the "
+            "gateway's fetch-ahead budget (64 MB), so a consumer may hold the whole cell and several consumers then "
+            "show the same figure; full mode's larger cells show where each one's memory is bounded.",
+            "- At 100 KB the forced `chunked` route writes each value as one LinkedIn segment (the default policy "
+            "would send it plain, untouched); the ceiling does the same.",
+            "- The `+env` ceilings are sequential (write, then produce; read, then GET); the gateway consumer "
+            "fetches referenced payloads ahead in parallel, so a ratio above 1 is possible there.",
+            "- Latency is measured in lock step (no queueing), so it is the floor a loaded system starts from.",
+            "",
+        ]
+    )
 
 
 # -- Spark: hybrid-kafka beside Spark's own Kafka source (benchmarks/results/spark.json) ---------------
@@ -671,8 +850,11 @@ def section_spark(data: dict[str, Any] | None) -> str:
             ours, theirs = got.get("hybrid-kafka"), got.get("kafka")
             cells = [f"{case['messages']:,} x {_bytes(case['size'])} {case['route']}", master]
             for got_one in (ours, theirs):
-                cells += [_cell(got_one and got_one["seconds"], " s"), _cell(got_one and got_one["rows_per_s"]),
-                          _cell(got_one and got_one["MBps"])]
+                cells += [
+                    _cell(got_one and got_one["seconds"], " s"),
+                    _cell(got_one and got_one["rows_per_s"]),
+                    _cell(got_one and got_one["MBps"]),
+                ]
             rows.append([*cells, _cell(theirs and theirs.get("ours_over_theirs"), fmt=_ratio)])
     scaling = []
     if len(masters) == 2:
@@ -683,20 +865,22 @@ def section_spark(data: dict[str, Any] | None) -> str:
                 cells.append("-" if math.isnan(one) or math.isnan(two) else _ratio(two / one))
             scaling.append(cells)
     chunked = [c for c in data["cases"] if c["route"] == "chunked"]
-    segments = "; ".join(f"{c['messages']} messages of {_bytes(c['size'])} in {c['records']} records"
-                         for c in chunked)
+    segments = "; ".join(f"{c['messages']} messages of {_bytes(c['size'])} in {c['records']} records" for c in chunked)
     lines = [
-        "## Spark: hybrid-kafka vs Spark's Kafka source", "",
+        "## Spark: hybrid-kafka vs Spark's Kafka source",
+        "",
         f"*Measured on Kafka **{env['kafka']}** · PySpark {env['pyspark']} · {jars} · {env['cpus']} CPUs "
-        f"· {data['repeats']} repetitions*", "",
+        f"· {data['repeats']} repetitions*",
+        "",
         f"Generated from `benchmarks/results/spark.json` ({data['started']}, {data['wall_seconds']:.0f} s); rerun "
         "with `python -m benchmarks.spark` (needs `make spark-kafka`). The same topics "
-        f"({data['partitions']} partitions each) are read by `format(\"hybrid-kafka\")` and Spark's own "
-        "`format(\"kafka\")` (spark-sql-kafka-0-10, given to the session with `spark.jars`), alternating in one "
+        f'({data["partitions"]} partitions each) are read by `format("hybrid-kafka")` and Spark\'s own '
+        '`format("kafka")` (spark-sql-kafka-0-10, given to the session with `spark.jars`), alternating in one '
         "SparkSession per master after one untimed read each; every read computes `count(*)` and "
         "`sum(length(value))`. Both sources run with their defaults (among them: `hybrid-kafka` fetches up to "
         "8 MiB per partition, Spark's Java consumer 1 MiB), and Spark's source stays in the JVM while "
-        "`hybrid-kafka` reads in Python workers and hands Arrow batches over.", "",
+        "`hybrid-kafka` reads in Python workers and hands Arrow batches over.",
+        "",
         "Rows/s counts the rows a source returns and MB/s the value bytes it returns (10^6 B/s), each as median "
         "(min-max); the read time is the whole query, planning included. The first case, one record per "
         "partition, shows what a query costs whatever it reads. For plain records the two return the same rows. "
@@ -704,43 +888,66 @@ def section_spark(data: dict[str, Any] | None) -> str:
         "source hands back the raw LinkedIn segments (segment header included in the value), `hybrid-kafka` the "
         f"whole messages ({segments}); the application would still have to reassemble Spark's rows. "
         "`hybrid-kafka / kafka` is computed per repetition on payload bytes per second (the same payload for both, "
-        "so it is a ratio of read times): above 1 means `hybrid-kafka` was faster.", "",
-        _table(["case", "master", "hybrid-kafka read", "rows/s", "MB/s", "kafka read", "rows/s", "MB/s",
-                "hybrid-kafka / kafka"], rows),
+        "so it is a ratio of read times): above 1 means `hybrid-kafka` was faster.",
+        "",
+        _table(
+            [
+                "case",
+                "master",
+                "hybrid-kafka read",
+                "rows/s",
+                "MB/s",
+                "kafka read",
+                "rows/s",
+                "MB/s",
+                "hybrid-kafka / kafka",
+            ],
+            rows,
+        ),
     ]
     if scaling:
-        lines += ["", f"Scaling, {masters[1]} / {masters[0]} (median payload MB/s):", "",
-                  _table(["case", "hybrid-kafka", "kafka"], scaling)]
-    lines += ["", f"Caveats: {env['note']}. Broker, Spark driver, executors and Python workers share "
-              f"{env['cpus']} CPUs. `{masters[0]}` runs first, in a fresh JVM, and runs the "
-              f"{data['partitions']} tasks of a read one after the other, so its per-task waits add up where "
-              f"`{masters[-1]}` overlaps them: a scaling figure above 2 comes from there, not from the cores. "
-              "Volumes are modest (tens to a few hundred MB per read), so the fixed cost of a query weighs in.", ""]
+        lines += [
+            "",
+            f"Scaling, {masters[1]} / {masters[0]} (median payload MB/s):",
+            "",
+            _table(["case", "hybrid-kafka", "kafka"], scaling),
+        ]
+    lines += [
+        "",
+        f"Caveats: {env['note']}. Broker, Spark driver, executors and Python workers share "
+        f"{env['cpus']} CPUs. `{masters[0]}` runs first, in a fresh JVM, and runs the "
+        f"{data['partitions']} tasks of a read one after the other, so its per-task waits add up where "
+        f"`{masters[-1]}` overlaps them: a scaling figure above 2 comes from there, not from the cores. "
+        "Volumes are modest (tens to a few hundred MB per read), so the fixed cost of a query weighs in.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dict[str, Any] | None = None) -> str:
     img = {k: _rel(p, docs) for k, p in images.items()}
     env = data["env"]
-    head = "\n".join([
-        "# Benchmarks: which route when",
-        "",
-        f"<!-- generated by `python -m benchmarks.report` from benchmarks/results/{data['name']}.json; "
-        "do not edit, rerun `gateway bench` -->",
-        "",
-        f"Generated from `benchmarks/results/{data['name']}.json` ({data['mode']} mode, {data['started']}). "
-        f"Kafka broker **{env['kafka']}**, {env['redis']}, {env['s3']}; every table below repeats this.",
-        f"This run took {data.get('wall_seconds_total') or data['wall_seconds']:.0f} s on {env['cpus']} CPUs. "
-        "Regenerate with `gateway bench --quick` or `gateway bench` (full mode: more volume, 100 MB payloads, "
-        "5 repetitions everywhere), or re-render this page from the JSON with `python -m benchmarks.report`.",
-        "",
-        "Routes: **chunked** (HybridProducer `route=\"chunked\"` → HybridConsumer), **Redis reference** and "
-        "**S3 reference** (`route=\"reference:<store>\"`). Beside them in the same run: what users do instead "
-        "(`raw.record`: one big record with the limits raised), the client ceiling (`raw.segments`) and the "
-        "store ceilings (`redis.raw`, `s3.raw`, and with an envelope record `redis.raw+env`, `s3.raw+env`).",
-        "",
-        "The page ends with the measured [which route when](#which-route-when-measured) table.",
-    ])
+    head = "\n".join(
+        [
+            "# Benchmarks: which route when",
+            "",
+            f"<!-- generated by `python -m benchmarks.report` from benchmarks/results/{data['name']}.json; "
+            "do not edit, rerun `gateway bench` -->",
+            "",
+            f"Generated from `benchmarks/results/{data['name']}.json` ({data['mode']} mode, {data['started']}). "
+            f"Kafka broker **{env['kafka']}**, {env['redis']}, {env['s3']}; every table below repeats this.",
+            f"This run took {data.get('wall_seconds_total') or data['wall_seconds']:.0f} s on {env['cpus']} CPUs. "
+            "Regenerate with `gateway bench --quick` or `gateway bench` (full mode: more volume, 100 MB payloads, "
+            "5 repetitions everywhere), or re-render this page from the JSON with `python -m benchmarks.report`.",
+            "",
+            'Routes: **chunked** (HybridProducer `route="chunked"` → HybridConsumer), **Redis reference** and '
+            '**S3 reference** (`route="reference:<store>"`). Beside them in the same run: what users do instead '
+            "(`raw.record`: one big record with the limits raised), the client ceiling (`raw.segments`) and the "
+            "store ceilings (`redis.raw`, `s3.raw`, and with an envelope record `redis.raw+env`, `s3.raw+env`).",
+            "",
+            "The page ends with the measured [which route when](#which-route-when-measured) table.",
+        ]
+    )
     parts = [
         head,
         section_targets(data),
@@ -767,8 +974,9 @@ def newest_results() -> Path:
 
 
 def main(argv: Sequence[str] | None = None, total_started: float | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("results", nargs="?", help="results JSON (default: newest benchmarks/results/routes*.json)")
     parser.add_argument("--docs", default=str(DOCS), help="markdown to write (default docs/benchmarks.md)")
     parser.add_argument("--img-dir", default=None, help="where the PNGs go (default: img/ beside the markdown)")

@@ -43,8 +43,10 @@ from gateway.testing import KafkaService, spark_kafka_conf, spark_kafka_jars, st
 PARTITIONS = 4
 MASTERS = ("local[1]", "local[2]")
 OURS, SPARKS = "hybrid-kafka", "kafka"
-SHARED_MACHINE_NOTE = ("the machine was shared with other engineers' test runs while this ran: absolute figures "
-                       "wander, ratios measured side by side in one session hold better")
+SHARED_MACHINE_NOTE = (
+    "the machine was shared with other engineers' test runs while this ran: absolute figures "
+    "wander, ratios measured side by side in one session hold better"
+)
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,15 @@ def produce_case(kafka: KafkaService, case: Case) -> Produced:
     topic = f"bench-spark-{case.name.lower()}-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(topic, partitions=PARTITIONS)
     # a 1 MB value plus its record overhead is above librdkafka's default limit, below the broker's 1 048 588
-    producer = HybridProducer({**kafka.producer_config(), "message.max.bytes": 1_048_576, "linger.ms": 20,
-                               "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    producer = HybridProducer(
+        {
+            **kafka.producer_config(),
+            "message.max.bytes": 1_048_576,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
     # a few distinct values, at most ~32 MB of them in memory
     values = [payload(case.size, seed) for seed in range(max(1, min(case.count, 8, 32_000_000 // case.size)))]
     for i in range(case.count):
@@ -117,8 +126,15 @@ def _read(spark: Any, source: str, options: dict[str, str]) -> tuple[int, int, f
     return int(row["n"]), int(row["b"] or 0), time.perf_counter() - started
 
 
-def measure_master(master: str, kafka: KafkaService, produced: dict[str, Produced], case_list: list[Case],
-                   sources: list[str], repeats: int, log: Any) -> list[dict[str, Any]]:
+def measure_master(
+    master: str,
+    kafka: KafkaService,
+    produced: dict[str, Produced],
+    case_list: list[Case],
+    sources: list[str],
+    repeats: int,
+    log: Any,
+) -> list[dict[str, Any]]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from gateway.spark import local_session, register
 
@@ -140,9 +156,11 @@ def measure_master(master: str, kafka: KafkaService, produced: dict[str, Produce
             for source in sources:
                 result = _summarise(case, master, source, samples[source], topic, samples.get(OURS, []))
                 out.append(result)
-                log(f"{master:9} {case.label:26} {source:13} {result['rows_per_s']['median']:>10,.0f} rows/s "
+                log(
+                    f"{master:9} {case.label:26} {source:13} {result['rows_per_s']['median']:>10,.0f} rows/s "
                     f"{result['MBps']['median']:>8,.1f} MB/s  ({result['rows']} rows, median "
-                    f"{result['seconds']['median']:.2f}s of {repeats})")
+                    f"{result['seconds']['median']:.2f}s of {repeats})"
+                )
     finally:
         spark.stop()
     return out
@@ -155,8 +173,14 @@ def _options(kafka: KafkaService, source: str, topic: str) -> dict[str, str]:
     return options
 
 
-def _summarise(case: Case, master: str, source: str, samples: list[tuple[int, int, float]], produced: Produced,
-               ours: list[tuple[int, int, float]]) -> dict[str, Any]:
+def _summarise(
+    case: Case,
+    master: str,
+    source: str,
+    samples: list[tuple[int, int, float]],
+    produced: Produced,
+    ours: list[tuple[int, int, float]],
+) -> dict[str, Any]:
     rows, nbytes = samples[0][0], samples[0][1]
     assert all(s[0] == rows and s[1] == nbytes for s in samples), samples
     expected_rows = produced.messages if source == OURS or case.route == "plain" else produced.records
@@ -165,7 +189,11 @@ def _summarise(case: Case, master: str, source: str, samples: list[tuple[int, in
         assert nbytes == produced.payload_bytes, (source, case.name, nbytes, produced.payload_bytes)
     seconds = [s[2] for s in samples]
     result: dict[str, Any] = {
-        "case": case.name, "master": master, "source": source, "rows": rows, "value_bytes": nbytes,
+        "case": case.name,
+        "master": master,
+        "source": source,
+        "rows": rows,
+        "value_bytes": nbytes,
         "seconds": stat(seconds),
         "rows_per_s": stat(rows / s for s in seconds),
         "MBps": stat(nbytes / s / 1e6 for s in seconds),
@@ -182,17 +210,25 @@ def environment(kafka: KafkaService, sources: list[str]) -> dict[str, Any]:
 
     jars = [p.name for p in spark_kafka_jars()] if SPARKS in sources else []
     return {
-        "kafka": kafka.version, "kafka_backend": kafka.name, "pyspark": pyspark.__version__, "spark_jars": jars,
-        "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
-        "python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-        "argv": " ".join(["python -m benchmarks.spark", *sys.argv[1:]]), "note": SHARED_MACHINE_NOTE,
+        "kafka": kafka.version,
+        "kafka_backend": kafka.name,
+        "pyspark": pyspark.__version__,
+        "spark_jars": jars,
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "argv": " ".join(["python -m benchmarks.spark", *sys.argv[1:]]),
+        "note": SHARED_MACHINE_NOTE,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="kafka",
-                        help="kafka (default: Apache Kafka), tansu, noida, mock or external")
+    parser.add_argument(
+        "--backend", default="kafka", help="kafka (default: Apache Kafka), tansu, noida, mock or external"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed reads per source, case and master (default 5)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every case's message count (default 1)")
     parser.add_argument("--output", default="spark", help="results name under benchmarks/results/ (default spark)")
@@ -209,12 +245,16 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             produced[case.name] = produce_case(kafka, case)
             p = produced[case.name]
-            print(f"{kafka.version}: {case.label}: {p.messages} messages, {p.payload_bytes / 1e6:.0f} MB, "
-                  f"{p.records} records ({time.perf_counter() - t:.1f}s)", flush=True)
+            print(
+                f"{kafka.version}: {case.label}: {p.messages} messages, {p.payload_bytes / 1e6:.0f} MB, "
+                f"{p.records} records ({time.perf_counter() - t:.1f}s)",
+                flush=True,
+            )
         results: list[dict[str, Any]] = []
         for master in MASTERS:
-            results += measure_master(master, kafka, produced, case_list, sources, args.repeats,
-                                      lambda line: print(line, flush=True))
+            results += measure_master(
+                master, kafka, produced, case_list, sources, args.repeats, lambda line: print(line, flush=True)
+            )
         env = environment(kafka, sources)
         for p in produced.values():
             try:
@@ -223,13 +263,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"could not delete {p.topic}: {exc}")
     for r in results:
         if "ours_over_theirs" in r:
-            print(f"{r['master']:9} {r['case']:13} {OURS} / {SPARKS} = {r['ours_over_theirs']['median']:.2f} "
-                  f"({r['ours_over_theirs']['min']:.2f}-{r['ours_over_theirs']['max']:.2f})")
-    path = save(args.output, {
-        "kind": "spark-sources", "started": stamp, "env": env, "repeats": args.repeats, "partitions": PARTITIONS,
-        "cases": [{**asdict(c), **asdict(produced[c.name])} for c in case_list], "results": results,
-        "wall_seconds": time.perf_counter() - started,
-    })
+            print(
+                f"{r['master']:9} {r['case']:13} {OURS} / {SPARKS} = {r['ours_over_theirs']['median']:.2f} "
+                f"({r['ours_over_theirs']['min']:.2f}-{r['ours_over_theirs']['max']:.2f})"
+            )
+    path = save(
+        args.output,
+        {
+            "kind": "spark-sources",
+            "started": stamp,
+            "env": env,
+            "repeats": args.repeats,
+            "partitions": PARTITIONS,
+            "cases": [{**asdict(c), **asdict(produced[c.name])} for c in case_list],
+            "results": results,
+            "wall_seconds": time.perf_counter() - started,
+        },
+    )
     print(f"saved {path} ({time.perf_counter() - started:.0f} s)")
     return 0
 

@@ -185,8 +185,12 @@ class Suite:
     ) -> dict[str, list[float]]:
         """Consumer peak RSS growth per variant, from a child process reading what the timed runs wrote."""
         self.ui.step(f"{what}: consumer memory ({self.plan.memory_passes} passes per variant, child process)")
-        spec = spec_for(self.svc, {v: [len(x) for x in works[v].values] for v in variants},
-                        {v: topics[v] for v in variants}, self.plan.memory_passes)
+        spec = spec_for(
+            self.svc,
+            {v: [len(x) for x in works[v].values] for v in variants},
+            {v: topics[v] for v in variants},
+            self.plan.memory_passes,
+        )
         out = measure_in_child(spec)
         self.ui.advance()
         return out
@@ -195,8 +199,14 @@ class Suite:
     def services(self) -> Iterator[dict[str, Any]]:
         with bench_kafka(self.backend) as kafka, RedisServer() as redis_server, S3Server() as s3_server:
             bucket = s3_server.bucket or s3_server.create_bucket(f"bench-{self.run_id}")
-            self.svc = Services(kafka, redis_server, s3_server, bucket,
-                                redis_prefix=f"bench{self.run_id}", s3_prefix=f"bench-{self.run_id}/")
+            self.svc = Services(
+                kafka,
+                redis_server,
+                s3_server,
+                bucket,
+                redis_prefix=f"bench{self.run_id}",
+                s3_prefix=f"bench-{self.run_id}/",
+            )
             env = describe(kafka, redis_server, s3_server)
             self.kafka_label = env["kafka"]
             self.svc.redis.ping()  # connect both store clients before anything is timed
@@ -241,30 +251,38 @@ class Suite:
             self.svc.clear_stores()
         work.drop_segments()
         row: dict[str, Any] = {
-            "size": size, "label": label, "messages": count, "bytes": work.total,
+            "size": size,
+            "label": label,
+            "messages": count,
+            "bytes": work.total,
             "variant_messages": {v: w.count for v, w in works.items()},
             "variant_bytes": {v: w.total for v, w in works.items()},
             "produce": {v: stat(s) for v, s in produce.items()},
             "consume": {v: stat(s) for v, s in consume.items()},
             "memory": {v: stat(s) for v, s in memory.items()},
-            "kafka_bytes": kafka_bytes, "store_bytes": store_bytes,
+            "kafka_bytes": kafka_bytes,
+            "store_bytes": store_bytes,
         }
         # Route and ceiling run back to back in every repetition: the ratio is the median of the
         # per-repetition ratios, which cancels whatever slowed a whole repetition down.
         paired = {
-            route: {side: stat(a / b for a, b in zip(measured[route], measured[base], strict=True))
-                    for side, measured in (("produce", produce), ("consume", consume))}
+            route: {
+                side: stat(a / b for a, b in zip(measured[route], measured[base], strict=True))
+                for side, measured in (("produce", produce), ("consume", consume))
+            }
             for route, base in CEILING.items()
         }
         row["ratio_stats"] = paired
         row["ratios"] = {route: {side: x["median"] for side, x in sides.items()} for route, sides in paired.items()}
         ratios = " ".join(f"{r} {x['produce']:.2f}/{x['consume']:.2f}" for r, x in row["ratios"].items())
-        self.ui.note(f"{label:>6}: produce/consume vs ceiling {ratios}  | raw.record "
-                     f"{row['produce']['raw.record']['median']:.0f}/{row['consume']['raw.record']['median']:.0f} "
-                     f"chunked {row['produce']['chunked']['median']:.0f}/{row['consume']['chunked']['median']:.0f} "
-                     f"redis {row['produce']['redis']['median']:.0f}/{row['consume']['redis']['median']:.0f} "
-                     f"s3 {row['produce']['s3']['median']:.0f}/{row['consume']['s3']['median']:.0f} MB/s "
-                     f"[{self.kafka_label}]")
+        self.ui.note(
+            f"{label:>6}: produce/consume vs ceiling {ratios}  | raw.record "
+            f"{row['produce']['raw.record']['median']:.0f}/{row['consume']['raw.record']['median']:.0f} "
+            f"chunked {row['produce']['chunked']['median']:.0f}/{row['consume']['chunked']['median']:.0f} "
+            f"redis {row['produce']['redis']['median']:.0f}/{row['consume']['redis']['median']:.0f} "
+            f"s3 {row['produce']['s3']['median']:.0f}/{row['consume']['s3']['median']:.0f} MB/s "
+            f"[{self.kafka_label}]"
+        )
         return row
 
     # -- mixes -------------------------------------------------------------------------------
@@ -302,16 +320,24 @@ class Suite:
             self.drop_topics()
             self.svc.clear_stores()
         row: dict[str, Any] = {
-            "name": name, "fraction": fraction, "messages": work.count, "large": plan.mix_large,
-            "small_size": plan.mix_small, "large_size": plan.mix_large_size, "bytes": work.total,
+            "name": name,
+            "fraction": fraction,
+            "messages": work.count,
+            "large": plan.mix_large,
+            "small_size": plan.mix_small,
+            "large_size": plan.mix_large_size,
+            "bytes": work.total,
             "produce": {v: stat(s) for v, s in produce.items()},
             "consume": {v: stat(s) for v, s in consume.items()},
             "memory": {v: stat(s) for v, s in memory.items()},
-            "kafka_bytes": kafka_bytes, "store_bytes": store_bytes,
+            "kafka_bytes": kafka_bytes,
+            "store_bytes": store_bytes,
         }
-        self.ui.note(f"mix {name:>9} ({work.count} msgs, {work.total / 1e6:.1f} MB): Kafka MB "
-                     + " ".join(f"{v} {kafka_bytes[v] / 1e6:.2f}" for v in MIX_VARIANTS)
-                     + f" [{self.kafka_label}]")
+        self.ui.note(
+            f"mix {name:>9} ({work.count} msgs, {work.total / 1e6:.1f} MB): Kafka MB "
+            + " ".join(f"{v} {kafka_bytes[v] / 1e6:.2f}" for v in MIX_VARIANTS)
+            + f" [{self.kafka_label}]"
+        )
         return row
 
     # -- latency -----------------------------------------------------------------------------
@@ -335,11 +361,20 @@ class Suite:
                 self.ui.advance()
             self.drop_topics()
             self.svc.clear_stores()
-        row: dict[str, Any] = {"size": size, "label": label, "round_trips": count,
-               "p50_ms": {v: stat(s) for v, s in p50.items()}, "p99_ms": {v: stat(s) for v, s in p99.items()}}
-        self.ui.note(f"latency {label:>6}: p50/p99 ms " + " ".join(
-            f"{v} {row['p50_ms'][v]['median']:.1f}/{row['p99_ms'][v]['median']:.1f}" for v in LATENCY_VARIANTS)
-            + f" [{self.kafka_label}]")
+        row: dict[str, Any] = {
+            "size": size,
+            "label": label,
+            "round_trips": count,
+            "p50_ms": {v: stat(s) for v, s in p50.items()},
+            "p99_ms": {v: stat(s) for v, s in p99.items()},
+        }
+        self.ui.note(
+            f"latency {label:>6}: p50/p99 ms "
+            + " ".join(
+                f"{v} {row['p50_ms'][v]['median']:.1f}/{row['p99_ms'][v]['median']:.1f}" for v in LATENCY_VARIANTS
+            )
+            + f" [{self.kafka_label}]"
+        )
         return row
 
     # -- passthrough -------------------------------------------------------------------------
@@ -358,15 +393,24 @@ class Suite:
                     raise AssertionError(f"{reader} read {out.messages} of {n}")
                 rates[reader].append(n / seconds)
                 self.ui.advance()
-        row: dict[str, Any] = {"messages": n, "size": size, "same_topic": True,
-                               "msgs_per_s": {r: stat(s) for r, s in rates.items()}}
+        row: dict[str, Any] = {
+            "messages": n,
+            "size": size,
+            "same_topic": True,
+            "msgs_per_s": {r: stat(s) for r, s in rates.items()},
+        }
         med = {r: row["msgs_per_s"][r]["median"] for r in PASSTHROUGH_READERS}
-        row["ratios"] = {"poll": med["hybrid.poll"] / med["raw.poll"],
-                         "consume": med["hybrid.consume"] / med["raw.consume"],
-                         "poll_vs_fastest_raw": med["hybrid.poll"] / max(med["raw.poll"], med["raw.consume"])}
+        row["ratios"] = {
+            "poll": med["hybrid.poll"] / med["raw.poll"],
+            "consume": med["hybrid.consume"] / med["raw.consume"],
+            "poll_vs_fastest_raw": med["hybrid.poll"] / max(med["raw.poll"], med["raw.consume"]),
+        }
         self.drop_topics()
-        self.ui.note(f"passthrough {n} x {size} B: msgs/s " + " ".join(f"{r} {med[r]:,.0f}" for r in med)
-                     + f" [{self.kafka_label}]")
+        self.ui.note(
+            f"passthrough {n} x {size} B: msgs/s "
+            + " ".join(f"{r} {med[r]:,.0f}" for r in med)
+            + f" [{self.kafka_label}]"
+        )
         return row
 
     # -- targets and profiles ----------------------------------------------------------------
@@ -414,13 +458,18 @@ class Suite:
             + plan.latency_repeats * len(LATENCY_VARIANTS) * len(plan.latency)
             + plan.passthrough_repeats * len(PASSTHROUGH_READERS)
         )
-        results: dict[str, Any] = {"mode": plan.mode, "plan": asdict(plan),
-                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))}
+        results: dict[str, Any] = {
+            "mode": plan.mode,
+            "plan": asdict(plan),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        }
         self.ui.step("starting Kafka, Redis and S3 servers")
         with self.services() as env:
             results["env"] = env
-            self.ui.note(f"Kafka: {env['kafka']} | Redis: {env['redis']} | S3: {env['s3']} | "
-                         f"confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']})")
+            self.ui.note(
+                f"Kafka: {env['kafka']} | Redis: {env['redis']} | S3: {env['s3']} | "
+                f"confluent-kafka {env['confluent_kafka']} (librdkafka {env['librdkafka']})"
+            )
             phases: dict[str, float] = {"servers": time.time() - started}
             clock = time.perf_counter()
 
@@ -461,20 +510,35 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         for route in ("chunked", "redis"):
             for side in ("produce", "consume"):
                 ratio = cell["ratios"][route][side]
-                rows.append({
-                    "id": f"{route}.{side}", "kind": "route", "route": route, "side": side, "size": cell["size"],
-                    "case": f"{route} {side} at {cell['label']} vs {CEILING[route]}",
-                    "ratio": ratio, "threshold": TARGET_RATIO, "met": bool(ratio >= TARGET_RATIO),
-                })
+                rows.append(
+                    {
+                        "id": f"{route}.{side}",
+                        "kind": "route",
+                        "route": route,
+                        "side": side,
+                        "size": cell["size"],
+                        "case": f"{route} {side} at {cell['label']} vs {CEILING[route]}",
+                        "ratio": ratio,
+                        "threshold": TARGET_RATIO,
+                        "met": bool(ratio >= TARGET_RATIO),
+                    }
+                )
     passthrough = results["passthrough"]
     for call in ("poll", "consume"):
         ratio = passthrough["ratios"][call]
-        rows.append({
-            "id": f"passthrough.{call}", "kind": "passthrough", "call": call, "size": passthrough["size"],
-            "case": f"{passthrough['messages']} x {passthrough['size']} B plain, HybridConsumer.{call} vs "
-                    f"Consumer.{call}",
-            "ratio": ratio, "threshold": TARGET_RATIO, "met": bool(ratio >= TARGET_RATIO),
-        })
+        rows.append(
+            {
+                "id": f"passthrough.{call}",
+                "kind": "passthrough",
+                "call": call,
+                "size": passthrough["size"],
+                "case": f"{passthrough['messages']} x {passthrough['size']} B plain, HybridConsumer.{call} vs "
+                f"Consumer.{call}",
+                "ratio": ratio,
+                "threshold": TARGET_RATIO,
+                "met": bool(ratio >= TARGET_RATIO),
+            }
+        )
     return rows
 
 
@@ -497,11 +561,17 @@ _COMPONENTS: list[tuple[str, Callable[[str, str], bool]]] = [
     ("stores code", lambda f, n: "/stores/" in f),
     ("SHA-256", lambda f, n: "sha256" in n or "hashlib" in f),
     ("redis-py", lambda f, n: "/redis/" in f or "hiredis" in n),
-    ("boto3/botocore/urllib3", lambda f, n: any(s in f for s in ("/botocore/", "/boto3/", "/s3transfer/",
-                                                                  "/urllib3/", "http/client", "/ssl.py"))),
+    (
+        "boto3/botocore/urllib3",
+        lambda f, n: any(
+            s in f for s in ("/botocore/", "/boto3/", "/s3transfer/", "/urllib3/", "http/client", "/ssl.py")
+        ),
+    ),
     ("socket I/O", lambda f, n: "socket" in n or "socket" in f or "select" in n),
-    ("waiting: locks, futures, idle worker queues",
-     lambda f, n: "acquire" in n or "SimpleQueue" in n or "threading" in f or "concurrent/" in f),
+    (
+        "waiting: locks, futures, idle worker queues",
+        lambda f, n: "acquire" in n or "SimpleQueue" in n or "threading" in f or "concurrent/" in f,
+    ),
     ("benchmark loop", lambda f, n: "/benchmarks/" in f),
 ]
 
@@ -600,11 +670,19 @@ def _profiled(variant: str, job: Job, top: int = 14) -> dict[str, Any]:
     for (filename, line, name), (calls, self_time, cumulative) in merged.items():
         comp = _component(filename, name)
         components[comp] = components.get(comp, 0.0) + self_time
-        rows.append({"function": _where(filename, line, name), "ncalls": int(calls), "tottime": self_time,
-                     "cumtime": cumulative, "component": comp})
+        rows.append(
+            {
+                "function": _where(filename, line, name),
+                "ncalls": int(calls),
+                "tottime": self_time,
+                "cumtime": cumulative,
+                "component": comp,
+            }
+        )
     rows.sort(key=lambda r: -float(r["tottime"]))
-    own = sorted((r for r in rows if str(r["function"]).startswith(("gateway/", "stores/"))),
-                 key=lambda r: -float(r["cumtime"]))
+    own = sorted(
+        (r for r in rows if str(r["function"]).startswith(("gateway/", "stores/"))), key=lambda r: -float(r["cumtime"])
+    )
     counted: dict[str, int] = {}
     for (filename, _line, name), (n_calls, _self, _cum) in merged.items():
         for label, name_part, file_part in _COUNTED_CALLS:
@@ -612,7 +690,9 @@ def _profiled(variant: str, job: Job, top: int = 14) -> dict[str, Any]:
             if hit and file_part in filename:
                 counted[label] = counted.get(label, 0) + int(n_calls)
     return {
-        "variant": variant, "seconds_profiled": seconds, "messages": out.messages,
+        "variant": variant,
+        "seconds_profiled": seconds,
+        "messages": out.messages,
         "calls_per_message": {k: v / max(1, out.messages) for k, v in sorted(counted.items())},
         "MBps_profiled": mbps(seconds, out.moved) if out.moved else None,
         "msgs_per_s_profiled": out.messages / seconds if seconds else None,

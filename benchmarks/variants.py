@@ -54,12 +54,19 @@ RAISED_MESSAGE_MAX = 1_000_000_000
 """What users raise ``message.max.bytes`` to instead (librdkafka's maximum)."""
 
 PRODUCER_CONF: dict[str, Any] = {
-    "linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_048_576, "acks": "all",
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "acks": "all",
     "log.connection.close": False,
 }
 CONSUMER_CONF: dict[str, Any] = {
-    "enable.auto.commit": False, "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-    "fetch.wait.max.ms": 10, "receive.message.max.bytes": 400_000_000, "log.connection.close": False,
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 10_485_760,
+    "fetch.wait.max.ms": 10,
+    "receive.message.max.bytes": 400_000_000,
+    "log.connection.close": False,
 }
 RAISED_CONSUMER: dict[str, Any] = {"fetch.max.bytes": 200_000_000, "max.partition.fetch.bytes": 200_000_000}
 HYBRID_CONSUMER: dict[str, Any] = {"message.assembler.buffer.capacity": 256_000_000}
@@ -68,8 +75,17 @@ RAW_TOPIC_CONFIG = {"max.message.bytes": "300000000"}
 
 STALL_SECONDS = 60.0
 
-PRODUCE_VARIANTS = ("raw.record", "raw.segments", "chunked", "redis.raw", "redis.raw+env", "redis",
-                    "s3.raw", "s3.raw+env", "s3")
+PRODUCE_VARIANTS = (
+    "raw.record",
+    "raw.segments",
+    "chunked",
+    "redis.raw",
+    "redis.raw+env",
+    "redis",
+    "s3.raw",
+    "s3.raw+env",
+    "s3",
+)
 CONSUME_VARIANTS = PRODUCE_VARIANTS
 KAFKA_VARIANTS = frozenset(v for v in PRODUCE_VARIANTS if v not in ("redis.raw", "s3.raw"))
 CEILING = {"chunked": "raw.segments", "redis": "redis.raw+env", "s3": "s3.raw+env"}
@@ -181,8 +197,13 @@ class Work:
                 ts = int(time.time() * 1000)
                 parts = split("bench", 0, ts, uuid.uuid4(), key, value, SEGMENT, [("_t", encode_timestamp(ts))])
                 records.extend(
-                    {"value": bytes(r.value or b""), "key": r.key, "partition": 0, "headers": r.headers,
-                     "timestamp": r.timestamp or 0}
+                    {
+                        "value": bytes(r.value or b""),
+                        "key": r.key,
+                        "partition": 0,
+                        "headers": r.headers,
+                        "timestamp": r.timestamp or 0,
+                    }
                     for r in parts
                 )
             self._segments = records
@@ -322,8 +343,11 @@ def produce_job(svc: Services, variant: str, topic: str, work: Work, *, forced: 
         client = svc.redis
         names = raw_names(svc, "redis", topic, len(values))
         env_producer = _envelope_producer(svc, topic) if variant.endswith("+env") else None
-        length = envelope_size("redis", RedisStore(client, prefix=svc.redis_prefix).locator_for(
-            topic, uuid.uuid4(), max(map(len, values))), 0)
+        length = envelope_size(
+            "redis",
+            RedisStore(client, prefix=svc.redis_prefix).locator_for(topic, uuid.uuid4(), max(map(len, values))),
+            0,
+        )
 
         def run_redis() -> Outcome:
             kafka = 0
@@ -525,8 +549,15 @@ class LatencyPair:
             parts = split(self.topic, 0, ts, uuid.uuid4(), key, value, SEGMENT, [("_t", encode_timestamp(ts))])
             self._segments_left[key] = len(parts)
             for r in parts:
-                _produce(self.producer, self.topic, value=bytes(r.value or b""), key=r.key, partition=0,
-                         headers=r.headers, timestamp=r.timestamp or 0)
+                _produce(
+                    self.producer,
+                    self.topic,
+                    value=bytes(r.value or b""),
+                    key=r.key,
+                    partition=0,
+                    headers=r.headers,
+                    timestamp=r.timestamp or 0,
+                )
         else:
             route = "chunked" if self.variant == "chunked" else f"reference:{self.variant}"
             self.producer.produce(self.topic, value, key=key, partition=0, route=route)
@@ -569,8 +600,9 @@ PASSTHROUGH_READERS = ("raw.poll", "hybrid.poll", "raw.consume", "hybrid.consume
 def passthrough_job(svc: Services, reader: str, topic: str, messages: int) -> Job:
     """Read ``messages`` small plain records one way; ``Outcome.messages`` is what was read."""
     kind, _, call = reader.partition(".")
-    consumer: Any = Consumer(svc.consumer_conf()) if kind == "raw" else \
-        HybridConsumer(svc.consumer_conf(**HYBRID_CONSUMER))
+    consumer: Any = (
+        Consumer(svc.consumer_conf()) if kind == "raw" else HybridConsumer(svc.consumer_conf(**HYBRID_CONSUMER))
+    )
     _warm(consumer, topic)
 
     def run() -> Outcome:

@@ -77,8 +77,14 @@ class _Pending:
 
     def dropped(self, reason: str) -> DroppedMessage:
         return DroppedMessage(
-            self.tp[0], self.tp[1], self.message_id, self.starting_offset, self.count, self.size,
-            self.buffered, reason,
+            self.tp[0],
+            self.tp[1],
+            self.message_id,
+            self.starting_offset,
+            self.count,
+            self.size,
+            self.buffered,
+            reason,
         )
 
 
@@ -238,9 +244,7 @@ class MessageAssembler:
         if len(message.chunks) == message.count:
             self._remove(message)
             if message.buffered != message.size:
-                raise InvalidSegmentError(
-                    f"buffered bytes {message.buffered} differ from message size {message.size}"
-                )
+                raise InvalidSegmentError(f"buffered bytes {message.buffered} differ from message size {message.size}")
             value = b"".join(message.chunks[i] for i in range(message.count))
             result = Assembled(value, message.starting_offset, offset, True, message.count)
         else:

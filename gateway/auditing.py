@@ -109,8 +109,14 @@ class LoggingAuditor(CountingAuditor):
 
     def flush(self) -> None:
         for key, (messages, size) in sorted(self.stats.drain().items(), key=lambda kv: repr(kv[0])):
-            log.info("audit %s bucket=%d %s: %d messages, %d bytes", key.topic, key.bucket, key.audit_type.value,
-                     messages, size)
+            log.info(
+                "audit %s bucket=%d %s: %d messages, %d bytes",
+                key.topic,
+                key.bucket,
+                key.audit_type.value,
+                messages,
+                size,
+            )
 
     def close(self) -> None:
         self.flush()
@@ -133,8 +139,14 @@ class TopicAuditor(CountingAuditor):
     def flush(self) -> int:
         sent = 0
         for key, (messages, size) in self.stats.drain().items():
-            record = {"topic": key.topic, "bucket": key.bucket, "bucket_ms": self.stats.bucket_ms,
-                      "type": key.audit_type.value, "messages": messages, "bytes": size}
+            record = {
+                "topic": key.topic,
+                "bucket": key.bucket,
+                "bucket_ms": self.stats.bucket_ms,
+                "type": key.audit_type.value,
+                "messages": messages,
+                "bytes": size,
+            }
             # the raw librdkafka producer underneath, so publishing the audit is not itself audited
             raw = getattr(self.producer, "inner", self.producer)
             raw.produce(self.audit_topic, json.dumps(record).encode(), key=key.topic.encode())

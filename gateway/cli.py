@@ -48,19 +48,38 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--min-size", type=_size, default=1_000, help="smallest message (default 1KB)")
     demo.add_argument("--max-size", type=_size, default=50_000_000, help="largest message (default 50MB)")
     demo.add_argument("--median-size", type=_size, default=20_000, help="median of the small messages (default 20KB)")
-    demo.add_argument("--large-fraction", type=float, default=0.04,
-                      help="share of messages drawn from 1MB..max-size (default 0.04)")
-    demo.add_argument("--segment-bytes", type=_size, default=800_000,
-                      help="chunk size, LinkedIn's max.message.segment.bytes (default 800000)")
-    demo.add_argument("--reference-above", type=_size, default=4_000_000,
-                      help="values larger than this go to a store when one is available (default 4MB)")
-    demo.add_argument("--tier-above", type=_size, default=16_000_000,
-                      help="with two stores, values larger than this go to the second one (default 16MB)")
-    demo.add_argument("--stores", default="redis,s3",
-                      help="stores to start and use, in order of preference (default redis,s3; 'none' for none)")
-    demo.add_argument("--kafka", default="mock",
-                      help="mock (embedded, default), kafka (Apache Kafka, after `make kafka`), noida, tansu, "
-                      "external (KAFKA_BOOTSTRAP_SERVERS) or host:port")
+    demo.add_argument(
+        "--large-fraction", type=float, default=0.04, help="share of messages drawn from 1MB..max-size (default 0.04)"
+    )
+    demo.add_argument(
+        "--segment-bytes",
+        type=_size,
+        default=800_000,
+        help="chunk size, LinkedIn's max.message.segment.bytes (default 800000)",
+    )
+    demo.add_argument(
+        "--reference-above",
+        type=_size,
+        default=4_000_000,
+        help="values larger than this go to a store when one is available (default 4MB)",
+    )
+    demo.add_argument(
+        "--tier-above",
+        type=_size,
+        default=16_000_000,
+        help="with two stores, values larger than this go to the second one (default 16MB)",
+    )
+    demo.add_argument(
+        "--stores",
+        default="redis,s3",
+        help="stores to start and use, in order of preference (default redis,s3; 'none' for none)",
+    )
+    demo.add_argument(
+        "--kafka",
+        default="mock",
+        help="mock (embedded, default), kafka (Apache Kafka, after `make kafka`), noida, tansu, "
+        "external (KAFKA_BOOTSTRAP_SERVERS) or host:port",
+    )
     demo.add_argument("--seed", type=int, default=7, help="random seed for sizes and payloads")
     gc = sub.add_parser(
         "gc",
@@ -76,20 +95,35 @@ def build_parser() -> argparse.ArgumentParser:
         "for lack of proof (run again), 1 a store operation failed, 2 bad arguments.",
     )
     _store_args(gc)
-    gc.add_argument("--grace", type=float, default=3600.0,
-                    help="seconds a write may stay pending before it counts as orphaned (default 3600)")
+    gc.add_argument(
+        "--grace",
+        type=float,
+        default=3600.0,
+        help="seconds a write may stay pending before it counts as orphaned (default 3600)",
+    )
     gc.add_argument("--bootstrap", help="Kafka bootstrap servers: the topics are read to prove absence")
-    gc.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)")
-    gc.add_argument("--scan-timeout", type=float, default=600.0,
-                    help="seconds allowed to read each topic; payloads of a topic not read in time are kept "
-                    "(default 600)")
+    gc.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)",
+    )
+    gc.add_argument(
+        "--scan-timeout",
+        type=float,
+        default=600.0,
+        help="seconds allowed to read each topic; payloads of a topic not read in time are kept (default 600)",
+    )
     mode = gc.add_mutually_exclusive_group()
     mode.add_argument("--delete", action="store_true", help="delete what was proved dead (default: dry run)")
     mode.add_argument("--dry-run", action="store_true", help="report only, delete nothing (the default)")
-    gc.add_argument("--no-verify", action="store_true",
-                    help="without --bootstrap, treat every write pending past the grace period as dead "
-                    "(unsafe: a producer that died after the acknowledgement loses a live payload)")
+    gc.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="without --bootstrap, treat every write pending past the grace period as dead "
+        "(unsafe: a producer that died after the acknowledgement loses a live payload)",
+    )
     reconcile = sub.add_parser(
         "reconcile",
         help="Spark job: find payloads no envelope points at (orphans) and envelopes whose payload is gone",
@@ -99,23 +133,32 @@ def build_parser() -> argparse.ArgumentParser:
         "Exits 1 when dangling or broken envelopes were found, or a deletion failed.",
     )
     reconcile.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
-    reconcile.add_argument("--topic", required=True, action="append",
-                           help="topic to reconcile (repeat for several)")
+    reconcile.add_argument("--topic", required=True, action="append", help="topic to reconcile (repeat for several)")
     reconcile.add_argument("--redis-url", help="Redis store, e.g. redis://127.0.0.1:6379/0")
     reconcile.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
     reconcile.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
     reconcile.add_argument("--s3-bucket", help="S3 bucket of the store")
     reconcile.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
     reconcile.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
-    reconcile.add_argument("--redis-name", default="redis",
-                           help="store name the producers gave the Redis store (default redis)")
+    reconcile.add_argument(
+        "--redis-name", default="redis", help="store name the producers gave the Redis store (default redis)"
+    )
     reconcile.add_argument("--s3-name", default="s3", help="store name the producers gave the S3 store (default s3)")
-    reconcile.add_argument("--grace", type=float, default=3600.0,
-                           help="seconds an unreferenced object may be young before it counts as orphan (default 3600)")
+    reconcile.add_argument(
+        "--grace",
+        type=float,
+        default=3600.0,
+        help="seconds an unreferenced object may be young before it counts as orphan (default 3600)",
+    )
     reconcile.add_argument("--delete", action="store_true", help="delete the orphans found")
     reconcile.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[2])")
-    reconcile.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                           help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)")
+    reconcile.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)",
+    )
     bench = sub.add_parser(
         "bench",
         help="measure every route beside raw confluent-kafka, redis-py and boto3; regenerate docs/benchmarks.md",
@@ -124,13 +167,20 @@ def build_parser() -> argparse.ArgumentParser:
         "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
         "docs/benchmarks.md with its plots. Same as python -m benchmarks.",
     )
-    bench.add_argument("--quick", action="store_true",
-                       help="smaller volumes, no 100 MB size (about 2 minutes on 2 cores)")
-    bench.add_argument("--backend", default="kafka",
-                       help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
-                       "or external (KAFKA_BOOTSTRAP_SERVERS)")
-    bench.add_argument("--output", default=None,
-                       help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)")
+    bench.add_argument(
+        "--quick", action="store_true", help="smaller volumes, no 100 MB size (about 2 minutes on 2 cores)"
+    )
+    bench.add_argument(
+        "--backend",
+        default="kafka",
+        help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
+        "or external (KAFKA_BOOTSTRAP_SERVERS)",
+    )
+    bench.add_argument(
+        "--output",
+        default=None,
+        help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)",
+    )
     return parser
 
 
@@ -164,8 +214,11 @@ def _gc(args: argparse.Namespace) -> int:
         print("gateway gc: --redis-name and --s3-name must differ", file=sys.stderr)
         return 2
     if args.delete and not args.bootstrap and not args.no_verify:
-        print("gateway gc: --delete needs --bootstrap, so that a payload whose envelope landed is kept; "
-              "--no-verify deletes on the pending mark alone", file=sys.stderr)
+        print(
+            "gateway gc: --delete needs --bootstrap, so that a payload whose envelope landed is kept; "
+            "--no-verify deletes on the pending mark alone",
+            file=sys.stderr,
+        )
         return 2
     options = _kafka_options(args.kafka_option, "gc")
     if options is None:
@@ -174,35 +227,45 @@ def _gc(args: argparse.Namespace) -> int:
     if args.redis_url:
         from stores import redis_client_from_url
 
-        stores[args.redis_name] = RedisStore(redis_client_from_url(args.redis_url), prefix=args.redis_prefix,
-                                             name=args.redis_name, close_client=True)
+        stores[args.redis_name] = RedisStore(
+            redis_client_from_url(args.redis_url), prefix=args.redis_prefix, name=args.redis_name, close_client=True
+        )
     if args.s3_bucket:
         import boto3
 
         kwargs = {k: v for k, v in (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region)) if v}
-        stores[args.s3_name] = S3Store(boto3.client("s3", **kwargs), bucket=args.s3_bucket, prefix=args.s3_prefix,
-                                       name=args.s3_name)
+        stores[args.s3_name] = S3Store(
+            boto3.client("s3", **kwargs), bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name
+        )
     if not stores:
         print("gateway gc: name a store with --redis-url or --s3-bucket", file=sys.stderr)
         return 2
-    verifier = (kafka_verifier({**options, "bootstrap.servers": args.bootstrap}, timeout_s=args.scan_timeout)
-                if args.bootstrap else unverified(args.no_verify))
+    verifier = (
+        kafka_verifier({**options, "bootstrap.servers": args.bootstrap}, timeout_s=args.scan_timeout)
+        if args.bootstrap
+        else unverified(args.no_verify)
+    )
     report = sweep(stores, grace_ms=int(args.grace * 1000), verifier=verifier, dry_run=not args.delete)
     for line in _gc_lines(report):
         print(line)
     code = report.exit_code()
     if code == EXIT_INCOMPLETE:
-        print(f"gateway gc: incomplete: {len(report.kept)} pending payloads kept because nothing proved them "
-              "dead (reasons above); run again once that is resolved", file=sys.stderr)
+        print(
+            f"gateway gc: incomplete: {len(report.kept)} pending payloads kept because nothing proved them "
+            "dead (reasons above); run again once that is resolved",
+            file=sys.stderr,
+        )
     return code
 
 
 def _gc_lines(report: Any) -> list[str]:
     verb, abort = ("would delete", "would abort") if report.dry_run else ("deleted", "aborted")
     head = "dry run, nothing changed (pass --delete to act): " if report.dry_run else ""
-    out = [f"{head}examined {report.examined} pending writes: {verb} {len(report.deleted)}, "
-           f"kept {len(report.landed)} whose envelope landed, kept {len(report.kept)} unproved, "
-           f"{len(report.failed)} failed; {abort} {len(report.aborted)} stale multipart uploads"]
+    out = [
+        f"{head}examined {report.examined} pending writes: {verb} {len(report.deleted)}, "
+        f"kept {len(report.landed)} whose envelope landed, kept {len(report.kept)} unproved, "
+        f"{len(report.failed)} failed; {abort} {len(report.aborted)} stale multipart uploads"
+    ]
     out += [f"  {verb}: {locator}" for locator in report.deleted]
     out += [f"  landed: {locator}" for locator in report.landed]
     out += [f"  kept: {locator}: {why}" for locator, why in report.kept]

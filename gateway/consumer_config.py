@@ -61,8 +61,11 @@ class ConsumerSettings:
     def pipeline(self) -> ConsumerPipeline:
         return ConsumerPipeline(
             MessageAssembler(
-                self.capacity, self.expiration_offset_gap, exception_on_message_dropped=self.raise_on_drop,
-                max_segments=self.max_segments, max_message_bytes=self.max_message_bytes,
+                self.capacity,
+                self.expiration_offset_gap,
+                exception_on_message_dropped=self.raise_on_drop,
+                max_segments=self.max_segments,
+                max_message_bytes=self.max_message_bytes,
             ),
             DeliveredOffsetTracker(self.max_tracked),
         )
@@ -91,8 +94,21 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
     conf["enable.auto.commit"] = False
     settings = ConsumerSettings(
-        capacity, gap, max_segments, max_message, max_tracked, raise_on_drop, auto_commit, auto_commit_s, batch,
-        error_mode == "deliver", workers, budget, on_commit, unresolved, warning_interval_s,
+        capacity,
+        gap,
+        max_segments,
+        max_message,
+        max_tracked,
+        raise_on_drop,
+        auto_commit,
+        auto_commit_s,
+        batch,
+        error_mode == "deliver",
+        workers,
+        budget,
+        on_commit,
+        unresolved,
+        warning_interval_s,
     )
     return settings, conf
 

@@ -96,8 +96,13 @@ class DeadLetters:
             (DLQ_ERROR_HEADER, f"{type(exc).__name__}: {exc}".encode()[:4096]),
         ]
         outcome: list[Any] = []
-        self._producer.produce(self.topic, value=msg.value(), key=msg.key(), headers=headers,
-                               on_delivery=lambda err, _msg: outcome.append(err))
+        self._producer.produce(
+            self.topic,
+            value=msg.value(),
+            key=msg.key(),
+            headers=headers,
+            on_delivery=lambda err, _msg: outcome.append(err),
+        )
         self._producer.flush(timeout)
         if not outcome or outcome[0] is not None:
             raise StoreUnavailableError(
@@ -118,8 +123,9 @@ class RateLimitedLog:
     ``suppressed`` (exposed in the consumer's metrics) says how many were left out.
     """
 
-    def __init__(self, logger: logging.Logger, interval_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, logger: logging.Logger, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._log = logger
         self._interval = interval_s
         self._clock = clock

@@ -44,8 +44,13 @@ class EventHandler:
     """Turns one record's events into the message to return, a raised typed error, or nothing."""
 
     def __init__(
-        self, pipeline: ConsumerPipeline, refs: ReferenceFetcher, deliver_errors: bool, auditor: Auditor | None,
-        unresolved: UnresolvedSettings | None = None, dead_letters: DeadLetters | None = None,
+        self,
+        pipeline: ConsumerPipeline,
+        refs: ReferenceFetcher,
+        deliver_errors: bool,
+        auditor: Auditor | None,
+        unresolved: UnresolvedSettings | None = None,
+        dead_letters: DeadLetters | None = None,
         warnings: RateLimitedLog | None = None,
     ) -> None:
         self._auditor = auditor
@@ -55,8 +60,12 @@ class EventHandler:
         self._policy = unresolved or UnresolvedSettings()
         self._dead_letters = dead_letters
         self._warnings = warnings or RateLimitedLog(log)
-        self._counters = {"reference.messages": 0, "reference.errors": 0, "reference.skipped": 0,
-                          "reference.dead.lettered": 0}
+        self._counters = {
+            "reference.messages": 0,
+            "reference.errors": 0,
+            "reference.skipped": 0,
+            "reference.dead.lettered": 0,
+        }
 
     @property
     def counters(self) -> dict[str, int]:
@@ -88,8 +97,12 @@ class EventHandler:
         dropped_error: LargeMessageDroppedError | None = None
         for event in events:
             if isinstance(event, MessageDropped):
-                self._warnings.warning(f"dropped.{event.dropped.reason}", "incomplete large message dropped (%s): %s",
-                                       event.dropped.reason, event.dropped)
+                self._warnings.warning(
+                    f"dropped.{event.dropped.reason}",
+                    "incomplete large message dropped (%s): %s",
+                    event.dropped.reason,
+                    event.dropped,
+                )
                 dropped_error = dropped_error or event.exception
             elif isinstance(event, InvalidRecord):
                 event.exception.kafka_message = msg
@@ -148,8 +161,13 @@ class EventHandler:
                 log.error("record %s could not be dead-lettered (%s); raising it instead", where, dlq_exc)
             else:
                 self._counters["reference.dead.lettered"] += 1
-                self._warnings.warning("reference.dead.lettered", "unresolvable record %s sent to %s: %s", where,
-                                       self._dead_letters.topic, error_text(exc))
+                self._warnings.warning(
+                    "reference.dead.lettered",
+                    "unresolvable record %s sent to %s: %s",
+                    where,
+                    self._dead_letters.topic,
+                    error_text(exc),
+                )
                 return None
         # commits stop here until the application commits this message itself; the loop goes on
         self._pipeline.hold((msg.topic(), msg.partition()), message.record.offset)

@@ -52,11 +52,17 @@ def scan_topic(
     """Read ``topic`` up to the high watermarks taken at the start, matching envelopes against ``wanted``."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({
-        **client_config, "group.id": f"gateway-gc-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "enable.partition.eof": True, "isolation.level": "read_uncommitted", "auto.offset.reset": "error",
-        "allow.auto.create.topics": False,
-    })
+    consumer = Consumer(
+        {
+            **client_config,
+            "group.id": f"gateway-gc-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_uncommitted",
+            "auto.offset.reset": "error",
+            "allow.auto.create.topics": False,
+        }
+    )
     started = clock()
     wait = max(1.0, min(timeout_s, 60.0))  # per metadata request; the deadline bounds the whole read
     try:
@@ -83,8 +89,14 @@ def scan_topic(
 
 
 def _read(
-    consumer: Any, topic: str, wanted: Sequence[Pending], starts: Mapping[int, int], ends: Mapping[int, int],
-    *, deadline: float, clock: Callable[[], float],
+    consumer: Any,
+    topic: str,
+    wanted: Sequence[Pending],
+    starts: Mapping[int, int],
+    ends: Mapping[int, int],
+    *,
+    deadline: float,
+    clock: Callable[[], float],
 ) -> TopicScan:
     from confluent_kafka import KafkaError, TopicPartition
 
@@ -111,6 +123,7 @@ def _read(
                 progress.advance(msg.partition(), msg.offset())
             else:
                 return TopicScan.finished(topic, matcher, progress, f"read error: {error}")
-    log.debug("topic %s read to %s: %d envelopes, %d undecodable", topic, dict(ends), matcher.envelopes,
-              matcher.undecodable)
+    log.debug(
+        "topic %s read to %s: %d envelopes, %d undecodable", topic, dict(ends), matcher.envelopes, matcher.undecodable
+    )
     return TopicScan.finished(topic, matcher, progress)

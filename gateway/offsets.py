@@ -124,7 +124,9 @@ class DeliveredOffsetTracker:
 
     def _not_tracked(self, tp: TopicPartitionKey, offset: int, tracker: _PartitionTracker) -> OffsetNotTrackedError:
         return OffsetNotTrackedError(
-            tp[0], tp[1], offset,
+            tp[0],
+            tp[1],
+            offset,
             f"Offset {offset} for partition {tp[0]}-{tp[1]} is either invalid or has been evicted. "
             f"Tracked offset range: [{tracker.earliest}, {tracker.delivered}], safe offset = {tracker.current_safe}",
         )

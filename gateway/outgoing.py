@@ -111,8 +111,14 @@ class OutgoingMessage:
 
     @classmethod
     def of(
-        cls, topic: str, value: Any = None, key: Any = None, partition: int = -1,
-        on_delivery: DeliveryCallback | None = None, timestamp: int = 0, headers: Any = None,
+        cls,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
     ) -> OutgoingMessage:
         """``produce``'s arguments, each checked: ``TypeError``/:class:`ConfigurationError` name the argument."""
         if not isinstance(topic, str) or not topic:
@@ -121,8 +127,18 @@ class OutgoingMessage:
             raise TypeError(f"on_delivery must be callable(err, msg) or None, got {type(on_delivery).__name__}")
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise TypeError(f"timestamp must be an int (ms since the epoch), got {type(timestamp).__name__}")
-        return cls(topic, value, as_bytes(value), key, _check_partition(partition), on_delivery, timestamp, headers,
-                   as_bytes(key, "key"), checked_headers(headers))
+        return cls(
+            topic,
+            value,
+            as_bytes(value),
+            key,
+            _check_partition(partition),
+            on_delivery,
+            timestamp,
+            headers,
+            as_bytes(key, "key"),
+            checked_headers(headers),
+        )
 
     @property
     def size(self) -> int:

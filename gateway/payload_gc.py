@@ -101,8 +101,7 @@ class EnvelopeMatcher:
 
 def mentions(raw: bytes, pending: Pending) -> bool:
     """Whether undecodable envelope bytes could be a pointer at ``pending`` (newer version, damage)."""
-    return (pending.message_id.bytes in raw or str(pending.message_id).encode() in raw
-            or pending.locator.encode() in raw)
+    return pending.message_id.bytes in raw or str(pending.message_id).encode() in raw or pending.locator.encode() in raw
 
 
 @dataclass
@@ -122,8 +121,9 @@ class ScanProgress:
 
     def lagging(self) -> list[tuple[int, int, int]]:
         """``(partition, reached, end)`` for every partition not yet read up to its end."""
-        return [(p, self.positions.get(p, 0), end) for p, end in sorted(self.ends.items())
-                if self.positions.get(p, 0) < end]
+        return [
+            (p, self.positions.get(p, 0), end) for p, end in sorted(self.ends.items()) if self.positions.get(p, 0) < end
+        ]
 
     @property
     def complete(self) -> bool:
@@ -155,11 +155,18 @@ class TopicScan:
         lagging = progress.lagging()
         problem = None
         if lagging:
-            problem = "scan of " + ", ".join(f"{topic}[{p}] stopped at offset {reached} of {end}"
-                                              for p, reached, end in lagging)
+            problem = "scan of " + ", ".join(
+                f"{topic}[{p}] stopped at offset {reached} of {end}" for p, reached, end in lagging
+            )
             problem += f" ({why})" if why else ""
-        return cls(topic, problem, frozenset(matcher.found), frozenset(matcher.suspects),
-                   frozenset(matcher.store_names), dict(progress.ends))
+        return cls(
+            topic,
+            problem,
+            frozenset(matcher.found),
+            frozenset(matcher.suspects),
+            frozenset(matcher.store_names),
+            dict(progress.ends),
+        )
 
 
 def judge(pending: Pending, scan: TopicScan) -> Verification:
@@ -184,8 +191,11 @@ Verifier = Callable[[Sequence[Pending]], Mapping[Pending, Verification]]
 def unverified(trust_pending_marks: bool) -> Verifier:
     """A verifier that does not read Kafka: everything unknown, or absent when told to trust the marks."""
     verdict = Verdict.ABSENT if trust_pending_marks else Verdict.UNKNOWN
-    reason = ("pending past the grace period, not checked against Kafka" if trust_pending_marks
-              else "kept: not checked against Kafka (no bootstrap servers given)")
+    reason = (
+        "pending past the grace period, not checked against Kafka"
+        if trust_pending_marks
+        else "kept: not checked against Kafka (no bootstrap servers given)"
+    )
 
     def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
         return {p: Verification(verdict, reason) for p in batch}
@@ -306,7 +316,10 @@ def abort_stale_uploads(
 
 
 def kafka_verifier(
-    client_config: Mapping[str, Any], stores: Mapping[str, Any] | None = None, *, timeout_s: float = 600.0,
+    client_config: Mapping[str, Any],
+    stores: Mapping[str, Any] | None = None,
+    *,
+    timeout_s: float = 600.0,
 ) -> Verifier:
     """A verifier that reads each topic named by the batch once, up to its end offsets.
 

@@ -122,8 +122,14 @@ class ConsumerPipeline:
         self._busy = self._commits.busy
         self.fast_plain = 0
         self.counters: dict[str, int] = {
-            "records": 0, "plain.messages": 0, "chunked.messages": 0, "segments": 0,
-            "duplicates.filtered": 0, "invalid.records": 0, "dropped.evicted": 0, "dropped.expired": 0,
+            "records": 0,
+            "plain.messages": 0,
+            "chunked.messages": 0,
+            "segments": 0,
+            "duplicates.filtered": 0,
+            "invalid.records": 0,
+            "dropped.evicted": 0,
+            "dropped.expired": 0,
         }
 
     @property
@@ -153,7 +159,9 @@ class ConsumerPipeline:
             # held or filtered in the partition; otherwise the full path runs (same answer, slower).
             hw = self._high_watermarks.get(tp)
             if (
-                hw is not None and tp not in self._busy and not self._assembler.has_pending(tp)
+                hw is not None
+                and tp not in self._busy
+                and not self._assembler.has_pending(tp)
                 and (hw.current if hw.current != -1 else hw.initial) <= offset
             ):
                 self._tracker.track_plain(tp, offset)
@@ -163,7 +171,8 @@ class ConsumerPipeline:
         self.counters["records"] += 1
         try:
             result = (
-                self._assembler.add_segment(tp, offset, kind.segment) if kind.segment is not None
+                self._assembler.add_segment(tp, offset, kind.segment)
+                if kind.segment is not None
                 else Assembled(record.value, offset, offset, False)
             )
         except InvalidSegmentError as exc:
@@ -206,19 +215,41 @@ class ConsumerPipeline:
         safe_now = offset + 1 if current is None else current
         if result.segmented:
             self.counters["chunked.messages"] += 1
-            return ChunkCompleted(record, result.value, headers, RouteKind.CHUNKED, result.starting_offset, safe_now,
-                                  result.number_of_segments)
+            return ChunkCompleted(
+                record,
+                result.value,
+                headers,
+                RouteKind.CHUNKED,
+                result.starting_offset,
+                safe_now,
+                result.number_of_segments,
+            )
         if kind.kind is RecordKind.ENVELOPE:
             try:
                 envelope = decode_envelope(record.value)
             except EnvelopeFormatError as exc:
                 if kind.marked:
-                    return ReferenceToResolve(record, None, without(headers, ENVELOPE_HEADER), RouteKind.REFERENCE,
-                                              offset, safe_now, error=error_text(exc), exception=exc)
+                    return ReferenceToResolve(
+                        record,
+                        None,
+                        without(headers, ENVELOPE_HEADER),
+                        RouteKind.REFERENCE,
+                        offset,
+                        safe_now,
+                        error=error_text(exc),
+                        exception=exc,
+                    )
                 # a legacy value that merely starts like an envelope: not ours, pass it on
             else:
-                return ReferenceToResolve(record, None, without(headers, ENVELOPE_HEADER), RouteKind.REFERENCE,
-                                          offset, safe_now, envelope=envelope)
+                return ReferenceToResolve(
+                    record,
+                    None,
+                    without(headers, ENVELOPE_HEADER),
+                    RouteKind.REFERENCE,
+                    offset,
+                    safe_now,
+                    envelope=envelope,
+                )
         self.counters["plain.messages"] += 1
         return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
 
@@ -229,8 +260,9 @@ class ConsumerPipeline:
         events.append(InvalidRecord(record, exc, self._commits.safe_offset(tp)))
         return events
 
-    def _drain_dropped(self, tp: TopicPartitionKey, record: Record, exc: LargeMessageDroppedError | None
-                       ) -> list[Event]:
+    def _drain_dropped(
+        self, tp: TopicPartitionKey, record: Record, exc: LargeMessageDroppedError | None
+    ) -> list[Event]:
         dropped = self._assembler.dropped
         if not dropped:
             return []

@@ -89,8 +89,12 @@ class HybridProducer:
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._send, metrics=self._metrics, clock=clock)
         self._references = ReferenceWriter(
-            self.stores, self.health, self._send, fallback_cap=self.settings.fallback_cap,
-            metrics=self._metrics, clock=clock,
+            self.stores,
+            self.health,
+            self._send,
+            fallback_cap=self.settings.fallback_cap,
+            metrics=self._metrics,
+            clock=clock,
         )
 
     # -- routing ---------------------------------------------------------------------------
@@ -113,8 +117,9 @@ class HybridProducer:
 
     def _routed(self, message: OutgoingMessage) -> Route:
         """:meth:`route_for` on the arguments ``produce`` has already checked and converted."""
-        return self._size_route(message.size) or \
-            self._policy_route(message.topic, message.size, message.key_bytes, message.header_list)
+        return self._size_route(message.size) or self._policy_route(
+            message.topic, message.size, message.key_bytes, message.header_list
+        )
 
     def produce(
         self,
@@ -172,8 +177,12 @@ class HybridProducer:
     def _produce_plain(self, message: OutgoingMessage) -> None:
         """One record with the caller's own arguments; a full queue raises at once, as librdkafka does."""
         kwargs: dict[str, Any] = {"partition": message.partition, "timestamp": message.timestamp}
-        optional = {"value": message.value, "key": message.key, "headers": message.headers,
-                    "on_delivery": message.on_delivery}
+        optional = {
+            "value": message.value,
+            "key": message.key,
+            "headers": message.headers,
+            "on_delivery": message.on_delivery,
+        }
         kwargs.update((name, arg) for name, arg in optional.items() if arg is not None)
         self._producer.produce(message.topic, **kwargs)
         self._metrics.plain(message)

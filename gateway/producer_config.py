@@ -98,7 +98,15 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
     settings = ProducerSettings(
-        min(segment_bytes, room), header_only, timestamp_header, wrap_small, block_s, max_message_bytes,
-        fallback_cap, failure_threshold, failure_window_ms, probe_interval_ms,
+        min(segment_bytes, room),
+        header_only,
+        timestamp_header,
+        wrap_small,
+        block_s,
+        max_message_bytes,
+        fallback_cap,
+        failure_threshold,
+        failure_window_ms,
+        probe_interval_ms,
     )
     return settings, conf

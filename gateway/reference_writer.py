@@ -41,8 +41,14 @@ class ReferenceWriter:
     """Sends messages by reference to named stores, and tracks each store's health for the fallback."""
 
     def __init__(
-        self, stores: Mapping[str, Store], health: Mapping[str, StoreHealth], send: Send, *,
-        fallback_cap: int, metrics: ProducerMetrics | None = None, clock: Clock = SYSTEM_CLOCK,
+        self,
+        stores: Mapping[str, Store],
+        health: Mapping[str, StoreHealth],
+        send: Send,
+        *,
+        fallback_cap: int,
+        metrics: ProducerMetrics | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.stores = stores
         self.health = health
@@ -99,12 +105,20 @@ class ReferenceWriter:
         return int((self._clock.monotonic() - started) * 1000)
 
     def _fallback(
-        self, name: str, forced: bool, size: int, why: str, cause: BaseException | None = None,
+        self,
+        name: str,
+        forced: bool,
+        size: int,
+        why: str,
+        cause: BaseException | None = None,
     ) -> Route:
         if forced or size > self.fallback_cap:
             self.metrics.fallback_refused += 1
-            reason = "the route was forced" if forced else \
-                f"{size} bytes exceed reference.fallback.inline.max.bytes={self.fallback_cap}"
+            reason = (
+                "the route was forced"
+                if forced
+                else f"{size} bytes exceed reference.fallback.inline.max.bytes={self.fallback_cap}"
+            )
             raise StoreUnavailableError(f"store {name!r} {why}; not chunking instead because {reason}") from cause
         self.metrics.fallbacks += 1
         return CHUNKED
@@ -113,10 +127,13 @@ class ReferenceWriter:
         """Queue the envelope; if it cannot even be queued, delete the payload before raising."""
         user_headers = message.header_list
         kwargs: dict[str, Any] = {
-            "value": envelope, "partition": message.partition, "timestamp": message.timestamp,
+            "value": envelope,
+            "partition": message.partition,
+            "timestamp": message.timestamp,
             "headers": [*user_headers, envelope_header()],
-            "on_delivery": self._on_envelope_delivered(store, locator, message.payload, user_headers,
-                                                       message.on_delivery),
+            "on_delivery": self._on_envelope_delivered(
+                store, locator, message.payload, user_headers, message.on_delivery
+            ),
         }
         if message.key is not None:
             kwargs["key"] = message.key
@@ -127,7 +144,12 @@ class ReferenceWriter:
             raise
 
     def _on_envelope_delivered(
-        self, store: Store, locator: str, value: bytes | None, headers: Headers, on_delivery: DeliveryCallback | None,
+        self,
+        store: Store,
+        locator: str,
+        value: bytes | None,
+        headers: Headers,
+        on_delivery: DeliveryCallback | None,
     ) -> DeliveryCallback:
         def delivered(err: Any, msg: Any) -> None:
             if err is None:
@@ -160,8 +182,11 @@ class ReferenceWriter:
     def _keep_for_gc(self, locator: str, err: Any) -> None:
         """The envelope may be in the topic: deleting the payload could leave it dangling, so gc decides."""
         self.metrics.rollbacks_skipped += 1
-        log.warning("envelope for %s may have been written despite %s; payload and pending mark left for gateway gc",
-                    locator, err)
+        log.warning(
+            "envelope for %s may have been written despite %s; payload and pending mark left for gateway gc",
+            locator,
+            err,
+        )
 
     def _rollback(self, store: Store, locator: str, cause: Any) -> None:
         self.metrics.rollbacks += 1

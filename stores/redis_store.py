@@ -102,7 +102,11 @@ _T = TypeVar("_T")
 
 # Server replies that mean "not now" rather than "never": a failover, a replica, a full server.
 _REFUSED_FOR_NOW_ERRORS = (
-    rex.OutOfMemoryError, rex.ReadOnlyError, rex.TryAgainError, rex.ClusterDownError, rex.MasterDownError,
+    rex.OutOfMemoryError,
+    rex.ReadOnlyError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+    rex.MasterDownError,
 )
 _REFUSED_FOR_NOW = re.compile(r"(?:^|error: )(?:OOM|LOADING|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|BUSY)\b")
 
@@ -192,8 +196,9 @@ class RedisStore(StoreLifecycle):
     def _shape(self, topic: str, message_id: uuid.UUID, size: int) -> RedisLocator:
         message_id = validate_message_id(message_id)
         bucket = bucket_of(message_id) if self.layout == SLOTTED else None
-        return RedisLocator(validate_topic(topic), message_id, entries_for(size, self.entry_bytes),
-                            self.entry_bytes, bucket)
+        return RedisLocator(
+            validate_topic(topic), message_id, entries_for(size, self.entry_bytes), self.entry_bytes, bucket
+        )
 
     def validate_locator(self, locator: str, expected_size: int | None = None) -> RedisLocator:
         """Parse ``P:T:M#NxE`` (flat) or ``P:{bbb}:T:M#NxE`` (slotted); anything else, another prefix,
@@ -259,8 +264,13 @@ class RedisStore(StoreLifecycle):
 
     # -- store operations ------------------------------------------------------------------
     def put(
-        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
-        pending_since_ms: int | None = None, sha256: bytes | None = None,
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        payload: Payload,
+        *,
+        pending_since_ms: int | None = None,
+        sha256: bytes | None = None,
     ) -> str:
         """Write the payload's entries, its pending mark and its index entry in one MULTI/EXEC.
 
@@ -382,7 +392,7 @@ class RedisStore(StoreLifecycle):
             groups.setdefault(self.validate_locator(locator).pending_key(self.prefix), []).append(locator)
         self._check_open()
         if len(groups) == 1:
-            (key, members), = groups.items()
+            ((key, members),) = groups.items()
             self._call(partial(self.client.zrem, key, *members))
         else:
             self._pipelined([partial(_zrem, key, members) for key, members in groups.items()])
@@ -394,9 +404,10 @@ class RedisStore(StoreLifecycle):
         the flat set, so a store switched to the slotted layout still sees its older marks.
         """
         self._check_open()
-        replies = cast("list[list[tuple[bytes, float]]]", self._pipelined([
-            partial(_pending_before, f"{head}:pending", older_than_ms) for head in self._heads()
-        ]))
+        replies = cast(
+            "list[list[tuple[bytes, float]]]",
+            self._pipelined([partial(_pending_before, f"{head}:pending", older_than_ms) for head in self._heads()]),
+        )
         rows = sorted((score, member) for reply in replies for member, score in reply)
         return [member.decode() for _, member in rows]
 
@@ -454,6 +465,7 @@ class RedisStore(StoreLifecycle):
 
     def _pipelined(self, commands: Sequence[Callable[[Pipeline], object]]) -> list[Any]:
         """Independent commands in one non-transactional pipeline (a cluster client splits it by node)."""
+
         def run() -> list[Any]:
             with self.client.pipeline(transaction=False) as pipe:
                 for command in commands:

@@ -203,7 +203,9 @@ class S3Store(StoreLifecycle):
                 raise LocatorError(f"S3 locator {locator!r} names bucket {bucket!r}, not {self.bucket!r}")
             match = self._key_re.fullmatch(key)
             if match is None:
-                raise LocatorError(f"S3 locator {locator!r} is not of the form s3://{self.bucket}/{self.prefix}<topic>/<uuid>")
+                raise LocatorError(
+                    f"S3 locator {locator!r} is not of the form s3://{self.bucket}/{self.prefix}<topic>/<uuid>"
+                )
             return S3Locator(bucket, key, parse_topic(match[1], locator), parse_uuid(match[2], locator))
         except LocatorError:
             self._metrics.add("locator_rejected")
@@ -211,8 +213,13 @@ class S3Store(StoreLifecycle):
 
     # -- store operations ------------------------------------------------------------------
     def put(
-        self, topic: str, message_id: uuid.UUID, payload: Payload, *,
-        pending_since_ms: int | None = None, sha256: bytes | None = None,
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        payload: Payload,
+        *,
+        pending_since_ms: int | None = None,
+        sha256: bytes | None = None,
     ) -> str:
         """Marker (if journalled), then the object with its SHA-256 and size in metadata.
 
@@ -236,9 +243,15 @@ class S3Store(StoreLifecycle):
             if size < self.multipart_threshold:
                 self._call(lambda: self.client.put_object(Bucket=self.bucket, Key=parsed.key, Body=body, **args))
             else:
-                self._call(lambda: self.client.upload_fileobj(
-                    io.BytesIO(body), self.bucket, parsed.key, ExtraArgs=args, Config=self._transfer(),
-                ))
+                self._call(
+                    lambda: self.client.upload_fileobj(
+                        io.BytesIO(body),
+                        self.bucket,
+                        parsed.key,
+                        ExtraArgs=args,
+                        Config=self._transfer(),
+                    )
+                )
         except StoreError:
             # The upload may have completed before the error; remove it (marker last) if we can,
             # otherwise the marker tells a sweeper where to look.
@@ -298,8 +311,9 @@ class S3Store(StoreLifecycle):
         self._check_open()
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]
-            response = self._call(partial(self.client.delete_objects, Bucket=self.bucket,
-                                          Delete={"Objects": batch, "Quiet": True}))
+            response = self._call(
+                partial(self.client.delete_objects, Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            )
             errors = response.get("Errors") if isinstance(response, dict) else None
             if errors:
                 raise StoreUnavailableError(f"could not clear {len(errors)} pending markers: {errors[0]}")
@@ -338,9 +352,14 @@ class S3Store(StoreLifecycle):
         """
         self._check_open()
         found: list[IncompleteUpload] = []
-        pages = self._call(lambda: iter(self.client.get_paginator("list_multipart_uploads").paginate(
-            Bucket=self.bucket, Prefix=self.prefix,
-        )))
+        pages = self._call(
+            lambda: iter(
+                self.client.get_paginator("list_multipart_uploads").paginate(
+                    Bucket=self.bucket,
+                    Prefix=self.prefix,
+                )
+            )
+        )
         while True:
             page = self._call(lambda: next(pages, None))
             if page is None:
@@ -393,9 +412,12 @@ class S3Store(StoreLifecycle):
         except (bex.BotoCoreError, OSError) as exc:
             raise self._failed(exc) from exc
         rules = [r for r in current if r.get("ID") != rule_id] + [rule]
-        self._call(lambda: self.client.put_bucket_lifecycle_configuration(
-            Bucket=self.bucket, LifecycleConfiguration={"Rules": rules},
-        ))
+        self._call(
+            lambda: self.client.put_bucket_lifecycle_configuration(
+                Bucket=self.bucket,
+                LifecycleConfiguration={"Rules": rules},
+            )
+        )
         return rule
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -414,16 +436,26 @@ class S3Store(StoreLifecycle):
         return self._transfer_config
 
     def _write_marker(self, parsed: S3Locator, locator: str, since_ms: int) -> None:
-        self._call(lambda: self.client.put_object(
-            Bucket=self.bucket, Key=self.marker_key(parsed), Body=locator.encode(),
-            Metadata={"pending-since-ms": str(since_ms)}, **self._write_args,
-        ))
+        self._call(
+            lambda: self.client.put_object(
+                Bucket=self.bucket,
+                Key=self.marker_key(parsed),
+                Body=locator.encode(),
+                Metadata={"pending-since-ms": str(since_ms)},
+                **self._write_args,
+            )
+        )
         self._metrics.add("pending_marked")
 
     def _list(self, prefix: str) -> Iterator[dict[str, Any]]:
-        pages = self._call(lambda: iter(self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=prefix,
-        )))
+        pages = self._call(
+            lambda: iter(
+                self.client.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.bucket,
+                    Prefix=prefix,
+                )
+            )
+        )
         while True:
             page = self._call(lambda: next(pages, None))
             if page is None:

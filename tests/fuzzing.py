@@ -81,14 +81,24 @@ def _valid_plain(rng: random.Random, tag: str) -> bytes:
 
 def _envelope(rng: random.Random) -> bytes:
     data = rng.randbytes(rng.randint(1, 256))
-    return encode_envelope(Envelope.for_payload(data, store="redis", locator=f"gw/{uuid.uuid4()}",
-                                                message_id=uuid.uuid4()))
+    return encode_envelope(
+        Envelope.for_payload(data, store="redis", locator=f"gw/{uuid.uuid4()}", message_id=uuid.uuid4())
+    )
 
 
 def _chunked(rng: random.Random) -> tuple[bytes, list[tuple[bytes, Headers]]]:
     value = rng.randbytes(rng.randint(2, 3000))
-    records = split("t", None, 1, uuid.uuid4(), b"k", value, rng.randint(len(value) // 40 + 1, len(value) // 2 + 1), [],
-                    header_only=rng.random() < 0.3)
+    records = split(
+        "t",
+        None,
+        1,
+        uuid.uuid4(),
+        b"k",
+        value,
+        rng.randint(len(value) // 40 + 1, len(value) // 2 + 1),
+        [],
+        header_only=rng.random() < 0.3,
+    )
     return value, [(bytes(r.value or b""), list(r.headers)) for r in records]
 
 
@@ -99,12 +109,12 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
         if action == 0 and out:
             out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
         elif action == 1 and out:
-            del out[rng.randrange(len(out)):]
+            del out[rng.randrange(len(out)) :]
         elif action == 2:
-            out[rng.randrange(len(out) + 1):0] = rng.randbytes(rng.randint(1, 8))
+            out[rng.randrange(len(out) + 1) : 0] = rng.randbytes(rng.randint(1, 8))
         elif out:
             i = rng.randrange(len(out))
-            out[i:i + 8] = rng.randbytes(8)
+            out[i : i + 8] = rng.randbytes(8)
     return bytes(out)
 
 
@@ -151,8 +161,9 @@ def stream(rng: random.Random, size: int, hostile_share: float = 0.5) -> list[It
             kind = rng.randrange(3)
             tag = f"m{total}"
             if kind == 0:
-                queues.append([Item(tp, _valid_plain(rng, tag), [("app", b"1")] if rng.random() < 0.3 else None,
-                                    expect=tag)])
+                queues.append(
+                    [Item(tp, _valid_plain(rng, tag), [("app", b"1")] if rng.random() < 0.3 else None, expect=tag)]
+                )
             elif kind == 1:
                 value = _envelope(rng)
                 queues.append([Item(tp, value, [envelope_header()], expect=tag)])
@@ -172,15 +183,20 @@ def stream(rng: random.Random, size: int, hostile_share: float = 0.5) -> list[It
 
 
 def new_pipeline() -> ConsumerPipeline:
-    pipeline = ConsumerPipeline(MessageAssembler(CAPACITY, 1000, max_message_bytes=CAPACITY // 2),
-                                DeliveredOffsetTracker(MAX_TRACKED))
+    pipeline = ConsumerPipeline(
+        MessageAssembler(CAPACITY, 1000, max_message_bytes=CAPACITY // 2), DeliveredOffsetTracker(MAX_TRACKED)
+    )
     for tp in PARTITIONS:
         pipeline.load_commit(tp, None, None)
     return pipeline
 
 
-def check_stream(items: list[Item], pipeline: ConsumerPipeline | None = None,
-                 outcome: Outcome | None = None, offsets: dict[TopicPartitionKey, int] | None = None) -> Outcome:
+def check_stream(
+    items: list[Item],
+    pipeline: ConsumerPipeline | None = None,
+    outcome: Outcome | None = None,
+    offsets: dict[TopicPartitionKey, int] | None = None,
+) -> Outcome:
     """Feed ``items``; raise AssertionError when a property breaks. Offsets continue across calls."""
     pipeline = pipeline or new_pipeline()
     outcome = outcome or Outcome()

@@ -24,18 +24,32 @@ def row_view(row: Any) -> RowView:
     """One output row as JSON-friendly values, identical for the cluster's rows and ``local[2]``'s."""
     value = row["value"]
     return [
-        row["partition"], row["offset"], None if value is None else hashlib.sha256(value).hexdigest(),
+        row["partition"],
+        row["offset"],
+        None if value is None else hashlib.sha256(value).hexdigest(),
         None if row["key"] is None else bytes(row["key"]).hex(),
         [[h["key"], None if h["value"] is None else bytes(h["value"]).hex()] for h in (row["headers"] or ())],
-        row["ts"], row["route"], row["startingOffset"], row["error"],
+        row["ts"],
+        row["route"],
+        row["startingOffset"],
+        row["error"],
     ]
 
 
 def select_rows(frame: Any) -> list[Any]:
     from pyspark.sql import functions as F
 
-    return frame.select("partition", "offset", "value", "key", "headers",
-                        F.expr("unix_millis(timestamp)").alias("ts"), "route", "startingOffset", "error").collect()
+    return frame.select(
+        "partition",
+        "offset",
+        "value",
+        "key",
+        "headers",
+        F.expr("unix_millis(timestamp)").alias("ts"),
+        "route",
+        "startingOffset",
+        "error",
+    ).collect()
 
 
 def _where_am_i() -> str:
@@ -50,8 +64,14 @@ def _where_am_i() -> str:
         with open(f"/proc/{pid}/stat") as stat:
             pid = int(stat.read().rsplit(")", 1)[1].split()[1])
         ancestors.append(pid)
-    return json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "ancestors": ancestors,
-                       "module": os.path.abspath(gateway.spark.reading.__file__)})
+    return json.dumps(
+        {
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "ancestors": ancestors,
+            "module": os.path.abspath(gateway.spark.reading.__file__),
+        }
+    )
 
 
 def main() -> int:
@@ -74,8 +94,13 @@ def main() -> int:
         # the same read again, with where each of its partitions' rows were handled
         places = sorted({r[0] for r in frame.select(where().alias("w")).collect()})
         report = reconcile(spark, job["reconcile"], grace_seconds=job["grace_seconds"], now_ms=job["now_ms"])
-        out = {"driver": os.getpid(), "rows": rows, "places": [json.loads(p) for p in places], "report": report.lines(),
-               "pyFiles": spark.sparkContext.getConf().get("spark.submit.pyFiles")}
+        out = {
+            "driver": os.getpid(),
+            "rows": rows,
+            "places": [json.loads(p) for p in places],
+            "report": report.lines(),
+            "pyFiles": spark.sparkContext.getConf().get("spark.submit.pyFiles"),
+        }
         Path(job["out"]).write_text(json.dumps(out))
     finally:
         spark.stop()

@@ -172,12 +172,14 @@ def encode_envelope(env: Envelope) -> bytes:
     """The record value for ``env``; always between :data:`MIN_ENVELOPE_BYTES` and :data:`MAX_ENVELOPE_BYTES`."""
     store = env.store.encode("ascii")
     locator = _validate_locator(env.locator)
-    body = b"".join((
-        _FIXED.pack(MAGIC, env.version, 0, env.size, CHECKSUM_SHA256, env.sha256, env.message_id.bytes, len(store)),
-        store,
-        _U16.pack(len(locator)),
-        locator,
-    ))
+    body = b"".join(
+        (
+            _FIXED.pack(MAGIC, env.version, 0, env.size, CHECKSUM_SHA256, env.sha256, env.message_id.bytes, len(store)),
+            store,
+            _U16.pack(len(locator)),
+            locator,
+        )
+    )
     return body + _U32.pack(zlib.crc32(body))
 
 

@@ -76,8 +76,9 @@ class RangeAssembler:
         self.tp = (topic, partition)
         self.emit_from = emit_from
         self.pipeline = ConsumerPipeline(
-            MessageAssembler(capacity, expiration_offset_gap, max_segments=max_segments,
-                             max_message_bytes=max_message_bytes),
+            MessageAssembler(
+                capacity, expiration_offset_gap, max_segments=max_segments, max_message_bytes=max_message_bytes
+            ),
             DeliveredOffsetTracker(),
         )
         self.counters = RangeCounters()
@@ -101,9 +102,16 @@ class RangeAssembler:
             elif isinstance(event, InvalidRecord):
                 if emit:
                     self.counters.invalid += 1
-                    out = WholeMessage(record, None, record.headers, RouteKind.CHUNKED, record.offset,
-                                       event.safe_offset if event.safe_offset is not None else record.offset,
-                                       error=error_text(event.exception), exception=event.exception)
+                    out = WholeMessage(
+                        record,
+                        None,
+                        record.headers,
+                        RouteKind.CHUNKED,
+                        record.offset,
+                        event.safe_offset if event.safe_offset is not None else record.offset,
+                        error=error_text(event.exception),
+                        exception=event.exception,
+                    )
             elif emit:
                 self.counters.emitted += 1
                 out = event
@@ -141,7 +149,6 @@ def earlier_start_needed(
     if needed < start:
         return max(low, needed)
     return None
-
 
 
 Fetch = Callable[[int, int], Iterable[Sequence[Record]]]
@@ -187,8 +194,13 @@ def owned_messages(
     start = max(low, emit_from - limits.lookback)
     while True:
         assembler = RangeAssembler(
-            topic, partition, emit_from, capacity=limits.capacity, expiration_offset_gap=gap,
-            max_segments=limits.max_segments, max_message_bytes=limits.max_message_bytes,
+            topic,
+            partition,
+            emit_from,
+            capacity=limits.capacity,
+            expiration_offset_gap=gap,
+            max_segments=limits.max_segments,
+            max_message_bytes=limits.max_message_bytes,
         )
         checked = not adaptive or start >= emit_from
         last_before: int | None = None
@@ -213,8 +225,15 @@ def owned_messages(
                 break
         if restart is None:
             break
-        log.info("%s[%d] range %d..%d: read-back from %d was too short, reading from %d",
-                 topic, partition, emit_from, until, start, restart)
+        log.info(
+            "%s[%d] range %d..%d: read-back from %d was too short, reading from %d",
+            topic,
+            partition,
+            emit_from,
+            until,
+            start,
+            restart,
+        )
         if on_restart is not None:
             on_restart()
         start = restart
@@ -222,5 +241,13 @@ def owned_messages(
         counters.append(assembler.counters)
     c = assembler.counters
     if c.dropped_expired or c.dropped_evicted:
-        log.warning("%s[%d] range %d..%d dropped %d expired and %d evicted incomplete messages: %s",
-                    topic, partition, emit_from, until, c.dropped_expired, c.dropped_evicted, c.dropped)
+        log.warning(
+            "%s[%d] range %d..%d dropped %d expired and %d evicted incomplete messages: %s",
+            topic,
+            partition,
+            emit_from,
+            until,
+            c.dropped_expired,
+            c.dropped_evicted,
+            c.dropped,
+        )

@@ -47,8 +47,9 @@ def topic_partitions(consumer: Any, topics: Sequence[str], *, must_exist: bool =
     return out
 
 
-def watermarks(consumer: Any, partitions: Iterable[TopicPartitionKey], *, method: str = "listOffsets"
-               ) -> dict[TopicPartitionKey, tuple[int, int]]:
+def watermarks(
+    consumer: Any, partitions: Iterable[TopicPartitionKey], *, method: str = "listOffsets"
+) -> dict[TopicPartitionKey, tuple[int, int]]:
     """``(low, high)`` per partition from ListOffsets, or with the high end confirmed by a fetch.
 
     ``fetch`` exists for brokers whose ListOffsets answer is wrong (Tansu reports the last
@@ -94,7 +95,12 @@ def _raw(msg: Any) -> Record:
     kind, ts = msg.timestamp()
     ts_type = _TIMESTAMP_TYPES.get(kind, -1)
     return Record(
-        msg.offset(), msg.key(), msg.value(), msg.headers(), ts_type, ts if ts_type >= 0 else None,
+        msg.offset(),
+        msg.key(),
+        msg.value(),
+        msg.headers(),
+        ts_type,
+        ts if ts_type >= 0 else None,
     )
 
 
@@ -127,15 +133,20 @@ def read_batches(
                         if msg.offset() >= until:
                             done = True
                             break
-                        _lost(f"{topic}[{partition}] ends at {msg.offset()}, before the range's end {until}",
-                              fail_on_data_loss)
+                        _lost(
+                            f"{topic}[{partition}] ends at {msg.offset()}, before the range's end {until}",
+                            fail_on_data_loss,
+                        )
                         done = True
                         break
                     if code in _LOST:
-                        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                                timeout=_METADATA_TIMEOUT)
-                        _lost(f"{topic}[{partition}]: offsets before {low} were deleted while reading ({err.str()})",
-                              fail_on_data_loss)
+                        low, _ = consumer.get_watermark_offsets(
+                            TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT
+                        )
+                        _lost(
+                            f"{topic}[{partition}]: offsets before {low} were deleted while reading ({err.str()})",
+                            fail_on_data_loss,
+                        )
                         if low >= until:
                             done = True
                             break

@@ -145,11 +145,17 @@ def reconcile(
         ]
         report.stored = len(listed)
         # a scan that skipped lost records would call their payloads orphans: lost data fails the job
-        scan_options = {k: v for k, v in opts.items()
-                        if k.lower() not in ("startingoffsets", "endingoffsets", "failondataloss")}
-        envelopes = (spark.read.format(ENVELOPE_FORMAT).options(**scan_options)
-                     .option("startingOffsets", "earliest").option("endingOffsets", json.dumps(ends))
-                     .option("failOnDataLoss", "true").load())
+        scan_options = {
+            k: v for k, v in opts.items() if k.lower() not in ("startingoffsets", "endingoffsets", "failondataloss")
+        }
+        envelopes = (
+            spark.read.format(ENVELOPE_FORMAT)
+            .options(**scan_options)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", json.dumps(ends))
+            .option("failOnDataLoss", "true")
+            .load()
+        )
         envelopes = envelopes.persist()
         try:
             _compare(spark, envelopes, listed, stores, parsed.topics, cutoff, report)
@@ -173,8 +179,10 @@ def _message_id(store: Any, locator: str) -> str | None:
 def _delete_orphans(stores: Mapping[str, Any], cutoff: int, report: ReconcileReport) -> None:
     """Delete the orphans unless the scan leaves doubt; abort multipart uploads older than the cutoff."""
     if report.broken and report.orphans:
-        report.withheld = (f"{len(report.broken)} records marked as envelopes do not decode and may point at "
-                           "them; fix or remove those records, then run again")
+        report.withheld = (
+            f"{len(report.broken)} records marked as envelopes do not decode and may point at "
+            "them; fix or remove those records, then run again"
+        )
     else:
         for orphan in report.orphans:
             try:

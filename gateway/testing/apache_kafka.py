@@ -262,8 +262,9 @@ class ApacheKafka(KafkaService):
         except BaseException:
             shutil.rmtree(self._workdir, ignore_errors=True)
             raise
-        super().__init__(version=f"Apache Kafka {jvm.version}", bootstrap_servers=f"{LOOPBACK}:{self.node.port}",
-                         pid=self.node.pid)
+        super().__init__(
+            version=f"Apache Kafka {jvm.version}", bootstrap_servers=f"{LOOPBACK}:{self.node.port}", pid=self.node.pid
+        )
 
     @property
     def workdir(self) -> Path:
@@ -336,8 +337,10 @@ class ApacheKafkaCluster(KafkaService):
         except BaseException:
             self._stop_all(grace=0)
             raise
-        super().__init__(version=f"Apache Kafka {jvm.version}, {nodes} nodes",
-                         bootstrap_servers=",".join(f"{LOOPBACK}:{n.port}" for n in self.nodes))
+        super().__init__(
+            version=f"Apache Kafka {jvm.version}, {nodes} nodes",
+            bootstrap_servers=",".join(f"{LOOPBACK}:{n.port}" for n in self.nodes),
+        )
 
     def _await_brokers(self, count: int, timeout: float) -> None:
         for node in self.nodes:

@@ -33,6 +33,7 @@ from gateway.testing.processes import (
 if TYPE_CHECKING:
     pass
 
+
 class MockKafka(KafkaService):
     """librdkafka's mock cluster, in process: starts in milliseconds, but has no admin API.
 
@@ -236,5 +237,3 @@ def start_kafka(backend: str | None = None) -> KafkaService:
     not configured, and :class:`ServiceStartError` when a present broker fails to come up.
     """
     return _KAFKA_CLASSES[resolve_backend(backend)]()
-
-

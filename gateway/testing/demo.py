@@ -137,17 +137,33 @@ def run_demo(
     policy: Policy = TieredPolicy(base, options.tier_above, available[1]) if len(available) > 1 else base
     max_inline = options.max_size if window is None else min(options.max_size, window - 256 * 1024)
     producer = HybridProducer(
-        {**client_config, "bootstrap.servers": bootstrap, "message.max.bytes": 1_000_000, "linger.ms": 5,
-         "max.message.segment.bytes": options.segment_bytes, "logger": kafka_logger()},
-        policy=policy, stores=stores,
+        {
+            **client_config,
+            "bootstrap.servers": bootstrap,
+            "message.max.bytes": 1_000_000,
+            "linger.ms": 5,
+            "max.message.segment.bytes": options.segment_bytes,
+            "logger": kafka_logger(),
+        },
+        policy=policy,
+        stores=stores,
     )
-    consumer = HybridConsumer({
-        **client_config, "bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex[:8]}",
-        "auto.offset.reset": "earliest", "enable.auto.commit": True,
-        "message.assembler.buffer.capacity": 64_000_000, "fetch.max.bytes": 52_428_800,
-        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 20,
-        "logger": kafka_logger(),
-    }, stores=stores)
+    consumer = HybridConsumer(
+        {
+            **client_config,
+            "bootstrap.servers": bootstrap,
+            "group.id": f"demo-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "message.assembler.buffer.capacity": 64_000_000,
+            "fetch.max.bytes": 52_428_800,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "fetch.wait.max.ms": 20,
+            "logger": kafka_logger(),
+        },
+        stores=stores,
+    )
     consumer.subscribe([topic])
     expected: dict[bytes, tuple[str, str, float, int]] = {}
     routes: dict[str, RouteStats] = {}
@@ -215,12 +231,22 @@ def run_demo(
         )
     notes.extend(f"delivery failure: {f}" for f in failures[:5])
     counters = producer.metrics()
-    kafka_bytes = {k[: -len(".kafka.bytes")].replace(".", ":"): v for k, v in counters.items()
-                   if k.endswith(".kafka.bytes")}
+    kafka_bytes = {
+        k[: -len(".kafka.bytes")].replace(".", ":"): v for k, v in counters.items() if k.endswith(".kafka.bytes")
+    }
     store_bytes = {name: int(store.metrics().get("bytes_written", 0)) for name, store in stores.items()}
     return DemoResult(
-        produced, verified, mismatched, len(expected), skipped, routes, kafka_bytes, store_bytes,
-        "", notes, time.monotonic() - started,
+        produced,
+        verified,
+        mismatched,
+        len(expected),
+        skipped,
+        routes,
+        kafka_bytes,
+        store_bytes,
+        "",
+        notes,
+        time.monotonic() - started,
     )
 
 
@@ -243,10 +269,13 @@ def render(result: DemoResult, console: Any) -> None:
         kind = name.split(":")[0]
         store = name.split(":")[1] if ":" in name else None
         table.add_row(
-            name, f"{stats.messages:,}", f"{stats.payload_bytes:,}",
+            name,
+            f"{stats.messages:,}",
+            f"{stats.payload_bytes:,}",
             f"{result.kafka_bytes.get(name, result.kafka_bytes.get(kind, 0)):,}",
             f"{result.store_bytes.get(store, 0):,}" if store else "-",
-            f"{percentile(stats.latencies_ms, 50):.1f}", f"{percentile(stats.latencies_ms, 99):.1f}",
+            f"{percentile(stats.latencies_ms, 50):.1f}",
+            f"{percentile(stats.latencies_ms, 99):.1f}",
         )
     console.print(table)
     for note in result.notes:
@@ -280,14 +309,32 @@ def main(options: DemoOptions) -> int:
         stores, store_notes = open_stores(options, stack)
         for note in store_notes:
             console.print(Text("note: ", style="yellow") + Text(note))
-        console.print(Text(f"Kafka: {backend}" + (
-            f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
-            if window else "")))
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      console=console, transient=True) as bar:
+        console.print(
+            Text(
+                f"Kafka: {backend}"
+                + (
+                    f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
+                    if window
+                    else ""
+                )
+            )
+        )
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            console=console,
+            transient=True,
+        ) as bar:
             task = bar.add_task("producing and verifying", total=options.count)
-            result = run_demo(options, bootstrap, client_config, stores, window=window,
-                              progress=lambda done, total: bar.update(task, completed=done, total=total))
+            result = run_demo(
+                options,
+                bootstrap,
+                client_config,
+                stores,
+                window=window,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
         result.backend = backend
         render(result, console)
         return 0 if result.ok else 1

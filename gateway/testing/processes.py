@@ -30,7 +30,6 @@ LOOPBACK = "127.0.0.1"
 _LOG_TAIL_CHARS = 4000
 
 
-
 class ServiceUnavailable(GatewayError):
     """A service cannot be had on this machine (binary or package missing, or not configured).
 
@@ -220,7 +219,6 @@ def binary_version(binary: Path, fallback: str) -> str:
     return lines[-1] if lines else fallback
 
 
-
 ServerT = TypeVar("ServerT", bound="LocalServer")
 
 
@@ -259,8 +257,6 @@ class LocalServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-
 
 
 def dist_version(dist: str) -> str:

@@ -321,8 +321,12 @@ def _parse_node_line(line: str) -> NodeRole:
         start, _, end = item.partition("-")
         slots += int(end or start) - int(start) + 1
     return NodeRole(
-        node_id=parts[0], port=port, master="master" in flags, master_id=None if master_id == "-" else master_id,
-        failed="fail" in flags or "fail?" in flags, slots=slots,
+        node_id=parts[0],
+        port=port,
+        master="master" in flags,
+        master_id=None if master_id == "-" else master_id,
+        failed="fail" in flags or "fail?" in flags,
+        slots=slots,
     )
 
 

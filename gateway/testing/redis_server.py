@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 _RedisT = TypeVar("_RedisT", bound="RedisServer")
 
+
 def find_redis_server() -> str | None:
     found = shutil.which("redis-server")
     if found:
@@ -152,5 +153,3 @@ class RedisServer(LocalServer):
         self.resume()  # a stopped process cannot act on SIGTERM
         if not self.external:
             super().close()
-
-

@@ -70,8 +70,15 @@ class SparkStandaloneCluster:
     that fit (:meth:`session_conf` does). The daemons' heap is kept small since the machine is shared.
     """
 
-    def __init__(self, workers: int = 2, *, cores: int = 1, worker_memory: str = "1g",
-                 daemon_memory: str = "256m", java: str | None = None) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        cores: int = 1,
+        worker_memory: str = "1g",
+        daemon_memory: str = "256m",
+        java: str | None = None,
+    ) -> None:
         self.worker_count = workers
         self.cores = cores
         self.worker_memory = worker_memory
@@ -142,24 +149,33 @@ class SparkStandaloneCluster:
         ``spark.executorEnv.*``) is enough, not that the test runner's path leaked through.
         """
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK", "SPARK_"))}
-        env.update({
-            "SPARK_HOME": str(self.spark_home),
-            "SPARK_LOCAL_DIRS": str(root / "local"),
-            "SPARK_WORKER_DIR": str(root / "work"),
-            "SPARK_LOG_DIR": str(root / "logs"),
-            "SPARK_LOCAL_IP": LOOPBACK,
-            "SPARK_NO_DAEMONIZE": "1",
-            # the launcher inside a worker builds each executor's classpath and needs the Scala
-            # version, which bin/load-spark-env.sh would export; without it: "Cannot find any build directories"
-            "SPARK_SCALA_VERSION": self.scala_version,
-        })
+        env.update(
+            {
+                "SPARK_HOME": str(self.spark_home),
+                "SPARK_LOCAL_DIRS": str(root / "local"),
+                "SPARK_WORKER_DIR": str(root / "work"),
+                "SPARK_LOG_DIR": str(root / "logs"),
+                "SPARK_LOCAL_IP": LOOPBACK,
+                "SPARK_NO_DAEMONIZE": "1",
+                # the launcher inside a worker builds each executor's classpath and needs the Scala
+                # version, which bin/load-spark-env.sh would export; without it: "Cannot find any build directories"
+                "SPARK_SCALA_VERSION": self.scala_version,
+            }
+        )
         for sub in ("local", "work", "logs"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         return env
 
     def _java_argv(self, main_class: str, *args: str) -> list[str]:
-        return [self.java, f"-Xmx{self.daemon_memory}", "-cp", str(self.spark_home / "jars" / "*"),
-                "-Dspark.ui.showConsoleProgress=false", main_class, *args]
+        return [
+            self.java,
+            f"-Xmx{self.daemon_memory}",
+            "-cp",
+            str(self.spark_home / "jars" / "*"),
+            "-Dspark.ui.showConsoleProgress=false",
+            main_class,
+            *args,
+        ]
 
     def _start_master(self) -> None:
         assert self.root is not None
@@ -168,8 +184,9 @@ class SparkStandaloneCluster:
         self.ui_port = free_port()
 
         def start(port: int) -> ServerProcess:
-            argv = self._java_argv(_MASTER_CLASS, "--host", LOOPBACK, "--port", str(port),
-                                   "--webui-port", str(self.ui_port))
+            argv = self._java_argv(
+                _MASTER_CLASS, "--host", LOOPBACK, "--port", str(port), "--webui-port", str(self.ui_port)
+            )
             return ServerProcess("spark-master", argv, root, env)
 
         def ready(proc: ServerProcess, port: int) -> None:
@@ -188,8 +205,20 @@ class SparkStandaloneCluster:
         root = self.root / name
         env = self._env(root)
         argv = self._java_argv(
-            _WORKER_CLASS, "--host", LOOPBACK, "--port", str(free_port()), "--webui-port", str(free_port()),
-            "--cores", str(self.cores), "--memory", self.worker_memory, "--work-dir", str(root / "work"), self.url,
+            _WORKER_CLASS,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(free_port()),
+            "--webui-port",
+            str(free_port()),
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.worker_memory,
+            "--work-dir",
+            str(root / "work"),
+            self.url,
         )
         return SparkWorker(name, ServerProcess(f"spark-{name}", argv, root, env), root)
 
@@ -199,12 +228,16 @@ class SparkStandaloneCluster:
         while len(self.alive_workers()) < self.worker_count:
             for proc in [self.master, *(w.process for w in self.workers)]:
                 if proc.exited():
-                    raise ServiceStartError(f"{proc.name} exited with code {proc.popen.returncode} before all"
-                                            f" workers registered; log {proc.log_path}:\n{proc.log_tail()}")
+                    raise ServiceStartError(
+                        f"{proc.name} exited with code {proc.popen.returncode} before all"
+                        f" workers registered; log {proc.log_path}:\n{proc.log_tail()}"
+                    )
             if time.monotonic() >= deadline:
                 logs = "\n".join(f"--- {w.name}:\n{w.process.log_tail()}" for w in self.workers)
-                raise ServiceStartError(f"only {len(self.alive_workers())} of {self.worker_count} Spark workers"
-                                        f" registered within {_START_TIMEOUT:.0f}s\n{logs}")
+                raise ServiceStartError(
+                    f"only {len(self.alive_workers())} of {self.worker_count} Spark workers"
+                    f" registered within {_START_TIMEOUT:.0f}s\n{logs}"
+                )
             time.sleep(0.2)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -224,8 +257,9 @@ class SparkStandaloneCluster:
     def __enter__(self) -> SparkStandaloneCluster:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -238,7 +272,7 @@ def _pyspark_home() -> Path:
 
 def _scala_version(spark_home: Path) -> str:
     for jar in (spark_home / "jars").glob("spark-core_*.jar"):
-        return jar.name[len("spark-core_"):].split("-", 1)[0]
+        return jar.name[len("spark-core_") :].split("-", 1)[0]
     raise ServiceUnavailable(f"no spark-core jar in {spark_home / 'jars'}")
 
 

@@ -50,13 +50,24 @@ def drain(consumer: HybridConsumer, want: int, timeout: float = 60, *, errors: l
     return out
 
 
-def raw_segments(topic: str, value: bytes, segment: int, *, partition: int = 0, key: bytes | None = b"k",
-                 header_only: bool = False) -> list[dict[str, Any]]:
+def raw_segments(
+    topic: str, value: bytes, segment: int, *, partition: int = 0, key: bytes | None = b"k", header_only: bool = False
+) -> list[dict[str, Any]]:
     # a recent timestamp: a broker that applies retention.ms to record times would drop an old one
-    records = split(topic, partition, int(time.time() * 1000), uuid.uuid4(), key, value, segment, [],
-                    header_only=header_only)
-    return [{"topic": r.topic, "partition": partition, "key": r.key, "value": bytes(r.value or b""),
-             "headers": r.headers, "timestamp": r.timestamp} for r in records]
+    records = split(
+        topic, partition, int(time.time() * 1000), uuid.uuid4(), key, value, segment, [], header_only=header_only
+    )
+    return [
+        {
+            "topic": r.topic,
+            "partition": partition,
+            "key": r.key,
+            "value": bytes(r.value or b""),
+            "headers": r.headers,
+            "timestamp": r.timestamp,
+        }
+        for r in records
+    ]
 
 
 def plain_record(topic: str, i: int, partition: int = 0) -> dict[str, Any]:
@@ -69,8 +80,9 @@ def test_round_trip_mixed_sizes_and_delivery_reports(kafka: KafkaService, topic:
     sizes = [10, 300_000, 300_001, 1_000_000, 0, 2_500_000]
     reports: list[tuple[Any, Any]] = []
     for i, size in enumerate(sizes):
-        producer.produce(topic, payload(size, i), key=f"m{i}".encode(),
-                         on_delivery=lambda err, msg: reports.append((err, msg)))
+        producer.produce(
+            topic, payload(size, i), key=f"m{i}".encode(), on_delivery=lambda err, msg: reports.append((err, msg))
+        )
     assert producer.flush(30) == 0 and len(producer) == 0
     assert len(reports) == len(sizes), "exactly one delivery report per logical message"
     assert all(err is None for err, _ in reports)
@@ -92,8 +104,13 @@ def test_round_trip_mixed_sizes_and_delivery_reports(kafka: KafkaService, topic:
 def test_failed_send_reports_once_with_typed_error() -> None:
     with EmbeddedKafka() as cluster:
         cluster.create_topic("down", partitions=1)
-        producer = HybridProducer({"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 2000,
-                                   "max.message.segment.bytes": 100_000})
+        producer = HybridProducer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "message.timeout.ms": 2000,
+                "max.message.segment.bytes": 100_000,
+            }
+        )
         producer.list_topics("down", timeout=10)
         for broker in cluster.broker_ids:
             cluster.set_broker_down(broker)
@@ -110,8 +127,9 @@ def test_failed_send_reports_once_with_typed_error() -> None:
 
 
 def test_unknown_partition_fails_the_whole_message(kafka: KafkaService, topic: str) -> None:
-    producer = HybridProducer({**kafka.producer_config(), "max.message.segment.bytes": 100_000,
-                               "message.timeout.ms": 3000})
+    producer = HybridProducer(
+        {**kafka.producer_config(), "max.message.segment.bytes": 100_000, "message.timeout.ms": 3000}
+    )
     reports: list[Any] = []
     try:  # synchronously once librdkafka knows the topic has one partition, else in the delivery report
         producer.produce(topic, payload(450_000), key=b"k", partition=7, on_delivery=lambda e, m: reports.append(e))
@@ -133,8 +151,13 @@ def test_two_producers_interleave_fifty_large_messages(kafka: KafkaService, cons
     kafka.create_topic(topic, partitions=1)
     rng = random.Random(5)
     sizes = [rng.randint(1_000_000, 5_000_000) for _ in range(50)]
-    conf = {**kafka.producer_config(), "max.message.segment.bytes": 250_000, "linger.ms": 0,
-            "batch.size": 300_000, "partitioner": "murmur2_random"}
+    conf = {
+        **kafka.producer_config(),
+        "max.message.segment.bytes": 250_000,
+        "linger.ms": 0,
+        "batch.size": 300_000,
+        "partitioner": "murmur2_random",
+    }
 
     def run(worker: int) -> None:
         producer = HybridProducer(conf)
@@ -176,10 +199,15 @@ def test_memory_cap_with_twenty_interleaved_incomplete_messages(kafka: KafkaServ
             records.append(parts[seq])
     records += [plain_record(topic, 900 + p, partition=p) for p in range(4)]
     produce_records(kafka.producer_config(), records)
-    consumer = HybridConsumer(consumer_config(**{
-        "message.assembler.buffer.capacity": 8_000_000, "exception.on.message.dropped": True,
-        "message.assembler.max.message.bytes": 2_000_000,
-    }))
+    consumer = HybridConsumer(
+        consumer_config(
+            **{
+                "message.assembler.buffer.capacity": 8_000_000,
+                "exception.on.message.dropped": True,
+                "message.assembler.max.message.bytes": 2_000_000,
+            }
+        )
+    )
     consumer.subscribe([topic])
     errors: list[Any] = []
     peak = 0
@@ -212,8 +240,9 @@ def test_expired_partial_message_frees_memory_and_commit_moves_past(
     records = [plain_record(topic, 0), *partial] + [plain_record(topic, i) for i in range(1, 30)]
     produce_records(kafka.producer_config(), records)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    consumer = HybridConsumer(consumer_config(group, **{"message.assembler.expiration.offset.gap": 10,
-                                                         "enable.auto.commit": False}))
+    consumer = HybridConsumer(
+        consumer_config(group, **{"message.assembler.expiration.offset.gap": 10, "enable.auto.commit": False})
+    )
     consumer.subscribe([topic])
     got = drain(consumer, 30)
     assert len(got) == 30
@@ -230,8 +259,15 @@ def test_safe_offset_commit_while_message_pending_then_resume(
     kafka: KafkaService, topic: str, consumer_config: Any
 ) -> None:
     big = raw_segments(topic, payload(600_000), 200_000)  # offsets 1, 3, 5
-    records = [plain_record(topic, 0), big[0], plain_record(topic, 2), big[1], plain_record(topic, 4), big[2],
-               plain_record(topic, 6)]
+    records = [
+        plain_record(topic, 0),
+        big[0],
+        plain_record(topic, 2),
+        big[1],
+        plain_record(topic, 4),
+        big[2],
+        plain_record(topic, 6),
+    ]
     produce_records(kafka.producer_config(), records)
     group = f"g-{uuid.uuid4().hex[:8]}"
     first = HybridConsumer(consumer_config(group, **{"enable.auto.commit": False}))
@@ -257,11 +293,15 @@ def test_seek_back_into_large_message_and_below_tracked_range(
     kafka: KafkaService, topic: str, consumer_config: Any
 ) -> None:
     big = raw_segments(topic, payload(600_000), 200_000)
-    records = [big[0], *(plain_record(topic, i) for i in range(1, 7)), big[1], big[2],
-               *(plain_record(topic, i) for i in range(9, 12))]
+    records = [
+        big[0],
+        *(plain_record(topic, i) for i in range(1, 7)),
+        big[1],
+        big[2],
+        *(plain_record(topic, i) for i in range(9, 12)),
+    ]
     produce_records(kafka.producer_config(), records)
-    consumer = HybridConsumer(consumer_config(**{"max.tracked.messages.per.partition": 4,
-                                                 "enable.auto.commit": False}))
+    consumer = HybridConsumer(consumer_config(**{"max.tracked.messages.per.partition": 4, "enable.auto.commit": False}))
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = drain(consumer, 10)
     assert [m.offset() for m in got] == [1, 2, 3, 4, 5, 6, 8, 9, 10, 11]
@@ -283,9 +323,16 @@ def test_linkedin_splitter_vectors_come_out_identical(kafka: KafkaService, topic
     expected: list[tuple[bytes, list[tuple[str, bytes | None]]]] = []
     for case in cases:
         for rec in case["records"]:
-            records.append({"topic": topic, "partition": 0, "key": hx(rec["key_hex"]), "value": hx(rec["value_hex"]),
-                            "headers": [(h["key"], hx(h["value_hex"])) for h in rec["headers"]],
-                            "timestamp": int(time.time() * 1000)})  # LinkedIn's 2020 time would be past retention
+            records.append(
+                {
+                    "topic": topic,
+                    "partition": 0,
+                    "key": hx(rec["key_hex"]),
+                    "value": hx(rec["value_hex"]),
+                    "headers": [(h["key"], hx(h["value_hex"])) for h in rec["headers"]],
+                    "timestamp": int(time.time() * 1000),
+                }
+            )  # LinkedIn's 2020 time would be past retention
         last = case["records"][-1]
         headers = [(h["key"], hx(h["value_hex"])) for h in last["headers"]]
         lm = decode_lm(headers[-1][1])
@@ -351,8 +398,9 @@ def test_consume_batches_and_keeps_a_mid_batch_error_for_the_next_call(
 
 
 def test_header_only_segments_from_the_producer(kafka: KafkaService, topic: str, consumer_config: Any) -> None:
-    producer = HybridProducer({**kafka.producer_config(), "li.record.header.enable": True,
-                               "max.message.segment.bytes": 200_000})
+    producer = HybridProducer(
+        {**kafka.producer_config(), "li.record.header.enable": True, "max.message.segment.bytes": 200_000}
+    )
     value = payload(700_000, 9)
     producer.produce(topic, value, key=None)
     assert producer.flush(30) == 0

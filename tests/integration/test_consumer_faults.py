@@ -86,10 +86,13 @@ def test_tombstone_with_unreadable_lm_header_raises_invalid_segment_with_its_rec
     kafka: KafkaService, topic: str, consumer_config: Any
 ) -> None:
     """Defect 4: it raised HeaderFormatError without ``kafka_message`` and was not counted."""
-    produce_records(kafka.producer_config(), [
-        {"topic": topic, "partition": 0, "key": b"dead", "value": None, "headers": [(LM_HEADER, b"\x01\x02")]},
-        {"topic": topic, "partition": 0, "key": b"next", "value": b"next"},
-    ])
+    produce_records(
+        kafka.producer_config(),
+        [
+            {"topic": topic, "partition": 0, "key": b"dead", "value": None, "headers": [(LM_HEADER, b"\x01\x02")]},
+            {"topic": topic, "partition": 0, "key": b"next", "value": b"next"},
+        ],
+    )
     consumer = HybridConsumer(consumer_config(**{"enable.auto.commit": False}))
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -142,12 +145,20 @@ def test_commit_message_never_commits_past_an_unresolved_record(
     kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore
 ) -> None:
     """Defect 8: ``commit(message=)`` after each message released every earlier hold (49 of 49 lost)."""
-    produce_records(kafka.producer_config(), [
-        {"topic": topic, "partition": 0, "key": b"gone", "value": missing_envelope(redis_store, topic),
-         "headers": [envelope_header()]},
-        {"topic": topic, "partition": 0, "key": b"a", "value": b"a"},
-        {"topic": topic, "partition": 0, "key": b"b", "value": b"b"},
-    ])
+    produce_records(
+        kafka.producer_config(),
+        [
+            {
+                "topic": topic,
+                "partition": 0,
+                "key": b"gone",
+                "value": missing_envelope(redis_store, topic),
+                "headers": [envelope_header()],
+            },
+            {"topic": topic, "partition": 0, "key": b"a", "value": b"a"},
+            {"topic": topic, "partition": 0, "key": b"b", "value": b"b"},
+        ],
+    )
     consumer = HybridConsumer(consumer_config(**{"enable.auto.commit": False}), stores={"redis": redis_store})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -167,13 +178,22 @@ def test_skip_policy_passes_a_poison_record_over_counted_and_logged_once(
     kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Defect 8: one unresolvable record pinned the partition's commits for good."""
-    produce_records(kafka.producer_config(), [
-        {"topic": topic, "partition": 0, "key": b"gone", "value": missing_envelope(redis_store, topic),
-         "headers": [envelope_header()]},
-        {"topic": topic, "partition": 0, "key": b"after", "value": b"after"},
-    ])
-    conf = consumer_config(**{"enable.auto.commit": False, "reference.error.policy": "skip",
-                              "reference.error.max.attempts": 3})
+    produce_records(
+        kafka.producer_config(),
+        [
+            {
+                "topic": topic,
+                "partition": 0,
+                "key": b"gone",
+                "value": missing_envelope(redis_store, topic),
+                "headers": [envelope_header()],
+            },
+            {"topic": topic, "partition": 0, "key": b"after", "value": b"after"},
+        ],
+    )
+    conf = consumer_config(
+        **{"enable.auto.commit": False, "reference.error.policy": "skip", "reference.error.max.attempts": 3}
+    )
     consumer = HybridConsumer(conf, stores={"redis": redis_store})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -195,13 +215,26 @@ def test_dead_letter_policy_writes_the_record_with_its_headers_then_goes_on(
     kafka: KafkaService, topic: str, second_topic: str, consumer_config: Any, redis_store: RedisStore
 ) -> None:
     envelope = missing_envelope(redis_store, topic)
-    produce_records(kafka.producer_config(), [
-        {"topic": topic, "partition": 0, "key": b"gone", "value": envelope,
-         "headers": [envelope_header(), ("trace", b"t1")]},
-        {"topic": topic, "partition": 0, "key": b"after", "value": b"after"},
-    ])
-    conf = consumer_config(**{"enable.auto.commit": False, "reference.error.policy": "dead-letter",
-                              "reference.dead.letter.topic": second_topic})
+    produce_records(
+        kafka.producer_config(),
+        [
+            {
+                "topic": topic,
+                "partition": 0,
+                "key": b"gone",
+                "value": envelope,
+                "headers": [envelope_header(), ("trace", b"t1")],
+            },
+            {"topic": topic, "partition": 0, "key": b"after", "value": b"after"},
+        ],
+    )
+    conf = consumer_config(
+        **{
+            "enable.auto.commit": False,
+            "reference.error.policy": "dead-letter",
+            "reference.dead.letter.topic": second_topic,
+        }
+    )
     consumer = HybridConsumer(conf, stores={"redis": redis_store})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -224,8 +257,16 @@ def test_expiry_warnings_are_rate_limited_and_counted(
     kafka: KafkaService, topic: str, consumer_config: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Defect 8: one WARNING line per expired message (9 000 lines in one run)."""
-    records = [{"topic": topic, "partition": 0, "key": b"k", "value": segments(payload(3000, i), 1000)[0][0],
-                "headers": segments(payload(3000, i), 1000)[0][1]} for i in range(30)]
+    records = [
+        {
+            "topic": topic,
+            "partition": 0,
+            "key": b"k",
+            "value": segments(payload(3000, i), 1000)[0][0],
+            "headers": segments(payload(3000, i), 1000)[0][1],
+        }
+        for i in range(30)
+    ]
     records += [{"topic": topic, "partition": 0, "key": b"p", "value": b"plain"} for _ in range(5)]
     produce_records(kafka.producer_config(), records)
     conf = consumer_config(**{"enable.auto.commit": False, "message.assembler.expiration.offset.gap": 1})
@@ -259,14 +300,16 @@ def test_payloads_fetched_ahead_for_duplicates_after_a_restart_are_released(
         message_id = uuid.uuid4()
         locator = redis_store.put(topic, message_id, data)
         value = encode_envelope(Envelope.for_payload(data, store="redis", locator=locator, message_id=message_id))
-        return {"topic": topic, "partition": 0, "key": f"r{i}".encode(), "value": value,
-                "headers": [envelope_header()]}
+        return {"topic": topic, "partition": 0, "key": f"r{i}".encode(), "value": value, "headers": [envelope_header()]}
 
     first_segment = segments(payload(30_000), 10_000)[0]
-    produce_records(kafka.producer_config(), [
-        {"topic": topic, "partition": 0, "key": b"x", "value": first_segment[0], "headers": first_segment[1]},
-        *(envelope(i) for i in range(10)),
-    ])
+    produce_records(
+        kafka.producer_config(),
+        [
+            {"topic": topic, "partition": 0, "key": b"x", "value": first_segment[0], "headers": first_segment[1]},
+            *(envelope(i) for i in range(10)),
+        ],
+    )
     conf = consumer_config(**{"enable.auto.commit": False, "reference.fetch.budget.bytes": 3 * size})
     group = conf["group.id"]
     first = HybridConsumer(conf, stores={"redis": redis_store})
@@ -279,9 +322,10 @@ def test_payloads_fetched_ahead_for_duplicates_after_a_restart_are_released(
     finally:
         first.close()
     produce_records(kafka.producer_config(), [envelope(i) for i in range(10, 20)])
-    second = HybridConsumer(consumer_config(group, **{"enable.auto.commit": False,
-                                                      "reference.fetch.budget.bytes": 3 * size}),
-                            stores={"redis": redis_store})
+    second = HybridConsumer(
+        consumer_config(group, **{"enable.auto.commit": False, "reference.fetch.budget.bytes": 3 * size}),
+        stores={"redis": redis_store},
+    )
     try:
         second.subscribe([topic])
         got, errors = poll_all(second, 10)

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_help_lists_subcommands() -> None:
@@ -133,8 +134,14 @@ def _children(pid: int) -> dict[int, str]:
 
 def test_sigterm_stops_the_servers_the_demo_started_and_removes_their_folders() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    demo = subprocess.Popen([sys.executable, "-m", "gateway.cli", "demo", "--count", "100000"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "demo", "--count", "100000"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         assert demo.stdout is not None
         deadline = time.monotonic() + 60

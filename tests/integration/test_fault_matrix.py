@@ -116,8 +116,7 @@ def test_broker_paused_past_the_delivery_timeout_during_reference_produce(
     tally = Tally("broker paused (SIGSTOP) past message.timeout.ms during reference produce")
     stores: dict[str, Any] = {"redis": redis_store}
     conf = {**producer_conf(own_kafka), "message.timeout.ms": 4_000, "request.timeout.ms": 2_000}
-    producer = HybridProducer(conf, policy=SizeThresholdPolicy(reference_above=500_000, store="redis"),
-                              stores=stores)
+    producer = HybridProducer(conf, policy=SizeThresholdPolicy(reference_above=500_000, store="redis"), stores=stores)
     produce(tally, producer, topic, 2)
     assert len(tally.acknowledged) == 2, tally.failed
     own_kafka.pause()
@@ -141,8 +140,10 @@ def test_broker_paused_past_the_delivery_timeout_during_reference_produce(
     written = timed_out & set(tally.delivered)
     assert tally.consumer_errors == 0, f"an envelope that landed lost its payload: {tally.error_types}"
     assert len(tally.delivered) == landed == 4 + len(written), (landed, tally.row())
-    tally.note = (f"{len(timed_out)} envelopes timed out while paused, {len(written)} of them written anyway and "
-                  "delivered whole; payloads of the others removed by gc")
+    tally.note = (
+        f"{len(timed_out)} envelopes timed out while paused, {len(written)} of them written anyway and "
+        "delivered whole; payloads of the others removed by gc"
+    )
     sweep_orphans(tally, own_kafka, topic, stores)
     tally.check()
 
@@ -177,8 +178,10 @@ def test_producer_killed_mid_send_then_gc(own_kafka: ApacheKafka, redis_server: 
     sweep_orphans(tally, own_kafka, topic, stores)
     assert {loc for loc, _ in store.list_locators(topic)} == {loc for _, loc in landed}, "gc kept exactly the live"
     tally.expected = {k: v for k, v in tally.expected.items() if k in tally.delivered or k in tally.acknowledged}
-    tally.note = (f"killed after {len(tally.acknowledged)} acks; {len(sent)} payloads written, {len(landed)} envelopes "
-                  f"in the topic, {tally.orphaned_before_gc} orphans removed by gc")
+    tally.note = (
+        f"killed after {len(tally.acknowledged)} acks; {len(sent)} payloads written, {len(landed)} envelopes "
+        f"in the topic, {tally.orphaned_before_gc} orphans removed by gc"
+    )
     tally.check()
     assert tally.consumer_errors == 0 and tally.duplicated == 0, tally.row()
 

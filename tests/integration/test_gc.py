@@ -82,8 +82,10 @@ def test_envelopes_match_by_message_id_or_locator_whatever_store_name_they_carry
     by_id, by_locator, other = pending(), pending(), pending()
     matcher = EnvelopeMatcher([by_id, by_locator, other])
     matcher.observe(envelope_for(by_id, store="blob", locator="somewhere-else"), None)  # magic, no header
-    matcher.observe(encode_envelope(Envelope("payloads", by_locator.locator, 1, b"\0" * 32, uuid.uuid4())),
-                    [(ENVELOPE_HEADER, b"\x01")])
+    matcher.observe(
+        encode_envelope(Envelope("payloads", by_locator.locator, 1, b"\0" * 32, uuid.uuid4())),
+        [(ENVELOPE_HEADER, b"\x01")],
+    )
     assert matcher.found == {by_id, by_locator}
     assert matcher.store_names == {"blob", "payloads"}
 
@@ -94,8 +96,13 @@ def test_metadata_errors_are_problems_not_an_empty_topic() -> None:
     assert "missing" in str(partition_problems("t", None))
     auth = SimpleNamespace(error="TOPIC_AUTHORIZATION_FAILED", partitions={})
     assert "TOPIC_AUTHORIZATION_FAILED" in str(partition_problems("t", auth))
-    leader = SimpleNamespace(error=None, partitions={0: SimpleNamespace(error=None, leader=1),
-                                                     1: SimpleNamespace(error="LEADER_NOT_AVAILABLE", leader=-1)})
+    leader = SimpleNamespace(
+        error=None,
+        partitions={
+            0: SimpleNamespace(error=None, leader=1),
+            1: SimpleNamespace(error="LEADER_NOT_AVAILABLE", leader=-1),
+        },
+    )
     assert "t[1] carries an error: LEADER_NOT_AVAILABLE" in str(partition_problems("t", leader))
     no_leader = SimpleNamespace(error=None, partitions={0: SimpleNamespace(error=None, leader=-1)})
     assert "no leader" in str(partition_problems("t", no_leader))
@@ -134,8 +141,14 @@ def orphan(store: RedisStore, topic: str) -> str:
 
 def run_gc(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "gc", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "gc", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_gc_keeps_live_payloads_of_a_store_registered_under_another_name(
@@ -145,14 +158,31 @@ def test_gc_keeps_live_payloads_of_a_store_registered_under_another_name(
     store = RedisStore(redis_client, prefix=prefix, name="blob")
     live = produce_and_forget_clearing(kafka, topic, store, 4)
     dead = orphan(store, topic)
-    dry = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0",
-                 "--bootstrap", kafka.bootstrap_servers)
+    dry = run_gc(
+        "--redis-url",
+        redis_server.url,
+        "--redis-prefix",
+        prefix,
+        "--grace",
+        "0",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+    )
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "dry run" in dry.stdout and f"would delete: {dead}" in dry.stdout
     assert len(store.list_pending(2**62)) == 5, "a dry run changes nothing"
 
-    done = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0",
-                  "--bootstrap", kafka.bootstrap_servers, "--delete")
+    done = run_gc(
+        "--redis-url",
+        redis_server.url,
+        "--redis-prefix",
+        prefix,
+        "--grace",
+        "0",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        "--delete",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "deleted 1, kept 4 whose envelope landed" in done.stdout
     assert sorted(loc for loc, _ in store.list_locators(topic)) == live
@@ -168,14 +198,26 @@ def test_gc_keeps_everything_when_the_scan_does_not_reach_the_end(
     store = RedisStore(redis_client, prefix=prefix)
     live = produce_and_forget_clearing(kafka, topic, store, 3)
     dead = orphan(store, topic)
-    report = sweep({"redis": store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf(), timeout_s=0),
-                   dry_run=False)
+    report = sweep(
+        {"redis": store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf(), timeout_s=0), dry_run=False
+    )
     assert report.deleted == [] and report.landed == [] and report.exit_code() == 4
     assert sorted(loc for loc, _ in report.kept) == sorted([*live, dead])
     assert all("stopped at offset 0 of 3 (the scan deadline passed)" in why for _, why in report.kept)
 
-    cli = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0",
-                 "--bootstrap", kafka.bootstrap_servers, "--scan-timeout", "0", "--delete")
+    cli = run_gc(
+        "--redis-url",
+        redis_server.url,
+        "--redis-prefix",
+        prefix,
+        "--grace",
+        "0",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        "--scan-timeout",
+        "0",
+        "--delete",
+    )
     assert cli.returncode == 4, cli.stdout + cli.stderr
     assert "kept 4 unproved" in cli.stdout and "deadline passed" in cli.stdout
     assert "incomplete" in cli.stderr
@@ -186,8 +228,9 @@ def test_gc_keeps_everything_when_the_scan_does_not_reach_the_end(
     assert report.deleted == [dead] and sorted(report.landed) == live and report.exit_code() == 0
 
 
-def test_a_scan_stops_at_the_end_offsets_taken_first_across_partitions(kafka: KafkaService, prefix: str,
-                                                                      redis_client: redis.Redis) -> None:
+def test_a_scan_stops_at_the_end_offsets_taken_first_across_partitions(
+    kafka: KafkaService, prefix: str, redis_client: redis.Redis
+) -> None:
     name = f"gc-parts-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(name, partitions=3)
     store = RedisStore(redis_client, prefix=prefix)
@@ -196,8 +239,9 @@ def test_a_scan_stops_at_the_end_offsets_taken_first_across_partitions(kafka: Ka
         producer.produce(name, payload(1_000, i), key=b"k", partition=i % 3, route="reference:redis")
         producer.produce(name, b"plain", key=b"k", partition=i % 3)
     assert producer.flush(30) == 0
-    wanted = [Pending("redis", loc, name, store.validate_locator(loc).message_id)
-              for loc, _ in store.list_locators(name)]
+    wanted = [
+        Pending("redis", loc, name, store.validate_locator(loc).message_id) for loc, _ in store.list_locators(name)
+    ]
     scan = scan_topic(kafka.client_conf(), name, wanted, timeout_s=60)
     assert scan.complete, scan.problem
     assert scan.found == frozenset(wanted) and dict(scan.ends) == {0: 6, 1: 6, 2: 6}
@@ -216,8 +260,17 @@ def test_gc_keeps_payloads_whose_topic_metadata_carries_an_error(
     deadline = time.monotonic() + 30
     while name in kafka.admin().list_topics(timeout=10).topics and time.monotonic() < deadline:
         time.sleep(0.2)
-    cli = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0",
-                 "--bootstrap", kafka.bootstrap_servers, "--delete")
+    cli = run_gc(
+        "--redis-url",
+        redis_server.url,
+        "--redis-prefix",
+        prefix,
+        "--grace",
+        "0",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        "--delete",
+    )
     assert cli.returncode == 4, cli.stdout + cli.stderr
     assert "deleted 0" in cli.stdout and "kept 3 unproved" in cli.stdout
     assert f"metadata of topic {name} carries an error" in cli.stdout
@@ -225,23 +278,26 @@ def test_gc_keeps_payloads_whose_topic_metadata_carries_an_error(
     assert len(store.list_pending(2**62)) == 3
 
 
-def test_gc_refuses_to_delete_without_proof_unless_told(redis_server: RedisServer, redis_client: redis.Redis,
-                                                        prefix: str) -> None:
+def test_gc_refuses_to_delete_without_proof_unless_told(
+    redis_server: RedisServer, redis_client: redis.Redis, prefix: str
+) -> None:
     store = RedisStore(redis_client, prefix=prefix)
     dead = orphan(store, "some-topic")
     refused = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0", "--delete")
     assert refused.returncode == 2 and "--delete needs --bootstrap" in refused.stderr
     unproved = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0")
     assert unproved.returncode == 4 and "not checked against Kafka" in unproved.stdout
-    trusted = run_gc("--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0", "--delete",
-                     "--no-verify")
+    trusted = run_gc(
+        "--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0", "--delete", "--no-verify"
+    )
     assert trusted.returncode == 0 and f"deleted: {dead}" in trusted.stdout
     assert store.list_pending(2**62) == []
 
 
 def _initiated(client: Any, bucket: str, key: str) -> int:
-    uploads = [u for u in client.list_multipart_uploads(Bucket=bucket, Prefix=key).get("Uploads", [])
-               if u["Key"] == key]
+    uploads = [
+        u for u in client.list_multipart_uploads(Bucket=bucket, Prefix=key).get("Uploads", []) if u["Key"] == key
+    ]
     return int(uploads[0]["Initiated"].timestamp() * 1000)
 
 
@@ -274,8 +330,7 @@ def test_gc_aborts_multipart_uploads_older_than_the_grace_period(
     dry = sweep({"s3": store}, grace_ms=grace, now_ms=started + grace + 1000, verifier=unverified(False))
     assert sorted(a.split(" ")[0] for a in dry.aborted) == sorted(keys)
     assert _uploads(s3_client, s3_bucket, s3_prefix) == {*ids, foreign}, "a dry run aborts nothing"
-    old = sweep({"s3": store}, grace_ms=grace, now_ms=started + grace + 1000, verifier=unverified(False),
-                dry_run=False)
+    old = sweep({"s3": store}, grace_ms=grace, now_ms=started + grace + 1000, verifier=unverified(False), dry_run=False)
     assert sorted(a.split(" ")[0] for a in old.aborted) == sorted(keys) and old.failed == []
     assert _uploads(s3_client, s3_bucket, s3_prefix) == {foreign}, "uploads of other keys are not ours"
     s3_client.abort_multipart_upload(Bucket=s3_bucket, Key=foreign_key, UploadId=foreign)

@@ -29,10 +29,14 @@ def info(size: int, topic: str = "t", segment: int = 800_000) -> MessageInfo:
 
 
 def test_size_threshold_routes_and_overrides() -> None:
-    policy = SizeThresholdPolicy(reference_above=8_000_000, store="redis", overrides={
-        "media": TopicOverride(reference_above=2_000_000, store="s3"),
-        "logs": TopicOverride(chunk_above=100_000),
-    })
+    policy = SizeThresholdPolicy(
+        reference_above=8_000_000,
+        store="redis",
+        overrides={
+            "media": TopicOverride(reference_above=2_000_000, store="s3"),
+            "logs": TopicOverride(chunk_above=100_000),
+        },
+    )
     assert policy.route(info(100)) == Route.plain()
     assert policy.route(info(800_000)) == Route.plain()
     assert policy.route(info(800_001)) == Route.chunked()
@@ -90,18 +94,28 @@ def raw_route(msg: Any) -> str:
 
 
 def test_mixed_workload_is_routed_as_the_policy_says(
-    kafka: KafkaService, consumer_config: Any, redis_client: redis.Redis, s3_client: Any, s3_bucket: str,
+    kafka: KafkaService,
+    consumer_config: Any,
+    redis_client: redis.Redis,
+    s3_client: Any,
+    s3_bucket: str,
     s3_prefix: str,
 ) -> None:
     topics = {name: f"t-{name}-{uuid.uuid4().hex[:8]}" for name in ("default", "media", "logs")}
     for t in topics.values():
         kafka.create_topic(t, partitions=1)
-    stores = {"redis": RedisStore(redis_client, prefix=f"gw{uuid.uuid4().hex[:6]}"),
-              "s3": S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix)}
-    policy = SizeThresholdPolicy(reference_above=8_000_000, store="redis", overrides={
-        topics["media"]: TopicOverride(reference_above=2_000_000, store="s3"),
-        topics["logs"]: TopicOverride(chunk_above=100_000),
-    })
+    stores = {
+        "redis": RedisStore(redis_client, prefix=f"gw{uuid.uuid4().hex[:6]}"),
+        "s3": S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix),
+    }
+    policy = SizeThresholdPolicy(
+        reference_above=8_000_000,
+        store="redis",
+        overrides={
+            topics["media"]: TopicOverride(reference_above=2_000_000, store="s3"),
+            topics["logs"]: TopicOverride(chunk_above=100_000),
+        },
+    )
     producer = HybridProducer(kafka.producer_config(), policy=policy, stores=stores)
     sizes = [100, 500_000, 3_000_000, 30_000_000]
     expected_routes = {
@@ -123,16 +137,20 @@ def test_mixed_workload_is_routed_as_the_policy_says(
             if msg is not None and msg.error() is None:
                 got.append(msg)
         consumer.close()
-        assert [hashlib.sha256(m.value()).hexdigest() for m in got] == \
-            [hashlib.sha256(payload(s, i)).hexdigest() for i, s in enumerate(sizes)]
+        assert [hashlib.sha256(m.value()).hexdigest() for m in got] == [
+            hashlib.sha256(payload(s, i)).hexdigest() for i, s in enumerate(sizes)
+        ]
         # what really went over the wire: the last record of every logical message, read raw
         raw_records = read_partition(consumer_config(), topic, 0, _record_count(expected_routes[name], sizes))
         routes = []
         for m in raw_records:
             route = raw_route(m)
             lm = [v for k, v in m.headers() or [] if k == LM_HEADER]
-            if route == "chunked" and lm and int.from_bytes(lm[-1][17:21], "big") != \
-                    int.from_bytes(lm[-1][21:25], "big") - 1:
+            if (
+                route == "chunked"
+                and lm
+                and int.from_bytes(lm[-1][17:21], "big") != int.from_bytes(lm[-1][21:25], "big") - 1
+            ):
                 continue  # not the last segment
             routes.append(route)
         assert routes == expected_routes[name], name
@@ -150,15 +168,21 @@ def _record_count(routes: list[str], sizes: list[int]) -> int:
     return total
 
 
-def test_store_outage_falls_back_or_fails_fast_and_recovers(kafka: KafkaService, topic: str,
-                                                             consumer_config: Any) -> None:
+def test_store_outage_falls_back_or_fails_fast_and_recovers(
+    kafka: KafkaService, topic: str, consumer_config: Any
+) -> None:
     with RedisServer(from_env=False) as server:
         client = redis.Redis.from_url(server.url, socket_timeout=1, socket_connect_timeout=1)
         store = RedisStore(client, prefix="gwfail")
         producer = HybridProducer(
-            {**kafka.producer_config(), "reference.fallback.inline.max.bytes": 4_000_000,
-             "store.failure.threshold": 2, "store.probe.interval.ms": 300},
-            policy=SizeThresholdPolicy(reference_above=1_000_000, store="redis"), stores={"redis": store},
+            {
+                **kafka.producer_config(),
+                "reference.fallback.inline.max.bytes": 4_000_000,
+                "store.failure.threshold": 2,
+                "store.probe.interval.ms": 300,
+            },
+            policy=SizeThresholdPolicy(reference_above=1_000_000, store="redis"),
+            stores={"redis": store},
         )
         sent: dict[bytes, bytes] = {}
 
@@ -203,12 +227,17 @@ def test_store_outage_falls_back_or_fails_fast_and_recovers(kafka: KafkaService,
         assert got == sent
 
 
-def test_produced_and_consumed_audit_counts_agree(kafka: KafkaService, topic: str, consumer_config: Any,
-                                                 redis_client: redis.Redis) -> None:
+def test_produced_and_consumed_audit_counts_agree(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_client: redis.Redis
+) -> None:
     store = RedisStore(redis_client, prefix=f"gwa{uuid.uuid4().hex[:6]}")
     produced = CountingAuditor(bucket_ms=60_000)
-    producer = HybridProducer(kafka.producer_config(), stores={"redis": store}, auditor=produced,
-                              policy=SizeThresholdPolicy(reference_above=2_000_000, store="redis"))
+    producer = HybridProducer(
+        kafka.producer_config(),
+        stores={"redis": store},
+        auditor=produced,
+        policy=SizeThresholdPolicy(reference_above=2_000_000, store="redis"),
+    )
     sizes = [10, 1000, 900_000, 1_500_000, 3_000_000, 50]
     for i, size in enumerate(sizes):
         producer.produce(topic, payload(size, i), key=f"a{i}".encode())

@@ -72,8 +72,10 @@ def test_one_payload_lives_in_one_slot_and_payloads_spread_over_every_master(
         assert len(store.get(locator, expected_size=5500)) == 5500
     per_master = keys_per_master(redis_cluster, store.prefix)
     assert len(per_master) == 3 and all(per_master.values()), "every master holds some payloads"
-    assert sum(len(v) for v in per_master.values()) == len({b for loc in locators
-                                                            for b in _bucket_keys(store, loc)}) + 60 * 6
+    assert (
+        sum(len(v) for v in per_master.values())
+        == len({b for loc in locators for b in _bucket_keys(store, loc)}) + 60 * 6
+    )
 
 
 def _bucket_keys(store: RedisStore, locator: str) -> list[str]:
@@ -81,14 +83,20 @@ def _bucket_keys(store: RedisStore, locator: str) -> list[str]:
     return [parsed.pending_key(store.prefix), parsed.index_key(store.prefix)]
 
 
-def test_put_is_one_transaction_on_the_owning_master(redis_cluster: RedisClusterServer,
-                                                     cluster_store: RedisStore) -> None:
+def test_put_is_one_transaction_on_the_owning_master(
+    redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     mid = uuid.uuid4()
     owner = redis_cluster.master_of_key(bucket_head(cluster_store.prefix, bucket_of(mid)))
 
     def stats() -> dict[int, dict[str, int]]:
-        return {n.port: {c: int(n.info("commandstats").get(f"cmdstat_{c}", {}).get("calls", 0))
-                         for c in ("multi", "exec", "set", "zadd")} for n in redis_cluster.master_nodes()}
+        return {
+            n.port: {
+                c: int(n.info("commandstats").get(f"cmdstat_{c}", {}).get("calls", 0))
+                for c in ("multi", "exec", "set", "zadd")
+            }
+            for n in redis_cluster.master_nodes()
+        }
 
     before = stats()
     locator = cluster_store.put(TOPIC, mid, b"payload", pending_since_ms=1_000)
@@ -99,8 +107,9 @@ def test_put_is_one_transaction_on_the_owning_master(redis_cluster: RedisCluster
     assert cluster_store.list_pending(1_001) == [locator]
 
 
-def test_journal_and_index_are_listed_across_every_master(redis_cluster: RedisClusterServer,
-                                                          cluster_store: RedisStore) -> None:
+def test_journal_and_index_are_listed_across_every_master(
+    redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     marked = {cluster_store.put("a", uuid.uuid4(), b"p", pending_since_ms=1_000 + i): 1_000 + i for i in range(40)}
     quiet = [cluster_store.put("b", uuid.uuid4(), b"q") for _ in range(20)]
     owners = {redis_cluster.master_of_key(loc.split("}")[0] + "}").port for loc in marked}
@@ -115,8 +124,9 @@ def test_journal_and_index_are_listed_across_every_master(redis_cluster: RedisCl
     assert set(cluster_store.list_pending(10**15)) == set(marked) - set(first)
 
 
-def test_gc_sweeps_every_master(kafka: KafkaService, topic: str, redis_cluster: RedisClusterServer,
-                                cluster_store: RedisStore) -> None:
+def test_gc_sweeps_every_master(
+    kafka: KafkaService, topic: str, redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     """Orphans (pending, never sent) on all masters are deleted; payloads whose envelope landed stay."""
     producer = HybridProducer(kafka.producer_config(), stores={"redis": cluster_store})
     for i in range(12):
@@ -137,8 +147,9 @@ def test_gc_sweeps_every_master(kafka: KafkaService, topic: str, redis_cluster: 
     assert len(data) == 12, "only the landed payloads' entries are left, on whichever master"
 
 
-def test_flat_locators_and_flat_layout_are_refused_on_a_cluster(redis_cluster: RedisClusterServer,
-                                                                cluster_store: RedisStore) -> None:
+def test_flat_locators_and_flat_layout_are_refused_on_a_cluster(
+    redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     mid = uuid.uuid4()
     flat = f"{cluster_store.prefix}:{TOPIC}:{mid}#1x100"
     wrong_bucket = f"{bucket_head(cluster_store.prefix, (bucket_of(mid) + 1) % 1024)}:{TOPIC}:{mid}#1x100"
@@ -146,8 +157,9 @@ def test_flat_locators_and_flat_layout_are_refused_on_a_cluster(redis_cluster: R
     data_commands = ("get", "mget", "unlink", "del", "zrem", "zadd", "zrangebyscore")
 
     def calls() -> int:
-        return sum(int(n.info("commandstats").get(f"cmdstat_{c}", {}).get("calls", 0))
-                   for n in masters for c in data_commands)
+        return sum(
+            int(n.info("commandstats").get(f"cmdstat_{c}", {}).get("calls", 0)) for n in masters for c in data_commands
+        )
 
     before = calls()
     for locator in (flat, wrong_bucket, flat.replace(":", ":{}:", 1), "gw:{0a}:t:x#1x1"):
@@ -161,15 +173,17 @@ def test_flat_locators_and_flat_layout_are_refused_on_a_cluster(redis_cluster: R
         RedisStore(redis_cluster.client(decode_responses=True))
 
 
-def test_fetch_ahead_reads_from_every_master_in_parallel(redis_cluster: RedisClusterServer,
-                                                         cluster_store: RedisStore) -> None:
+def test_fetch_ahead_reads_from_every_master_in_parallel(
+    redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     """The consumer's resolver calls ``get`` from its worker threads on one shared cluster client."""
     values = [payload(300_000 + i, i) for i in range(48)]
     envelopes = []
     for value in values:
         mid = uuid.uuid4()
-        envelopes.append(Envelope.for_payload(value, store="redis", locator=cluster_store.put(TOPIC, mid, value),
-                                              message_id=mid))
+        envelopes.append(
+            Envelope.for_payload(value, store="redis", locator=cluster_store.put(TOPIC, mid, value), message_id=mid)
+        )
     resolver = Resolver({"redis": cluster_store}, workers=8, budget=10**9)
     try:
         assert all(resolver.prefetch(i, env) for i, env in enumerate(envelopes))
@@ -183,40 +197,51 @@ def test_fetch_ahead_reads_from_every_master_in_parallel(redis_cluster: RedisClu
 # -- reference route end to end -------------------------------------------------------------------
 
 
-def test_20mb_round_trip_on_the_cluster(kafka: KafkaService, topic: str, consumer_config: Any,
-                                        redis_cluster: RedisClusterServer, cluster_store: RedisStore) -> None:
+def test_20mb_round_trip_on_the_cluster(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     round_trip(kafka, topic, consumer_config, {"redis": cluster_store}, "redis", [20_000_000, 3_000_000, 5_000_000])
 
 
 @pytest.mark.slow
-def test_200mb_round_trip_on_the_cluster(kafka: KafkaService, topic: str, consumer_config: Any,
-                                         redis_cluster: RedisClusterServer, cluster_store: RedisStore) -> None:
+def test_200mb_round_trip_on_the_cluster(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     round_trip(kafka, topic, consumer_config, {"redis": cluster_store}, "redis", [200_000_000])
-    (locator, _), = list(cluster_store.list_locators())
+    ((locator, _),) = list(cluster_store.list_locators())
     owner = redis_cluster.master_of_key(locator.split("}")[0] + "}")
     (replica,) = redis_cluster.replicas_of(owner)
     redis_cluster.wait_until(lambda: _replica_caught_up(owner, replica), what="the replica to have the payload")
     with replica.client() as c:
         c.execute_command("READONLY")
-        keys = sorted(k for k in c.scan_iter(match=f"{cluster_store.prefix}:*", count=1000)
-                      if not k.endswith((b":pending", b":written")))
+        keys = sorted(
+            k
+            for k in c.scan_iter(match=f"{cluster_store.prefix}:*", count=1000)
+            if not k.endswith((b":pending", b":written"))
+        )
         assert len(keys) == 3 and sum(int(c.strlen(k)) for k in keys) == 200_000_000, "replicated whole"
 
 
 def _replica_caught_up(master: ClusterNode, replica: ClusterNode) -> bool:
-    return int(master.info("replication")["master_repl_offset"]) == \
-        int(replica.info("replication").get("slave_repl_offset", -1))
+    return int(master.info("replication")["master_repl_offset"]) == int(
+        replica.info("replication").get("slave_repl_offset", -1)
+    )
 
 
-def test_rollback_on_a_failed_send_leaves_nothing_on_any_node(kafka: KafkaService, topic: str,
-                                                               redis_cluster: RedisClusterServer,
-                                                               cluster_store: RedisStore) -> None:
+def test_rollback_on_a_failed_send_leaves_nothing_on_any_node(
+    kafka: KafkaService, topic: str, redis_cluster: RedisClusterServer, cluster_store: RedisStore
+) -> None:
     producer = HybridProducer({**kafka.producer_config(), "message.timeout.ms": 5000}, stores={"redis": cluster_store})
     errors: list[Any] = []
     for i in range(6):
         try:
-            producer.produce(topic, payload(3_000_000, i), partition=9, route="reference:redis",
-                             on_delivery=lambda err, msg: errors.append(err))
+            producer.produce(
+                topic,
+                payload(3_000_000, i),
+                partition=9,
+                route="reference:redis",
+                on_delivery=lambda err, msg: errors.append(err),
+            )
         except Exception as exc:  # librdkafka may refuse the partition synchronously once metadata is known
             errors.append(exc)
     producer.flush(30)
@@ -233,8 +258,9 @@ def test_rollback_on_a_failed_send_leaves_nothing_on_any_node(kafka: KafkaServic
 
 
 @pytest.mark.parametrize("client_retry", ["default", "fail-fast"])
-def test_master_killed_mid_stream(kafka: KafkaService, topic: str, consumer_config: Any,
-                                  own_redis_cluster: RedisClusterServer, client_retry: str) -> None:
+def test_master_killed_mid_stream(
+    kafka: KafkaService, topic: str, consumer_config: Any, own_redis_cluster: RedisClusterServer, client_retry: str
+) -> None:
     """Producing goes on through a master's SIGKILL. With redis-py's default retries a write to the
     dead master's slots blocks (seconds) and then either lands on the promoted replica or fails;
     with a fail-fast client (no retries) such writes fail at once with a typed error and fall back
@@ -243,9 +269,11 @@ def test_master_killed_mid_stream(kafka: KafkaService, topic: str, consumer_conf
     cluster = own_redis_cluster
     client = cluster.client() if client_retry == "default" else cluster.client(retry=Retry(NoBackoff(), 0))
     store = RedisStore(client, prefix="gwfo")
-    producer = HybridProducer({**kafka.producer_config(), "store.probe.interval.ms": 300},
-                              policy=SizeThresholdPolicy(reference_above=SIZE // 2, store="redis"),
-                              stores={"redis": store})
+    producer = HybridProducer(
+        {**kafka.producer_config(), "store.probe.interval.ms": 300},
+        policy=SizeThresholdPolicy(reference_above=SIZE // 2, store="redis"),
+        stores={"redis": store},
+    )
     acked: set[int] = set()
     failed: dict[int, Any] = {}
     raised: list[BaseException] = []
@@ -303,8 +331,9 @@ def test_master_killed_mid_stream(kafka: KafkaService, topic: str, consumer_conf
 
     raw = read_partition(consumer_config(), topic, 0, _record_count(consumer_config(), topic))
     envelopes_after = [m for m in raw if envelope_header() in (m.headers() or []) and int(m.key()) > recovered_at]
-    promoted_slots = {loc for loc, _ in reader.list_locators()
-                      if cluster.master_of_key(loc.split("}")[0] + "}").port == promoted.port}
+    promoted_slots = {
+        loc for loc, _ in reader.list_locators() if cluster.master_of_key(loc.split("}")[0] + "}").port == promoted.port
+    }
     assert envelopes_after and promoted_slots, "the reference route came back, on the promoted master too"
 
     consumer = HybridConsumer(consumer_config(), stores={"redis": reader})
@@ -319,10 +348,12 @@ def test_master_killed_mid_stream(kafka: KafkaService, topic: str, consumer_conf
     lost_keys = {int(e.kafka_message.key()) for e in lost}
     assert set(delivered) | lost_keys == acked and not set(delivered) & lost_keys
     assert max(delivered.values()) == 1, "no duplicates"
-    print(f"\n[redis failover] sent={sent[0]} acked={len(acked)} delivered={len(delivered)} lost={len(lost_keys)}"
-          f" duplicated=0 killed_after={killed_at} failover_done_after={recovered_at}"
-          f" put_failures={counters['store.put.failures']} fallbacks={counters['fallbacks']}"
-          f" longest_produce_call={max(stalls):.2f}s ({client_retry})")
+    print(
+        f"\n[redis failover] sent={sent[0]} acked={len(acked)} delivered={len(delivered)} lost={len(lost_keys)}"
+        f" duplicated=0 killed_after={killed_at} failover_done_after={recovered_at}"
+        f" put_failures={counters['store.put.failures']} fallbacks={counters['fallbacks']}"
+        f" longest_produce_call={max(stalls):.2f}s ({client_retry})"
+    )
     client.close()
     reader_client.close()
 
@@ -341,9 +372,11 @@ def test_payload_lost_to_asynchronous_replication_is_a_typed_error(
     producer = HybridProducer(kafka.producer_config(), stores={"redis": store})
     producer.produce(topic, payload(400_000, 1), key=b"before", route="reference:redis")
     assert producer.flush(30) == 0
-    (before_locator, _), = list(store.list_locators())
-    cluster.wait_until(lambda: all(_replica_caught_up(m, r) for m in cluster.master_nodes()
-                                   for r in cluster.replicas_of(m)), what="replicas in sync")
+    ((before_locator, _),) = list(store.list_locators())
+    cluster.wait_until(
+        lambda: all(_replica_caught_up(m, r) for m in cluster.master_nodes() for r in cluster.replicas_of(m)),
+        what="replicas in sync",
+    )
     replicas = [r for m in cluster.master_nodes() for r in cluster.replicas_of(m)]
     for replica in replicas:
         replica.proc.popen.send_signal(signal.SIGSTOP)

@@ -34,7 +34,6 @@ MiB = 1024 * 1024
 TOPIC = "orders.v1"
 
 
-
 def data_keys(client: redis.Redis, prefix: str = "gw", topic: str = TOPIC) -> list[bytes]:
     return sorted(client.scan_iter(match=f"{prefix}:{topic}:*", count=1000))
 
@@ -50,7 +49,6 @@ def report(what: str, size: int, seconds: float) -> None:
 
 
 # -- round trips ----------------------------------------------------------------------------
-
 
 
 @pytest.mark.parametrize("size", [0, 1, 20 * MiB], ids=["empty", "one-byte", "20MiB"])
@@ -303,15 +301,49 @@ def _stats(client: redis.Redis) -> tuple[int, int, int]:
 def hostile_locators(mid: uuid.UUID) -> list[Any]:
     good = f"gw:{TOPIC}:{mid}#3x100"
     return [
-        "", "garbage", "#", ":", "gw", "gw:", "gw::#1x1", good.replace("gw:", "evil:"), good.replace("gw:", "gw:gw:"),
-        good.replace("gw:", ""), f"gw:..:{mid}#1x100", f"gw:.:{mid}#1x100", f"gw:{TOPIC}:..#1x100",
-        f"gw:../{TOPIC}:{mid}#1x100", f"gw:{TOPIC}:{str(mid).upper()}#1x100", f"gw:{TOPIC}:{{{mid}}}#1x100",
-        f"gw:{TOPIC}:{mid.hex}#1x100", f"gw:{TOPIC}:{mid}", f"gw:{TOPIC}:{mid}#", f"gw:{TOPIC}:{mid}#3",
-        f"gw:{TOPIC}:{mid}#0x100", f"gw:{TOPIC}:{mid}#03x100", f"gw:{TOPIC}:{mid}#-1x100", f"gw:{TOPIC}:{mid}#3x0",
-        f"gw:{TOPIC}:{mid}#{10**9}x1", f"gw:{TOPIC}:{mid}#{10**18}x1", f"gw:{TOPIC}:{mid}#3x{512 * MiB}",
-        f"gw:{TOPIC}:{mid}#3x100 ", f" {good}", good + "\n", good + "\x00", f"gw:{TOPIC}:{mid}#{chr(0xFF13)}x100",
-        f"gw:{TOPIC}:{mid}:0", f"gw:{TOPIC}:{mid}#3x100#3x100", f"gw:or*:{mid}#3x100", "gw:pending", "gw:written",
-        "canary", f"gw:{TOPIC}:{mid}#3x100:canary", "x" * 10_000, None, b"gw:t:x#1x1", 42,
+        "",
+        "garbage",
+        "#",
+        ":",
+        "gw",
+        "gw:",
+        "gw::#1x1",
+        good.replace("gw:", "evil:"),
+        good.replace("gw:", "gw:gw:"),
+        good.replace("gw:", ""),
+        f"gw:..:{mid}#1x100",
+        f"gw:.:{mid}#1x100",
+        f"gw:{TOPIC}:..#1x100",
+        f"gw:../{TOPIC}:{mid}#1x100",
+        f"gw:{TOPIC}:{str(mid).upper()}#1x100",
+        f"gw:{TOPIC}:{{{mid}}}#1x100",
+        f"gw:{TOPIC}:{mid.hex}#1x100",
+        f"gw:{TOPIC}:{mid}",
+        f"gw:{TOPIC}:{mid}#",
+        f"gw:{TOPIC}:{mid}#3",
+        f"gw:{TOPIC}:{mid}#0x100",
+        f"gw:{TOPIC}:{mid}#03x100",
+        f"gw:{TOPIC}:{mid}#-1x100",
+        f"gw:{TOPIC}:{mid}#3x0",
+        f"gw:{TOPIC}:{mid}#{10**9}x1",
+        f"gw:{TOPIC}:{mid}#{10**18}x1",
+        f"gw:{TOPIC}:{mid}#3x{512 * MiB}",
+        f"gw:{TOPIC}:{mid}#3x100 ",
+        f" {good}",
+        good + "\n",
+        good + "\x00",
+        f"gw:{TOPIC}:{mid}#{chr(0xFF13)}x100",
+        f"gw:{TOPIC}:{mid}:0",
+        f"gw:{TOPIC}:{mid}#3x100#3x100",
+        f"gw:or*:{mid}#3x100",
+        "gw:pending",
+        "gw:written",
+        "canary",
+        f"gw:{TOPIC}:{mid}#3x100:canary",
+        "x" * 10_000,
+        None,
+        b"gw:t:x#1x1",
+        42,
     ]
 
 
@@ -388,7 +420,6 @@ def test_stopped_server_is_unavailable(redis_server: RedisServer) -> None:
         store.get(locator)
     assert store.get(store.put(TOPIC, uuid.uuid4(), b"after")) == b"after"
     client.close()
-
 
 
 # -- TTL from topic retention (pure) --------------------------------------------------------
@@ -470,8 +501,10 @@ def test_slotted_layout_on_a_standalone_server(redis_client: redis.Redis) -> Non
     head = bucket_head("gw", bucket_of(mid))
     assert locator == f"{head}:{TOPIC}:{mid}#3x100"
     keys = sorted(redis_client.keys("gw:*"))
-    assert keys == sorted([f"{head}:{TOPIC}:{mid}:{i}".encode() for i in range(3)]
-                          + [f"{head}:pending".encode(), f"{head}:written".encode()])
+    assert keys == sorted(
+        [f"{head}:{TOPIC}:{mid}:{i}".encode() for i in range(3)]
+        + [f"{head}:pending".encode(), f"{head}:written".encode()]
+    )
     assert len({key_slot(k) for k in keys}) == 1
     assert flat.get(locator, expected_size=250) == payload, "a flat-layout store reads slotted locators"
     old = flat.put(TOPIC, uuid.uuid4(), b"old", pending_since_ms=1_000)
@@ -490,8 +523,9 @@ def test_slotted_layout_on_a_standalone_server(redis_client: redis.Redis) -> Non
         RedisStore(redis_client, layout="sharded")
 
 
-def test_slotted_locators_with_another_bucket_are_refused_without_io(store: RedisStore,
-                                                                     redis_client: redis.Redis) -> None:
+def test_slotted_locators_with_another_bucket_are_refused_without_io(
+    store: RedisStore, redis_client: redis.Redis
+) -> None:
     from stores.redis_layout import bucket_head, bucket_of
 
     mid = uuid.uuid4()
@@ -500,9 +534,13 @@ def test_slotted_locators_with_another_bucket_are_refused_without_io(store: Redi
     assert store.validate_locator(good).bucket == right
     bad = [
         good.replace(bucket_head("gw", right), bucket_head("gw", (right + 1) % 1024)),
-        good.replace(bucket_head("gw", right), f"gw:{{{right:04x}}}"), good.replace("gw:{", "gw:{{"),
-        good.replace("gw:{", "gw:x:{"), good.replace("gw:{", "other:{"), good.replace("}", "}}"),
-        f"gw:{{}}:{TOPIC}:{mid}#1x100", f"gw:{{ {right:03x}}}:{TOPIC}:{mid}#1x100",
+        good.replace(bucket_head("gw", right), f"gw:{{{right:04x}}}"),
+        good.replace("gw:{", "gw:{{"),
+        good.replace("gw:{", "gw:x:{"),
+        good.replace("gw:{", "other:{"),
+        good.replace("}", "}}"),
+        f"gw:{{}}:{TOPIC}:{mid}#1x100",
+        f"gw:{{ {right:03x}}}:{TOPIC}:{mid}#1x100",
     ]
     for locator in bad:
         before = _stats(redis_client)

@@ -33,7 +33,6 @@ from tests.kafkautil import produce_records, read_partition
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
 @pytest.fixture
 def redis_store(redis_client: redis.Redis) -> RedisStore:
     return RedisStore(redis_client, prefix=f"gw{uuid.uuid4().hex[:6]}")
@@ -72,14 +71,21 @@ def consume_all(consumer: HybridConsumer, want: int, timeout: float = 60) -> tup
     return got, errors
 
 
-def round_trip(kafka: KafkaService, topic: str, consumer_config: Any, stores: dict[str, Any], store: str,
-               sizes: list[int]) -> None:
-    producer = HybridProducer(kafka.producer_config(), policy=SizeThresholdPolicy(reference_above=1_000_000,
-                                                                                 store=store), stores=stores)
+def round_trip(
+    kafka: KafkaService, topic: str, consumer_config: Any, stores: dict[str, Any], store: str, sizes: list[int]
+) -> None:
+    producer = HybridProducer(
+        kafka.producer_config(), policy=SizeThresholdPolicy(reference_above=1_000_000, store=store), stores=stores
+    )
     reports: list[Any] = []
     for i, size in enumerate(sizes):
-        producer.produce(topic, payload(size, i), key=f"r{i}".encode(), headers=[("trace", b"t1")],
-                         on_delivery=lambda err, msg: reports.append(err))
+        producer.produce(
+            topic,
+            payload(size, i),
+            key=f"r{i}".encode(),
+            headers=[("trace", b"t1")],
+            on_delivery=lambda err, msg: reports.append(err),
+        )
     assert producer.flush(120) == 0
     assert reports == [None] * len(sizes)
     assert stores[store].list_pending(2**62) == [], "acknowledged writes are no longer pending"
@@ -98,20 +104,23 @@ def round_trip(kafka: KafkaService, topic: str, consumer_config: Any, stores: di
 
 
 @pytest.mark.parametrize("store", ["redis", "s3"])
-def test_20mb_round_trip(kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore,
-                         s3_store: S3Store, store: str) -> None:
+def test_20mb_round_trip(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore, s3_store: S3Store, store: str
+) -> None:
     round_trip(kafka, topic, consumer_config, {"redis": redis_store, "s3": s3_store}, store, [20_000_000, 3_000_000])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["redis", "s3"])
-def test_200mb_round_trip(kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore,
-                          s3_store: S3Store, store: str) -> None:
+def test_200mb_round_trip(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore, s3_store: S3Store, store: str
+) -> None:
     round_trip(kafka, topic, consumer_config, {"redis": redis_store, "s3": s3_store}, store, [200_000_000])
 
 
-def test_10mb_in_1mb_redis_entries(kafka: KafkaService, topic: str, consumer_config: Any,
-                                   redis_client: redis.Redis) -> None:
+def test_10mb_in_1mb_redis_entries(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_client: redis.Redis
+) -> None:
     store = RedisStore(redis_client, prefix="gwsplit", entry_bytes=1_000_000)
     round_trip(kafka, topic, consumer_config, {"redis": store}, "redis", [10_000_000])
     data = [k for k in redis_keys(store) if k.count(b":") == 3 and not k.endswith((b"pending", b"written"))]
@@ -119,15 +128,21 @@ def test_10mb_in_1mb_redis_entries(kafka: KafkaService, topic: str, consumer_con
 
 
 # -- rollback -----------------------------------------------------------------------------------
-def test_rollback_on_unknown_partition(kafka: KafkaService, topic: str, redis_store: RedisStore,
-                                       s3_store: S3Store) -> None:
+def test_rollback_on_unknown_partition(
+    kafka: KafkaService, topic: str, redis_store: RedisStore, s3_store: S3Store
+) -> None:
     stores = {"redis": redis_store, "s3": s3_store}
     producer = HybridProducer({**kafka.producer_config(), "message.timeout.ms": 5000}, stores=stores)
     errors: list[Any] = []
     for name in stores:
         try:
-            producer.produce(topic, payload(3_000_000), partition=9, route=f"reference:{name}",
-                             on_delivery=lambda err, msg: errors.append(err))
+            producer.produce(
+                topic,
+                payload(3_000_000),
+                partition=9,
+                route=f"reference:{name}",
+                on_delivery=lambda err, msg: errors.append(err),
+            )
         except Exception as exc:  # librdkafka may refuse the partition synchronously once metadata is known
             errors.append(exc)
     producer.flush(30)
@@ -142,15 +157,20 @@ def test_a_timed_out_envelope_leaves_its_payload_for_gc(redis_store: RedisStore,
     stores = {"redis": redis_store, "s3": s3_store}
     with EmbeddedKafka() as cluster:
         cluster.create_topic("gone", partitions=1)
-        producer = HybridProducer({"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 2000},
-                                  stores=stores)
+        producer = HybridProducer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 2000}, stores=stores
+        )
         producer.list_topics("gone", timeout=10)
         for broker in cluster.broker_ids:
             cluster.set_broker_down(broker)
         reports: list[Any] = []
         for name in stores:
-            producer.produce("gone", payload(2_000_000), route=f"reference:{name}",
-                             on_delivery=lambda err, msg: reports.append((err, msg.value())))
+            producer.produce(
+                "gone",
+                payload(2_000_000),
+                route=f"reference:{name}",
+                on_delivery=lambda err, msg: reports.append((err, msg.value())),
+            )
         producer.flush(20)
         producer_metrics = producer.metrics()
         del producer  # before the cluster goes: no reconnect noise after the test
@@ -175,9 +195,23 @@ def test_producer_killed_before_ack_leaves_an_orphan_that_gc_removes(
     assert len(landed) == 3 and store.list_pending(2**62) == []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.producer_child", "--redis-url", redis_server.url, "--prefix", prefix,
-         "--topic", topic, "--dead-bootstrap", f"127.0.0.1:{free_port()}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tests.producer_child",
+            "--redis-url",
+            redis_server.url,
+            "--prefix",
+            prefix,
+            "--topic",
+            topic,
+            "--dead-bootstrap",
+            f"127.0.0.1:{free_port()}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None and child.stdout.readline().strip() == "WRITTEN"
     child.send_signal(signal.SIGKILL)
@@ -185,9 +219,26 @@ def test_producer_killed_before_ack_leaves_an_orphan_that_gc_removes(
     orphans = store.list_pending(2**62)
     assert len(orphans) == 1
     gc = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "gc", "--redis-url", redis_server.url, "--redis-prefix", prefix,
-         "--grace", "0", "--bootstrap", kafka.bootstrap_servers, "--delete"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "gc",
+            "--redis-url",
+            redis_server.url,
+            "--redis-prefix",
+            prefix,
+            "--grace",
+            "0",
+            "--bootstrap",
+            kafka.bootstrap_servers,
+            "--delete",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert gc.returncode == 0, gc.stderr
     assert "deleted 1" in gc.stdout
@@ -202,7 +253,7 @@ def test_gc_keeps_a_payload_whose_envelope_landed(kafka: KafkaService, topic: st
     producer = HybridProducer(kafka.producer_config(), stores={"redis": redis_store})
     producer.produce(topic, payload(1_200_000), route="reference:redis")
     assert producer.flush(30) == 0
-    (locator, _), = list(redis_store.list_locators())
+    ((locator, _),) = list(redis_store.list_locators())
     redis_store.mark_pending(locator, 1)  # as if the clear never happened
     from gateway.payload_gc import kafka_verifier, sweep
 
@@ -212,19 +263,26 @@ def test_gc_keeps_a_payload_whose_envelope_landed(kafka: KafkaService, topic: st
 
 
 # -- hostile envelopes ------------------------------------------------------------------------------
-def hostile_records(topic: str, redis_store: RedisStore, s3_store: S3Store, good_redis: str, good_s3: str,
-                    good_size: int) -> list[tuple[str, bytes]]:
+def hostile_records(
+    topic: str, redis_store: RedisStore, s3_store: S3Store, good_redis: str, good_s3: str, good_size: int
+) -> list[tuple[str, bytes]]:
     mid = uuid.uuid4()
     digest = hashlib.sha256(payload(good_size)).digest()
     other_bucket = good_s3.replace(f"s3://{s3_store.bucket}/", "s3://someone-elses-bucket/")
     other_prefix = good_redis.replace(f"{redis_store.prefix}:", "other:", 1)
     cases = [
         ("s3 other bucket", encode_envelope(Envelope("s3", other_bucket, good_size, digest, mid))),
-        ("s3 path trick", encode_envelope(Envelope("s3", f"s3://{s3_store.bucket}/{s3_store.prefix}../secret/x",
-                                                   good_size, digest, mid))),
+        (
+            "s3 path trick",
+            encode_envelope(
+                Envelope("s3", f"s3://{s3_store.bucket}/{s3_store.prefix}../secret/x", good_size, digest, mid)
+            ),
+        ),
         ("redis other prefix", encode_envelope(Envelope("redis", other_prefix, good_size, digest, mid))),
-        ("redis path trick", encode_envelope(Envelope("redis", f"{redis_store.prefix}:../canary#1x1000",
-                                                      good_size, digest, mid))),
+        (
+            "redis path trick",
+            encode_envelope(Envelope("redis", f"{redis_store.prefix}:../canary#1x1000", good_size, digest, mid)),
+        ),
         ("claims 10 GB", encode_envelope(Envelope("redis", good_redis, 10_000_000_000, digest, mid))),
         ("wrong checksum", encode_envelope(Envelope("redis", good_redis, good_size, b"\x01" * 32, mid))),
     ]
@@ -238,7 +296,11 @@ def hostile_records(topic: str, redis_store: RedisStore, s3_store: S3Store, good
 
 
 def test_hostile_envelopes_get_typed_errors_and_the_consumer_goes_on(
-    kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore, s3_store: S3Store,
+    kafka: KafkaService,
+    topic: str,
+    consumer_config: Any,
+    redis_store: RedisStore,
+    s3_store: S3Store,
     redis_client: redis.Redis,
 ) -> None:
     good_size = 1_100_000
@@ -248,26 +310,39 @@ def test_hostile_envelopes_get_typed_errors_and_the_consumer_goes_on(
     cases = hostile_records(topic, redis_store, s3_store, good_redis, good_s3, good_size)
     records = []
     for i, (_, value) in enumerate(cases):
-        records.append({"topic": topic, "partition": 0, "key": f"bad{i}".encode(), "value": value,
-                        "headers": [envelope_header()]})
+        records.append(
+            {"topic": topic, "partition": 0, "key": f"bad{i}".encode(), "value": value, "headers": [envelope_header()]}
+        )
         records.append({"topic": topic, "partition": 0, "key": f"ok{i}".encode(), "value": f"plain-{i}".encode()})
     produce_records(kafka.producer_config(), records)
     s3_requests: list[str] = []
     s3_store.client.meta.events.register("before-send.s3.*", lambda request, **_: s3_requests.append(request.url))
     stats_before = redis_client.info("commandstats")
-    consumer = HybridConsumer(consumer_config(**{"enable.auto.commit": False}),
-                              stores={"redis": redis_store, "s3": s3_store})
+    consumer = HybridConsumer(
+        consumer_config(**{"enable.auto.commit": False}), stores={"redis": redis_store, "s3": s3_store}
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got, errors = consume_all(consumer, len(records))
     stats_after = redis_client.info("commandstats")
     assert [m.value() for m in got] == [f"plain-{i}".encode() for i in range(len(cases))], "the consumer went on"
     kinds = [type(e) for e in errors]
-    assert kinds == [LocatorError, LocatorError, LocatorError, LocatorError, LocatorError, PayloadIntegrityError,
-                     EnvelopeFormatError, EnvelopeFormatError, type(errors[-1])]
+    assert kinds == [
+        LocatorError,
+        LocatorError,
+        LocatorError,
+        LocatorError,
+        LocatorError,
+        PayloadIntegrityError,
+        EnvelopeFormatError,
+        EnvelopeFormatError,
+        type(errors[-1]),
+    ]
     assert "nope" in str(errors[-1])
-    assert all(e.kafka_message is not None and e.kafka_message.key() == f"bad{i}".encode()
-               for i, e in enumerate(errors))
+    assert all(
+        e.kafka_message is not None and e.kafka_message.key() == f"bad{i}".encode() for i, e in enumerate(errors)
+    )
     assert s3_requests == [], "no S3 request for locators outside the bucket/prefix"
+
     def calls(stats: dict[str, Any], command: str) -> int:
         return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 
@@ -311,13 +386,17 @@ def test_headers_lost_envelope_still_resolves_and_legacy_magic_passes(
     kafka: KafkaService, topic: str, consumer_config: Any, redis_store: RedisStore
 ) -> None:
     locator = redis_store.put(topic, uuid.uuid4(), payload(1_000_000))
-    env = encode_envelope(Envelope.for_payload(payload(1_000_000), store="redis", locator=locator,
-                                               message_id=uuid.uuid4()))
+    env = encode_envelope(
+        Envelope.for_payload(payload(1_000_000), store="redis", locator=locator, message_id=uuid.uuid4())
+    )
     legacy = b"\x1bGWREF but just a legacy value that happens to start with the magic"
-    produce_records(kafka.producer_config(), [
-        {"topic": topic, "partition": 0, "value": env},  # no header: recognised from the value alone
-        {"topic": topic, "partition": 0, "value": legacy},
-    ])
+    produce_records(
+        kafka.producer_config(),
+        [
+            {"topic": topic, "partition": 0, "value": env},  # no header: recognised from the value alone
+            {"topic": topic, "partition": 0, "value": legacy},
+        ],
+    )
     consumer = HybridConsumer(consumer_config(), stores={"redis": redis_store})
     consumer.subscribe([topic])
     got, errors = consume_all(consumer, 2)

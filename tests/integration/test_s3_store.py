@@ -74,7 +74,6 @@ def key_of(locator: str) -> str:
     return locator.split("/", 3)[3]
 
 
-
 def report(what: str, size: int, seconds: float) -> None:
     print(f"\n[s3] {what}: {size / MiB:.0f} MiB in {seconds:.3f}s = {size / MiB / seconds:.0f} MiB/s")
 
@@ -84,7 +83,6 @@ def keys_under(client: Any, bucket: str, prefix: str) -> list[str]:
 
 
 # -- round trips ----------------------------------------------------------------------------
-
 
 
 def test_small_object_is_one_put_with_metadata(store: S3Store, recorder: Recorder, client: Any) -> None:
@@ -101,7 +99,6 @@ def test_small_object_is_one_put_with_metadata(store: S3Store, recorder: Recorde
     assert recorder.ops() == ["GetObject"]
     m = store.metrics()
     assert m["puts"] == 1 and m["gets"] == 1 and m["bytes_written"] == 1000 and m["bytes_read"] == 1000
-
 
 
 def test_20mb_goes_multipart_and_round_trips(store: S3Store, recorder: Recorder, client: Any) -> None:
@@ -156,7 +153,6 @@ def test_delete_is_complete_and_idempotent(store: S3Store, client: Any) -> None:
     assert store.metrics()["not_found"] == 1
 
 
-
 def test_pending_marker_is_written_before_the_payload(store: S3Store, recorder: Recorder, client: Any) -> None:
     mid = uuid.uuid4()
     locator = store.put(TOPIC, mid, os.urandom(9 * MiB), pending_since_ms=1234)
@@ -170,7 +166,6 @@ def test_pending_marker_is_written_before_the_payload(store: S3Store, recorder: 
     store.delete(locator)
     deletes = [params["Key"] for name, params in recorder.calls if name == "DeleteObject"]
     assert deletes == [key_of(locator), marker]
-
 
 
 def test_list_locators_excludes_markers(store: S3Store) -> None:
@@ -193,20 +188,55 @@ def hostile_locators(store: S3Store, mid: uuid.UUID) -> list[Any]:
     b, p = store.bucket, store.prefix
     good = f"s3://{b}/{p}{TOPIC}/{mid}"
     return [
-        "", "garbage", "s3://", f"s3://{b}", f"s3://{b}/", f"s3://other-bucket/{p}{TOPIC}/{mid}",
-        f"s3://{b}-evil/{p}{TOPIC}/{mid}", f"s3://{b}.evil/{p}{TOPIC}/{mid}", f"s3://user@{b}/{p}{TOPIC}/{mid}",
-        f"s3://{b}:443/{p}{TOPIC}/{mid}", f"S3://{b}/{p}{TOPIC}/{mid}", f"s3:/{b}/{p}{TOPIC}/{mid}",
-        f"https://{b}/{p}{TOPIC}/{mid}", f"https://{b}.s3.amazonaws.com/{p}{TOPIC}/{mid}",
-        f"s3://{b}/other/{TOPIC}/{mid}", f"s3://{b}/{TOPIC}/{mid}", f"s3://{b}/{p}../{TOPIC}/{mid}",
-        f"s3://{b}/{p}../../etc/{mid}", f"s3://{b}/{p}..", f"s3://{b}/{p}../{mid}", f"s3://{b}/{p}./{mid}",
-        f"s3://{b}/{p}%2e%2e/{mid}", f"s3://{b}/{p}%2E%2E%2F{mid}", f"s3://{b}/{p}{TOPIC}%2F{mid}",
-        f"s3://{b}//{p}{TOPIC}/{mid}", f"s3://{b}/{p}/{TOPIC}/{mid}", f"s3://{b}/{p}{TOPIC}//{mid}",
-        f"s3://{b}/{p}{TOPIC}\\{mid}", f"s3://{b}/{p}{TOPIC}/{mid}/", f"{good}/x", f"{good}x", f"{good}?versionId=1",
-        f"{good}#frag", f"{good} ", f" {good}", f"{good}\n", f"{good}\x00", f"s3://{b}/{p}{TOPIC}/{str(mid).upper()}",
-        f"s3://{b}/{p}{TOPIC}/{mid.hex}", f"s3://{b}/{p}{TOPIC}\uff0f{mid}", f"s3://{b}/{p}\u202e{TOPIC}/{mid}",
-        f"s3://{b}/{p}{TOPIC.replace('o', chr(0x43E))}/{mid}", f"s3://{b}/{p}_pending/{TOPIC}/{mid}",
-        f"s3://{b}/{p}a b/{mid}", f"s3://{b}/{p}{TOPIC}/{mid}".replace("s3://", "s3:///"), "x" * 5000,
-        None, good.encode(), 7,
+        "",
+        "garbage",
+        "s3://",
+        f"s3://{b}",
+        f"s3://{b}/",
+        f"s3://other-bucket/{p}{TOPIC}/{mid}",
+        f"s3://{b}-evil/{p}{TOPIC}/{mid}",
+        f"s3://{b}.evil/{p}{TOPIC}/{mid}",
+        f"s3://user@{b}/{p}{TOPIC}/{mid}",
+        f"s3://{b}:443/{p}{TOPIC}/{mid}",
+        f"S3://{b}/{p}{TOPIC}/{mid}",
+        f"s3:/{b}/{p}{TOPIC}/{mid}",
+        f"https://{b}/{p}{TOPIC}/{mid}",
+        f"https://{b}.s3.amazonaws.com/{p}{TOPIC}/{mid}",
+        f"s3://{b}/other/{TOPIC}/{mid}",
+        f"s3://{b}/{TOPIC}/{mid}",
+        f"s3://{b}/{p}../{TOPIC}/{mid}",
+        f"s3://{b}/{p}../../etc/{mid}",
+        f"s3://{b}/{p}..",
+        f"s3://{b}/{p}../{mid}",
+        f"s3://{b}/{p}./{mid}",
+        f"s3://{b}/{p}%2e%2e/{mid}",
+        f"s3://{b}/{p}%2E%2E%2F{mid}",
+        f"s3://{b}/{p}{TOPIC}%2F{mid}",
+        f"s3://{b}//{p}{TOPIC}/{mid}",
+        f"s3://{b}/{p}/{TOPIC}/{mid}",
+        f"s3://{b}/{p}{TOPIC}//{mid}",
+        f"s3://{b}/{p}{TOPIC}\\{mid}",
+        f"s3://{b}/{p}{TOPIC}/{mid}/",
+        f"{good}/x",
+        f"{good}x",
+        f"{good}?versionId=1",
+        f"{good}#frag",
+        f"{good} ",
+        f" {good}",
+        f"{good}\n",
+        f"{good}\x00",
+        f"s3://{b}/{p}{TOPIC}/{str(mid).upper()}",
+        f"s3://{b}/{p}{TOPIC}/{mid.hex}",
+        f"s3://{b}/{p}{TOPIC}\uff0f{mid}",
+        f"s3://{b}/{p}\u202e{TOPIC}/{mid}",
+        f"s3://{b}/{p}{TOPIC.replace('o', chr(0x43E))}/{mid}",
+        f"s3://{b}/{p}_pending/{TOPIC}/{mid}",
+        f"s3://{b}/{p}a b/{mid}",
+        f"s3://{b}/{p}{TOPIC}/{mid}".replace("s3://", "s3:///"),
+        "x" * 5000,
+        None,
+        good.encode(),
+        7,
     ]
 
 
@@ -274,8 +304,15 @@ def test_size_checks(store: S3Store, client: Any) -> None:
 def test_sse_kms_and_tags_are_passed_on_every_write(client: Any, s3_bucket: str, s3_prefix: str) -> None:
     recorder = Recorder(client)
     sse = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/gateway"}
-    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, sse=sse, tags={"app": "gw", "tier": "hot"},
-                    multipart_threshold=5 * MiB, multipart_chunk_bytes=5 * MiB)
+    store = S3Store(
+        client,
+        bucket=s3_bucket,
+        prefix=s3_prefix,
+        sse=sse,
+        tags={"app": "gw", "tier": "hot"},
+        multipart_threshold=5 * MiB,
+        multipart_chunk_bytes=5 * MiB,
+    )
     small = store.put(TOPIC, uuid.uuid4(), b"small", pending_since_ms=1)
     large = store.put(TOPIC, uuid.uuid4(), os.urandom(6 * MiB))
     writes = [(name, h) for name, h in recorder.calls if name in ("PutObject", "CreateMultipartUpload")]
@@ -327,8 +364,12 @@ def test_ensure_expiry_rule_on_a_bucket_without_rules(store: S3Store, client: An
 
 def test_unreachable_endpoint_is_unavailable() -> None:
     client = boto3.client(
-        "s3", endpoint_url="http://127.0.0.1:9", region_name="us-east-1", aws_access_key_id="x",
-        aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
+        "s3",
+        endpoint_url="http://127.0.0.1:9",
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
     )
     store = S3Store(client, bucket="bucket")
     locator = store.locator_for(TOPIC, uuid.uuid4())
@@ -348,8 +389,12 @@ def test_unreachable_endpoint_is_unavailable() -> None:
 
 @pytest.mark.parametrize(
     ("code", "status", "error"),
-    [("SlowDown", 503, StoreUnavailableError), ("InternalError", 500, StoreUnavailableError),
-     ("AccessDenied", 403, StoreError), ("NoSuchBucket", 404, StoreError)],
+    [
+        ("SlowDown", 503, StoreUnavailableError),
+        ("InternalError", 500, StoreUnavailableError),
+        ("AccessDenied", 403, StoreError),
+        ("NoSuchBucket", 404, StoreError),
+    ],
 )
 def test_server_errors_are_classified(code: str, status: int, error: type[Exception]) -> None:
     """Pure unit test: botocore's Stubber plays the server, which moto cannot be made to fail like this."""

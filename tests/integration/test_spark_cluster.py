@@ -83,8 +83,9 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
     mixed, planted = f"cluster-mixed-{tag}", f"cluster-reconcile-{tag}"
     kafka.create_topic(mixed, partitions=PARTITIONS)
     kafka.create_topic(planted, partitions=2)
-    producer = HybridProducer({**kafka.producer_config(), "max.message.segment.bytes": SEGMENT},
-                              stores={"redis": store})
+    producer = HybridProducer(
+        {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}, stores={"redis": store}
+    )
     rng = random.Random(20261123)
     routes = {"plain": 0, "chunked": 0, "reference": 0}
     for partition in range(PARTITIONS):
@@ -94,16 +95,30 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
             if kind == "pair":  # two chunked messages whose segments alternate
                 first = split(mixed, partition, None, uuid.uuid4(), key + b"a", rng.randbytes(20_000), SEGMENT)
                 second = split(mixed, partition, None, uuid.uuid4(), key + b"b", rng.randbytes(26_000), SEGMENT)
-                records = [r for pair in zip(first, second, strict=False) for r in pair] + second[len(first):]
+                records = [r for pair in zip(first, second, strict=False) for r in pair] + second[len(first) :]
                 for r in records:
-                    producer.inner.produce(mixed, value=bytes(r.value) if r.value is not None else None, key=r.key,
-                                           partition=partition, headers=r.headers)
+                    producer.inner.produce(
+                        mixed,
+                        value=bytes(r.value) if r.value is not None else None,
+                        key=r.key,
+                        partition=partition,
+                        headers=r.headers,
+                    )
                 routes["chunked"] += 2
                 continue
-            size = {"plain": rng.randint(10, 3_000), "chunked": rng.randint(12_000, 40_000),
-                    "reference": rng.randint(500, 20_000)}[kind]
-            producer.produce(mixed, rng.randbytes(size), key, partition, headers=[("i", str(i).encode())],
-                             route="reference:redis" if kind == "reference" else kind)
+            size = {
+                "plain": rng.randint(10, 3_000),
+                "chunked": rng.randint(12_000, 40_000),
+                "reference": rng.randint(500, 20_000),
+            }[kind]
+            producer.produce(
+                mixed,
+                rng.randbytes(size),
+                key,
+                partition,
+                headers=[("i", str(i).encode())],
+                route="reference:redis" if kind == "reference" else kind,
+            )
             routes[kind] += 1
             producer.poll(0)
     for i in range(6):
@@ -111,13 +126,16 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
     message_id = uuid.uuid4()
     dangling = store.put(planted, message_id, b"deleted below")
     envelope = Envelope.for_payload(b"deleted below", store="redis", locator=dangling, message_id=message_id)
-    producer.inner.produce(planted, value=encode_envelope(envelope), key=b"k", partition=1,
-                           headers=[envelope_header()])
+    producer.inner.produce(planted, value=encode_envelope(envelope), key=b"k", partition=1, headers=[envelope_header()])
     assert producer.close(60) == 0
     store.delete(dangling)
     orphan = store.put(planted, uuid.uuid4(), b"no envelope points here")
-    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "redis.url": redis_server.url,
-               "redis.prefix": store.prefix, "message.assembler.expiration.offset.gap": str(GAP)}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "redis.url": redis_server.url,
+        "redis.prefix": store.prefix,
+        "message.assembler.expiration.offset.gap": str(GAP),
+    }
     return Topics(mixed, planted, options, orphan, dangling, routes)
 
 
@@ -130,34 +148,52 @@ class ClusterRun:
 
 
 @pytest.fixture(scope="module")
-def cluster_run(cluster: SparkStandaloneCluster, topics: Topics, package_zip: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> ClusterRun:
+def cluster_run(
+    cluster: SparkStandaloneCluster, topics: Topics, package_zip: Path, tmp_path_factory: pytest.TempPathFactory
+) -> ClusterRun:
     """The driver process on the cluster: one read of the mixed topic, one reconcile of the other."""
     work = tmp_path_factory.mktemp("cluster-driver")
     job = {
         "master": cluster.url,
-        "conf": {**cluster.session_conf(), "spark.submit.pyFiles": str(package_zip),
-                 "spark.sql.session.timeZone": "UTC",
-                 "spark.sql.shuffle.partitions": "2"},
+        "conf": {
+            **cluster.session_conf(),
+            "spark.submit.pyFiles": str(package_zip),
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.shuffle.partitions": "2",
+        },
         "read": {**topics.options, "subscribe": topics.mixed, "maxRecordsPerPartition": "25"},
         "reconcile": {**topics.options, "subscribe": topics.reconcile},
-        "now_ms": _NOW_MS, "grace_seconds": 0, "out": str(work / "out.json"),
+        "now_ms": _NOW_MS,
+        "grace_seconds": 0,
+        "out": str(work / "out.json"),
     }
     (work / "job.json").write_text(json.dumps(job))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}  # what the executors run (see docs/spark.md)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, str(CHILD), str(work / "job.json")], env=env, cwd=work,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, str(CHILD), str(work / "job.json")],
+        env=env,
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout.decode(errors="replace")[-6000:]
     out = json.loads((work / "out.json").read_text())
     print(f"\ncluster driver: {len(out['rows'])} rows and a reconcile in {time.monotonic() - started:.1f}s")
     return ClusterRun(out["driver"], out["rows"], out["places"], out["report"])
 
 
-
 def test_cluster_gives_the_same_rows_as_local(spark: Any, topics: Topics, cluster_run: ClusterRun) -> None:
-    local = [row_view(r) for r in select_rows(spark.read.format("hybrid-kafka").options(
-        **topics.options, subscribe=topics.mixed, maxRecordsPerPartition="25").load())]
+    local = [
+        row_view(r)
+        for r in select_rows(
+            spark.read.format("hybrid-kafka")
+            .options(**topics.options, subscribe=topics.mixed, maxRecordsPerPartition="25")
+            .load()
+        )
+    ]
     assert len(local) == sum(topics.routes.values())
     assert sorted(map(json.dumps, cluster_run.rows)) == sorted(map(json.dumps, local))
     routes = {route: sum(1 for r in local if r[6] == route) for route in topics.routes}
@@ -174,8 +210,9 @@ def test_reconcile_gives_the_same_report_on_the_cluster(spark: Any, topics: Topi
     assert cluster_run.report == local.lines()
 
 
-def test_tasks_ran_in_both_workers_with_the_shipped_package(cluster: SparkStandaloneCluster,
-                                                           cluster_run: ClusterRun, package_zip: Path) -> None:
+def test_tasks_ran_in_both_workers_with_the_shipped_package(
+    cluster: SparkStandaloneCluster, cluster_run: ClusterRun, package_zip: Path
+) -> None:
     used = set()
     for place in cluster_run.places:
         owners = [w for w in cluster.workers if w.pid in place["ancestors"]]

@@ -33,8 +33,9 @@ class Delivery:
 class RecordProcessor(ConsumerPipeline):
     """The pipeline as the consumer drives it: events rendered the way ``HybridConsumer`` renders them."""
 
-    def process(self, tp: tuple[str, int], offset: int, value: bytes | None, headers: Headers | None
-                ) -> Delivery | None:
+    def process(
+        self, tp: tuple[str, int], offset: int, value: bytes | None, headers: Headers | None
+    ) -> Delivery | None:
         out = None
         for event in self.feed(tp, Record(offset, None, value, headers)):
             if isinstance(event, (InvalidRecord, MessageDropped)):
@@ -47,8 +48,9 @@ class RecordProcessor(ConsumerPipeline):
 
 
 def make(max_tracked: int = 500, gap: int = 1000, fast_path: bool = True) -> RecordProcessor:
-    proc = RecordProcessor(MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked),
-                           fast_path=fast_path)
+    proc = RecordProcessor(
+        MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked), fast_path=fast_path
+    )
     proc.load_commit(TP, None, None)
     return proc
 
@@ -202,8 +204,14 @@ def test_clear_partition_forgets_everything() -> None:
 
 def test_evicting_segment_is_tracked_as_a_segment_and_expiry_still_runs() -> None:
     proc = RecordProcessor(
-        MessageAssembler(capacity=1000, expiration_offset_gap=2, exception_on_message_dropped=True,
-                         max_message_bytes=10_000, message_bookkeeping=0, segment_bookkeeping=0),
+        MessageAssembler(
+            capacity=1000,
+            expiration_offset_gap=2,
+            exception_on_message_dropped=True,
+            max_message_bytes=10_000,
+            message_bookkeeping=0,
+            segment_bookkeeping=0,
+        ),
         DeliveredOffsetTracker(),
     )
     proc.load_commit(TP, None, None)

@@ -58,9 +58,17 @@ def largest() -> Envelope:
 
 
 def raw(
-    *, magic: bytes = MAGIC, version: int = 1, flags: int = 0, size: int = 5, alg: int = 1,
-    digest: bytes = b"\x11" * 32, mid: bytes = b"\x22" * 16, store: bytes = b"redis",
-    locator: bytes = b"gw:t:00000000-0000-0000-0000-000000000001#1", trailing: bytes = b"",
+    *,
+    magic: bytes = MAGIC,
+    version: int = 1,
+    flags: int = 0,
+    size: int = 5,
+    alg: int = 1,
+    digest: bytes = b"\x11" * 32,
+    mid: bytes = b"\x22" * 16,
+    store: bytes = b"redis",
+    locator: bytes = b"gw:t:00000000-0000-0000-0000-000000000001#1",
+    trailing: bytes = b"",
 ) -> bytes:
     """An envelope built field by field, independently of the codec, with a *valid* CRC.
 
@@ -68,8 +76,14 @@ def raw(
     reported as corruption and the later checks would never run.
     """
     body = (
-        magic + struct.pack(">BBQB", version, flags, size, alg) + digest + mid
-        + struct.pack(">B", len(store)) + store + struct.pack(">H", len(locator)) + locator
+        magic
+        + struct.pack(">BBQB", version, flags, size, alg)
+        + digest
+        + mid
+        + struct.pack(">B", len(store))
+        + store
+        + struct.pack(">H", len(locator))
+        + locator
     )
     return body + struct.pack(">I", zlib.crc32(body)) + trailing
 
@@ -131,17 +145,37 @@ def test_for_payload_and_verify() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"store": ""}, {"store": "Redis"}, {"store": "s" * 65}, {"store": "red is"}, {"store": "rédis"},
-        {"locator": ""}, {"locator": "x" * (MAX_LOCATOR_BYTES + 1)}, {"locator": "é" * (MAX_LOCATOR_BYTES // 2 + 1)},
-        {"locator": "a\nb"}, {"locator": "a\x00b"}, {"locator": "a\x85b"}, {"locator": "\ud800"},
-        {"size": -1}, {"size": MAX_PAYLOAD_SIZE + 1}, {"size": True}, {"size": 1.0},
-        {"sha256": b"\0" * 31}, {"sha256": b"\0" * 33}, {"sha256": "0" * 32},
-        {"message_id": "00000000-0000-0000-0000-000000000001"}, {"version": 0}, {"version": 2},
+        {"store": ""},
+        {"store": "Redis"},
+        {"store": "s" * 65},
+        {"store": "red is"},
+        {"store": "rédis"},
+        {"locator": ""},
+        {"locator": "x" * (MAX_LOCATOR_BYTES + 1)},
+        {"locator": "é" * (MAX_LOCATOR_BYTES // 2 + 1)},
+        {"locator": "a\nb"},
+        {"locator": "a\x00b"},
+        {"locator": "a\x85b"},
+        {"locator": "\ud800"},
+        {"size": -1},
+        {"size": MAX_PAYLOAD_SIZE + 1},
+        {"size": True},
+        {"size": 1.0},
+        {"sha256": b"\0" * 31},
+        {"sha256": b"\0" * 33},
+        {"sha256": "0" * 32},
+        {"message_id": "00000000-0000-0000-0000-000000000001"},
+        {"version": 0},
+        {"version": 2},
     ],
 )
 def test_invalid_fields_are_refused_at_construction(kwargs: dict[str, object]) -> None:
     fields: dict[str, object] = {
-        "store": "redis", "locator": "loc", "size": 1, "sha256": b"\0" * 32, "message_id": uuid.UUID(int=1),
+        "store": "redis",
+        "locator": "loc",
+        "size": 1,
+        "sha256": b"\0" * 32,
+        "message_id": uuid.UUID(int=1),
     }
     fields.update(kwargs)
     with pytest.raises(EnvelopeFormatError):
@@ -180,8 +214,11 @@ def test_mutated_envelopes_raise_only_envelope_format_error(env: Envelope, data:
     assert decoded == env and bytes(value) == encode_envelope(env)  # only an identity mutation may decode
 
 
-@pytest.mark.parametrize("env", [sample(), largest(), Envelope("r", "x", 0, b"\0" * 32, uuid.UUID(int=0))],
-                         ids=["typical", "largest", "smallest"])
+@pytest.mark.parametrize(
+    "env",
+    [sample(), largest(), Envelope("r", "x", 0, b"\0" * 32, uuid.UUID(int=0))],
+    ids=["typical", "largest", "smallest"],
+)
 def test_every_truncation_and_every_byte_change_is_detected(env: Envelope) -> None:
     value = encode_envelope(env)
     for cut in range(len(value)):
@@ -252,8 +289,9 @@ def test_an_envelope_is_never_a_linkedin_segment(env: Envelope) -> None:
 
 
 @settings(max_examples=500)
-@given(st.uuids(), st.integers(0, 2**31 - 1), st.integers(1, 2**31 - 1), st.integers(0, 2**31 - 1),
-       st.binary(max_size=200))
+@given(
+    st.uuids(), st.integers(0, 2**31 - 1), st.integers(1, 2**31 - 1), st.integers(0, 2**31 - 1), st.binary(max_size=200)
+)
 def test_a_linkedin_segment_never_looks_like_an_envelope(
     mid: uuid.UUID, seq: int, nseg: int, size: int, chunk: bytes
 ) -> None:
@@ -278,10 +316,27 @@ def test_os_random_bytes_do_not_look_like_an_envelope() -> None:
 @pytest.mark.parametrize(
     "payload",
     [
-        b"", b"\x1b", b"\x1bGWRE", json.dumps({"a": 1}).encode(), b"  [1,2]", b"\xef\xbb\xbf{}", b"<xml/>",
-        b"\x00\x00\x00\x00\x01avro-with-schema-registry-id", b"\x00flag", b"\x01flag", b"\x08\x96\x01",
-        b"\x1b[31mred log line\x1b[0m", b"\x1bLuaT\x00", b"\x1bE\x1b&l0O", b"\x1bGWRE_almost", b"\x1bgwref\x01",
-        gzip.compress(b"x"), b"\x28\xb5\x2f\xfd", b"\x89PNG\r\n", b"PAR1", b"\xff\xd8\xff",
+        b"",
+        b"\x1b",
+        b"\x1bGWRE",
+        json.dumps({"a": 1}).encode(),
+        b"  [1,2]",
+        b"\xef\xbb\xbf{}",
+        b"<xml/>",
+        b"\x00\x00\x00\x00\x01avro-with-schema-registry-id",
+        b"\x00flag",
+        b"\x01flag",
+        b"\x08\x96\x01",
+        b"\x1b[31mred log line\x1b[0m",
+        b"\x1bLuaT\x00",
+        b"\x1bE\x1b&l0O",
+        b"\x1bGWRE_almost",
+        b"\x1bgwref\x01",
+        gzip.compress(b"x"),
+        b"\x28\xb5\x2f\xfd",
+        b"\x89PNG\r\n",
+        b"PAR1",
+        b"\xff\xd8\xff",
     ],
 )
 def test_common_payloads_are_not_envelopes(payload: bytes) -> None:

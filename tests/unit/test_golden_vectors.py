@@ -82,17 +82,32 @@ def check_splitter(case: dict[str, Any]) -> None:
     if "exception" in case:
         # LinkedIn NPEs on a null id; we refuse it up front with a typed error instead.
         with pytest.raises((TypeError, ValueError, AttributeError)):
-            split(inp["topic"], inp["partition"], inp["timestamp"], mid, hx(inp["key_hex"]),  # type: ignore[arg-type]
-                  hx(inp["value_hex"]), inp["max_segment_size"], headers,
-                  header_only=inp["li.record.header.enable"])
+            split(
+                inp["topic"],
+                inp["partition"],
+                inp["timestamp"],
+                mid,
+                hx(inp["key_hex"]),  # type: ignore[arg-type]
+                hx(inp["value_hex"]),
+                inp["max_segment_size"],
+                headers,
+                header_only=inp["li.record.header.enable"],
+            )
         return
     assert mid is not None
     value = hx(inp["value_hex"])
     if value is not None:
         assert hashlib.sha256(value).hexdigest() == inp["value_sha256"]
     records = split(
-        inp["topic"], inp["partition"], inp["timestamp"], mid, hx(inp["key_hex"]), value,
-        inp["max_segment_size"], headers, header_only=inp["li.record.header.enable"],
+        inp["topic"],
+        inp["partition"],
+        inp["timestamp"],
+        mid,
+        hx(inp["key_hex"]),
+        value,
+        inp["max_segment_size"],
+        headers,
+        header_only=inp["li.record.header.enable"],
     )
     assert headers == before, "the caller's headers must not change"
     assert len(records) == len(case["records"])

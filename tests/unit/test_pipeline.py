@@ -36,8 +36,9 @@ def pipeline(
     """``bookkeeping=False`` counts chunk bytes only, so that byte arithmetic in tests stays readable."""
     extra = {} if bookkeeping else {"message_bookkeeping": 0, "segment_bookkeeping": 0}
     p = ConsumerPipeline(
-        MessageAssembler(capacity, gap, exception_on_message_dropped=raise_on_drop, max_message_bytes=10_000_000,
-                         **extra),
+        MessageAssembler(
+            capacity, gap, exception_on_message_dropped=raise_on_drop, max_message_bytes=10_000_000, **extra
+        ),
         DeliveredOffsetTracker(),
     )
     p.load_commit(TP, None, None)
@@ -210,8 +211,16 @@ def test_forget_and_reset() -> None:
 
 def test_fast_and_full_paths_give_the_same_events() -> None:
     a = segments(payload(3000), 1000)
-    log: list[tuple[bytes | None, Headers | None]] = [(b"p0", None), a[0], (b"p2", []), a[1], (b"p4", None), a[2],
-                                                      (None, None), (b"p7", [("h", b"1")])]
+    log: list[tuple[bytes | None, Headers | None]] = [
+        (b"p0", None),
+        a[0],
+        (b"p2", []),
+        a[1],
+        (b"p4", None),
+        a[2],
+        (None, None),
+        (b"p7", [("h", b"1")]),
+    ]
     fast, full = pipeline(), ConsumerPipeline(fast_path=False)
     full.load_commit(TP, None, None)
     got_fast = [feed(fast, off, *rec) for off, rec in enumerate(log)]

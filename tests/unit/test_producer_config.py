@@ -32,8 +32,15 @@ def test_our_keys_are_read_and_removed_but_message_max_bytes_stays_for_librdkafk
     assert config == before, "the caller's dict is not changed"
     assert rest == {"message.max.bytes": 2_000_000, "acks": "all"}
     assert settings == ProducerSettings(
-        segment_bytes=100_000, header_only=True, timestamp_header=False, wrap_small=True, block_s=2.5,
-        max_message_bytes=2_000_000, fallback_cap=5, failure_threshold=4, failure_window_ms=10,
+        segment_bytes=100_000,
+        header_only=True,
+        timestamp_header=False,
+        wrap_small=True,
+        block_s=2.5,
+        max_message_bytes=2_000_000,
+        fallback_cap=5,
+        failure_threshold=4,
+        failure_window_ms=10,
         probe_interval_ms=0,
     )
 
@@ -71,8 +78,19 @@ def test_a_bad_value_names_its_key(key: str, value: Any, error: str) -> None:
         parse_producer_config({key: value})
 
 
-@pytest.mark.parametrize(("text", "expected"), [("true", True), ("YES", True), (" on ", True), ("1", True),
-                                                ("false", False), ("No", False), ("off", False), (0, False)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("true", True),
+        ("YES", True),
+        (" on ", True),
+        ("1", True),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        (0, False),
+    ],
+)
 def test_booleans_as_kafka_clients_accept_them(text: Any, expected: bool) -> None:
     settings, _ = parse_producer_config({"li.large.message.segment.wrapping.required": text})
     assert settings.wrap_small is expected
@@ -91,8 +109,9 @@ def test_the_segment_for_a_message_leaves_room_for_its_key_and_headers() -> None
 
 
 def test_each_store_gets_its_own_health_with_the_configured_thresholds() -> None:
-    settings, _ = parse_producer_config({"store.failure.threshold": 7, "store.failure.window.ms": 9,
-                                         "store.probe.interval.ms": 11})
+    settings, _ = parse_producer_config(
+        {"store.failure.threshold": 7, "store.failure.window.ms": 9, "store.probe.interval.ms": 11}
+    )
     a, b = settings.store_health(), settings.store_health()
     assert a is not b
     assert (a.failure_threshold, a.window_ms, a.probe_interval_ms) == (7, 9, 11)

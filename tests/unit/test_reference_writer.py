@@ -38,17 +38,30 @@ class Sent:
     def report(self, i: int, err: Any, offset: int = 9) -> None:
         """Serve record ``i``'s delivery report as librdkafka would."""
         kwargs = self.records[i][1]
-        msg = Message(topic=self.records[i][0], partition=0, offset=offset, key=kwargs.get("key"),
-                      value=kwargs["value"], headers=kwargs["headers"])
+        msg = Message(
+            topic=self.records[i][0],
+            partition=0,
+            offset=offset,
+            key=kwargs.get("key"),
+            value=kwargs["value"],
+            headers=kwargs["headers"],
+        )
         kwargs["on_delivery"](err, msg)
 
 
-def writer(store: MemoryStore, clock: ManualClock | None = None, *, cap: int = 1_000,
-           threshold: int = 2, probe_ms: int = 5_000) -> tuple[ReferenceWriter, Sent]:
+def writer(
+    store: MemoryStore, clock: ManualClock | None = None, *, cap: int = 1_000, threshold: int = 2, probe_ms: int = 5_000
+) -> tuple[ReferenceWriter, Sent]:
     sent = Sent()
     health = {store.name: StoreHealth(threshold, 30_000, probe_ms)}
-    w = ReferenceWriter({store.name: store}, health, sent, fallback_cap=cap, metrics=ProducerMetrics(),
-                        clock=(clock or ManualClock()).clock())
+    w = ReferenceWriter(
+        {store.name: store},
+        health,
+        sent,
+        fallback_cap=cap,
+        metrics=ProducerMetrics(),
+        clock=(clock or ManualClock()).clock(),
+    )
     return w, sent
 
 
@@ -88,8 +101,11 @@ def test_the_pending_mark_is_cleared_after_the_ack_in_one_batch_per_store() -> N
     w, sent = writer(store)
     seen: list[tuple[Any, Any]] = []
     for i in range(3):
-        w.send(ROUTE, False, message(b"v%d" % i, headers=[("h", b"1")],
-                                     on_delivery=lambda err, msg: seen.append((err, msg))))
+        w.send(
+            ROUTE,
+            False,
+            message(b"v%d" % i, headers=[("h", b"1")], on_delivery=lambda err, msg: seen.append((err, msg))),
+        )
     for i in range(3):
         sent.report(i, None, offset=i)
     assert len(store.pending) == 3, "cleared when poll/flush returns, not per message"
@@ -140,9 +156,18 @@ def test_a_refused_envelope_rolls_the_write_back_and_reports_the_error() -> None
     assert (m["delivery.failures"], m["rollbacks"], m["rollback.failures"]) == (1, 1, 0)
 
 
-@pytest.mark.parametrize("code", [KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
-                                  KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError._TRANSPORT,
-                                  KafkaError._PURGE_INFLIGHT, KafkaError.UNKNOWN])
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError._TRANSPORT,
+        KafkaError._PURGE_INFLIGHT,
+        KafkaError.UNKNOWN,
+    ],
+)
 def test_an_envelope_that_may_have_been_written_keeps_its_payload_for_gc(code: int) -> None:
     store = MemoryStore()
     w, sent = writer(store)
