@@ -28,9 +28,14 @@ LATEST = -1
 
 _KAFKA_PREFIX = "kafka."
 # Keys this source sets itself on every consumer: a user value would break the range reads.
-_RESERVED_KAFKA_KEYS = frozenset({
-    "enable.auto.commit", "enable.partition.eof", "auto.offset.reset", "enable.auto.offset.store",
-})
+_RESERVED_KAFKA_KEYS = frozenset(
+    {
+        "enable.auto.commit",
+        "enable.partition.eof",
+        "auto.offset.reset",
+        "enable.auto.offset.store",
+    }
+)
 
 
 class OptionError(ValueError):
@@ -72,7 +77,7 @@ def parse_offset_spec(text: str | None, *, name: str, default_kind: str, allow_e
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise OptionError(f"{name} must be earliest, latest or JSON like {{\"topic\":{{\"0\":23}}}}: {exc}") from exc
+        raise OptionError(f'{name} must be earliest, latest or JSON like {{"topic":{{"0":23}}}}: {exc}') from exc
     if not isinstance(parsed, dict):
         raise OptionError(f"{name} JSON must be an object of topics, got {type(parsed).__name__}")
     specific: list[tuple[TopicPartitionKey, int]] = []
@@ -173,15 +178,21 @@ class SourceOptions:
         task reads one partition in bulk, so fetches are larger than librdkafka's 1 MiB default
         (a third faster on segments of a few hundred KB); ``kafka.*`` options override both.
         """
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "group.id": self.group_id,
-                                "fetch.wait.max.ms": 100, "max.partition.fetch.bytes": 8 * 1024 * 1024}
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.group_id,
+            "fetch.wait.max.ms": 100,
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        }
         conf.update(self.kafka_config)
-        conf.update({
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-        })
+        conf.update(
+            {
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+            }
+        )
         return conf
 
 
@@ -200,7 +211,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     kafka_config: dict[str, str] = {}
     for key, value in opts.items():
         if key.startswith(_KAFKA_PREFIX) and key != "kafka.bootstrap.servers":
-            inner = key[len(_KAFKA_PREFIX):]
+            inner = key[len(_KAFKA_PREFIX) :]
             if inner in _RESERVED_KAFKA_KEYS:
                 raise OptionError(f"option {key} is managed by hybrid-kafka and cannot be set")
             kafka_config[inner] = value
@@ -208,8 +219,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     starting = parse_offset_spec(
         opts.get("startingoffsets"), name="startingOffsets", default_kind="latest" if streaming else "earliest"
     )
-    ending = parse_offset_spec(opts.get("endingoffsets"), name="endingOffsets", default_kind="latest",
-                               allow_earliest=False)
+    ending = parse_offset_spec(
+        opts.get("endingoffsets"), name="endingOffsets", default_kind="latest", allow_earliest=False
+    )
     if streaming and "endingoffsets" in opts:
         raise OptionError("endingOffsets is for batch queries; a stream reads on as data arrives")
     gap = _required_int(opts, "message.assembler.expiration.offset.gap", DEFAULT_EXPIRATION_OFFSET_GAP, 0)
@@ -253,4 +265,3 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     if (result.s3_access_key is None) != (result.s3_secret_key is None):
         raise OptionError("s3.access.key and s3.secret.key go together")
     return result
-

@@ -100,8 +100,9 @@ def split_ranges(
         start = rng.from_offset
         while start < rng.until_offset:
             end = min(rng.until_offset, start + step)
-            pieces.append(OffsetRange(rng.topic, rng.partition, start, end,
-                                      rng.from_earliest and start == rng.from_offset))
+            pieces.append(
+                OffsetRange(rng.topic, rng.partition, start, end, rng.from_earliest and start == rng.from_offset)
+            )
             start = end
     if min_partitions is None or len(pieces) >= min_partitions:
         return _ordered(pieces)
@@ -124,8 +125,9 @@ def _ordered(pieces: list[OffsetRange]) -> list[OffsetRange]:
     return sorted(pieces, key=lambda p: (p.topic, p.partition, p.from_offset))
 
 
-def prorate(start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionKey, int], limit: int
-            ) -> dict[TopicPartitionKey, int]:
+def prorate(
+    start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionKey, int], limit: int
+) -> dict[TopicPartitionKey, int]:
     """Move at most ``limit`` offsets past ``start`` in total, shared in proportion to each backlog.
 
     Largest-remainder rounding makes the shares add up to exactly ``min(limit, backlog)``, so
@@ -150,7 +152,7 @@ def prorate(start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionK
 def offsets_to_json(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:
     """Spark's Kafka offset shape, ``{"topic": {"0": 23}}``, in a stable order."""
     out: dict[str, dict[str, int]] = {}
-    for (topic, partition) in sorted(offsets):
+    for topic, partition in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
     return out
 

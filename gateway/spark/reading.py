@@ -42,7 +42,9 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
         from stores import RedisStore, redis_client_from_url
 
         stores[options.redis_name] = RedisStore(
-            redis_client_from_url(options.redis_url), prefix=options.redis_prefix, name=options.redis_name,
+            redis_client_from_url(options.redis_url),
+            prefix=options.redis_prefix,
+            name=options.redis_name,
             close_client=True,
         )
     if options.s3_bucket:
@@ -62,7 +64,10 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
         if options.s3_path_style:
             kwargs["config"] = Config(s3={"addressing_style": "path"})
         stores[options.s3_name] = S3Store(
-            boto3.client("s3", **kwargs), bucket=options.s3_bucket, prefix=options.s3_prefix, name=options.s3_name,
+            boto3.client("s3", **kwargs),
+            bucket=options.s3_bucket,
+            prefix=options.s3_prefix,
+            name=options.s3_name,
             close_client=True,
         )
     return stores
@@ -163,24 +168,28 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: Referen
     emit_from, until = rng.from_offset, rng.until_offset
     if emit_from < low:
         if not rng.from_earliest:
-            _data_loss(f"{topic}[{partition}]: offsets {emit_from}..{low - 1} were deleted before they were read",
-                       options.fail_on_data_loss)
+            _data_loss(
+                f"{topic}[{partition}]: offsets {emit_from}..{low - 1} were deleted before they were read",
+                options.fail_on_data_loss,
+            )
         emit_from = low
     if until <= emit_from:
         return
     timeout = options.poll_timeout_ms / 1000.0
 
     def fetch(start: int, end: int) -> Iterator[list[Record]]:
-        return read_batches(consumer, topic, partition, start, end, timeout_s=timeout,
-                            fail_on_data_loss=options.fail_on_data_loss)
+        return read_batches(
+            consumer, topic, partition, start, end, timeout_s=timeout, fail_on_data_loss=options.fail_on_data_loss
+        )
 
     def on_batch(batch: Sequence[Record]) -> None:
         if refs.enabled:
             refs.scan((r.offset, r.value, r.headers) for r in batch if r.offset >= emit_from)
 
     rows = _Rows(topic, partition)
-    for message in owned_messages(fetch, topic, partition, emit_from, until, low, _limits(options),
-                                  on_batch=on_batch, on_restart=refs.clear):
+    for message in owned_messages(
+        fetch, topic, partition, emit_from, until, low, _limits(options), on_batch=on_batch, on_restart=refs.clear
+    ):
         value, error = _resolve(message, refs, options.fail_on_data_loss)
         rows.add(message, value, error)
         if rows.full():
@@ -190,8 +199,13 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: Referen
 
 
 def _limits(options: SourceOptions) -> AssemblyLimits:
-    return AssemblyLimits(options.buffer_capacity, options.expiration_offset_gap, options.max_segments,
-                          options.max_message_bytes, options.lookback_offsets)
+    return AssemblyLimits(
+        options.buffer_capacity,
+        options.expiration_offset_gap,
+        options.max_segments,
+        options.max_message_bytes,
+        options.lookback_offsets,
+    )
 
 
 def _resolve(message: WholeMessage, refs: ReferenceFetcher, fail: bool) -> tuple[bytes | None, str | None]:
@@ -230,15 +244,23 @@ def read_envelopes(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Reco
         start = rng.from_offset
         if start < low:
             if not rng.from_earliest:
-                _data_loss(f"{topic}[{partition}]: offsets {start}..{low - 1} were deleted before they were read",
-                           options.fail_on_data_loss)
+                _data_loss(
+                    f"{topic}[{partition}]: offsets {start}..{low - 1} were deleted before they were read",
+                    options.fail_on_data_loss,
+                )
             start = low
         if rng.until_offset <= start:
             return
         columns: dict[str, list[Any]] = {name: [] for name in ENVELOPE_ARROW_SCHEMA.names}
-        for batch in read_batches(consumer, topic, partition, start, rng.until_offset,
-                                  timeout_s=options.poll_timeout_ms / 1000.0,
-                                  fail_on_data_loss=options.fail_on_data_loss):
+        for batch in read_batches(
+            consumer,
+            topic,
+            partition,
+            start,
+            rng.until_offset,
+            timeout_s=options.poll_timeout_ms / 1000.0,
+            fail_on_data_loss=options.fail_on_data_loss,
+        ):
             for record in batch:
                 row = _envelope_row(topic, partition, record)
                 if row is not None:
@@ -266,8 +288,17 @@ def _envelope_row(topic: str, partition: int, record: Record) -> tuple[Any, ...]
         if not has_header(record.headers, ENVELOPE_HEADER):
             return None  # a legacy value that only starts like an envelope
         return (topic, partition, record.offset, ts, None, None, None, None, f"{type(exc).__name__}: {exc}")
-    return (topic, partition, record.offset, ts, envelope.store, envelope.locator, envelope.size,
-            str(envelope.message_id), None)
+    return (
+        topic,
+        partition,
+        record.offset,
+        ts,
+        envelope.store,
+        envelope.locator,
+        envelope.size,
+        str(envelope.message_id),
+        None,
+    )
 
 
 def _envelope_batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:

@@ -12,38 +12,51 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 
 MESSAGE_COLUMNS = (
-    "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
-    "route", "startingOffset", "error",
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+    "route",
+    "startingOffset",
+    "error",
 )
 """Spark's Kafka source columns first, in its order, then ours."""
 
 _HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
-MESSAGE_ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("timestampType", pa.int32()),
-    pa.field("headers", pa.list_(pa.field("element", _HEADER))),
-    pa.field("route", pa.string()),
-    pa.field("startingOffset", pa.int64()),
-    pa.field("error", pa.string()),
-])
+MESSAGE_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+        pa.field("headers", pa.list_(pa.field("element", _HEADER))),
+        pa.field("route", pa.string()),
+        pa.field("startingOffset", pa.int64()),
+        pa.field("error", pa.string()),
+    ]
+)
 
-ENVELOPE_ARROW_SCHEMA = pa.schema([
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("store", pa.string()),
-    pa.field("locator", pa.string()),
-    pa.field("size", pa.int64()),
-    pa.field("messageId", pa.string()),
-    pa.field("error", pa.string()),
-])
+ENVELOPE_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("store", pa.string()),
+        pa.field("locator", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("messageId", pa.string()),
+        pa.field("error", pa.string()),
+    ]
+)
 
 
 def message_schema() -> Any:
@@ -60,33 +73,37 @@ def message_schema() -> Any:
     )
 
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-    return StructType([
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField("headers", ArrayType(header)),
-        StructField("route", StringType()),
-        StructField("startingOffset", LongType()),
-        StructField("error", StringType()),
-    ])
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("timestampType", IntegerType()),
+            StructField("headers", ArrayType(header)),
+            StructField("route", StringType()),
+            StructField("startingOffset", LongType()),
+            StructField("error", StringType()),
+        ]
+    )
 
 
 def envelope_schema() -> Any:
     """``StructType`` of the ``hybrid-kafka-envelopes`` rows (one per envelope record)."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
-    return StructType([
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("store", StringType()),
-        StructField("locator", StringType()),
-        StructField("size", LongType()),
-        StructField("messageId", StringType()),
-        StructField("error", StringType()),
-    ])
+    return StructType(
+        [
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("store", StringType()),
+            StructField("locator", StringType()),
+            StructField("size", LongType()),
+            StructField("messageId", StringType()),
+            StructField("error", StringType()),
+        ]
+    )

@@ -63,10 +63,10 @@ def plan_batch(options: SourceOptions) -> list[OffsetRange]:
         marks = watermarks(consumer, tps, method=options.high_watermark_from)
     finally:
         consumer.close()
-    ranges = batch_ranges(options.starting_offsets, options.ending_offsets, marks,
-                          fail_on_data_loss=options.fail_on_data_loss)
-    return split_ranges(ranges, max_records=options.max_records_per_partition,
-                        min_partitions=options.min_partitions)
+    ranges = batch_ranges(
+        options.starting_offsets, options.ending_offsets, marks, fail_on_data_loss=options.fail_on_data_loss
+    )
+    return split_ranges(ranges, max_records=options.max_records_per_partition, min_partitions=options.min_partitions)
 
 
 def _partitions(ranges: Sequence[OffsetRange]) -> list[InputPartition]:
@@ -180,8 +180,11 @@ class HybridKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 ranges.append(OffsetRange(tp[0], tp[1], begin[tp], until))
             else:  # a partition added since the last batch starts at its beginning, as Spark's source does
                 ranges.append(OffsetRange(tp[0], tp[1], min(lows.get(tp, 0), until), until, True))
-        return _partitions(split_ranges(ranges, max_records=self.options.max_records_per_partition,
-                                        min_partitions=self.options.min_partitions))
+        return _partitions(
+            split_ranges(
+                ranges, max_records=self.options.max_records_per_partition, min_partitions=self.options.min_partitions
+            )
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rng: OffsetRange = partition.value

@@ -41,7 +41,6 @@ SEGMENT = 16_000
 RANGE_RECORDS = 40  # maxRecordsPerPartition: many ranges, so chunked messages straddle boundaries
 
 
-
 # -- session and services ------------------------------------------------------------------------
 
 
@@ -62,8 +61,13 @@ def stores(redis_server: RedisServer, s3_server: S3Server) -> Iterator[Stores]:
     prefix = f"gw-spark-{tag}/"
     redis_store = RedisStore(redis_server.client(), prefix=f"gwspark{tag}")
     s3_store = S3Store(s3_server.client(), bucket=bucket, prefix=prefix)
-    options = {"redis.url": redis_server.url, "redis.prefix": redis_store.prefix, "s3.bucket": bucket,
-               "s3.prefix": prefix, "s3.region": s3_server.region}
+    options = {
+        "redis.url": redis_server.url,
+        "redis.prefix": redis_store.prefix,
+        "s3.bucket": bucket,
+        "s3.prefix": prefix,
+        "s3.region": s3_server.region,
+    }
     if s3_server.endpoint_url:
         options["s3.endpoint"] = s3_server.endpoint_url
     if not s3_server.external:
@@ -84,21 +88,36 @@ class Mixed:
 
 def _raw(producer: HybridProducer, topic: str, partition: int, records: list[Any]) -> None:
     for r in records:
-        producer.inner.produce(topic, value=None if r.value is None else bytes(r.value), key=r.key,
-                               partition=partition, headers=r.headers, timestamp=r.timestamp or 0)
+        producer.inner.produce(
+            topic,
+            value=None if r.value is None else bytes(r.value),
+            key=r.key,
+            partition=partition,
+            headers=r.headers,
+            timestamp=r.timestamp or 0,
+        )
 
 
 @pytest.fixture(scope="module")
 def mixed(kafka: KafkaService, stores: Stores) -> Mixed:
     topic = f"spark-mixed-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, partitions=PARTITIONS)
-    producer = HybridProducer({**kafka.producer_config(), "max.message.segment.bytes": SEGMENT},
-                              stores=stores.as_dict())
+    producer = HybridProducer(
+        {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}, stores=stores.as_dict()
+    )
     rng = random.Random(20261122)
     produced: Counter[str] = Counter()
     # 246 draws, 250 messages: each "pair" is two interleaved chunked messages
-    kinds = (["plain"] * 158 + ["chunked"] * 30 + ["v3"] * 8 + ["redis"] * 30 + ["s3"] * 12 + ["pair"] * 4
-             + ["incomplete"] * 3 + ["tombstone"] * 1)
+    kinds = (
+        ["plain"] * 158
+        + ["chunked"] * 30
+        + ["v3"] * 8
+        + ["redis"] * 30
+        + ["s3"] * 12
+        + ["pair"] * 4
+        + ["incomplete"] * 3
+        + ["tombstone"] * 1
+    )
     for partition in range(PARTITIONS):
         order = list(kinds)
         rng.shuffle(order)
@@ -106,25 +125,37 @@ def mixed(kafka: KafkaService, stores: Stores) -> Mixed:
             key = f"p{partition}-{i}".encode()
             headers = [("app", f"{kind}-{i}".encode())] if i % 3 else None
             if kind == "plain":
-                producer.produce(topic, rng.randbytes(rng.randint(10, 3000)), key, partition, headers=headers,
-                                 route="plain")
+                producer.produce(
+                    topic, rng.randbytes(rng.randint(10, 3000)), key, partition, headers=headers, route="plain"
+                )
             elif kind == "tombstone":
                 producer.produce(topic, None, key, partition, route="plain")
             elif kind == "chunked":
-                producer.produce(topic, rng.randbytes(rng.randint(20_000, 90_000)), key, partition, headers=headers,
-                                 route="chunked")
+                producer.produce(
+                    topic, rng.randbytes(rng.randint(20_000, 90_000)), key, partition, headers=headers, route="chunked"
+                )
             elif kind == "v3":  # LinkedIn's header-only segments, as li.record.header.enable writes them
                 value = rng.randbytes(rng.randint(20_000, 90_000))
-                _raw(producer, topic, partition,
-                     split(topic, partition, None, uuid.uuid4(), key, value, SEGMENT, headers, header_only=True))
+                _raw(
+                    producer,
+                    topic,
+                    partition,
+                    split(topic, partition, None, uuid.uuid4(), key, value, SEGMENT, headers, header_only=True),
+                )
             elif kind in ("redis", "s3"):
-                producer.produce(topic, rng.randbytes(rng.randint(500, 30_000)), key, partition, headers=headers,
-                                 route=f"reference:{kind}")
+                producer.produce(
+                    topic,
+                    rng.randbytes(rng.randint(500, 30_000)),
+                    key,
+                    partition,
+                    headers=headers,
+                    route=f"reference:{kind}",
+                )
             elif kind == "pair":  # two messages whose segments alternate
                 first = split(topic, partition, None, uuid.uuid4(), key + b"a", rng.randbytes(35_000), SEGMENT)
                 second = split(topic, partition, None, uuid.uuid4(), key + b"b", rng.randbytes(40_000), SEGMENT)
                 mixed_records = [r for pair in zip(first, second, strict=False) for r in pair]
-                mixed_records += first[len(second):] + second[len(first):]
+                mixed_records += first[len(second) :] + second[len(first) :]
                 _raw(producer, topic, partition, mixed_records)
                 produced["chunked"] += 1
                 kind = "chunked"
@@ -169,8 +200,16 @@ def consumer_view(kafka: KafkaService, mixed: Mixed, stores: Stores) -> set[Row]
                         break
                 continue
             assert msg.error() is None, msg.error()
-            got.append((msg.partition(), msg.offset(), sha_or_none(msg.value()), msg.key(),
-                        _normal_headers(msg.headers()), msg.timestamp()[1]))
+            got.append(
+                (
+                    msg.partition(),
+                    msg.offset(),
+                    sha_or_none(msg.value()),
+                    msg.key(),
+                    _normal_headers(msg.headers()),
+                    msg.timestamp()[1],
+                )
+            )
     finally:
         consumer.close()
     assert len(got) == mixed.delivered
@@ -191,20 +230,39 @@ def _source_options(mixed: Mixed, stores: Stores, **extra: str) -> dict[str, str
 def _rows(frame: Any) -> list[Any]:
     from pyspark.sql import functions as F
 
-    return frame.select("partition", "offset", "value", "key", "headers", F.expr("unix_millis(timestamp)").alias("ts"),
-                        "route", "startingOffset", "error").collect()
+    return frame.select(
+        "partition",
+        "offset",
+        "value",
+        "key",
+        "headers",
+        F.expr("unix_millis(timestamp)").alias("ts"),
+        "route",
+        "startingOffset",
+        "error",
+    ).collect()
 
 
 def _view(rows: list[Any]) -> list[Row]:
-    return [(r["partition"], r["offset"], sha_or_none(r["value"]), r["key"],
-             tuple((h["key"], h["value"]) for h in (r["headers"] or ())), r["ts"]) for r in rows]
+    return [
+        (
+            r["partition"],
+            r["offset"],
+            sha_or_none(r["value"]),
+            r["key"],
+            tuple((h["key"], h["value"]) for h in (r["headers"] or ())),
+            r["ts"],
+        )
+        for r in rows
+    ]
 
 
 # -- batch ---------------------------------------------------------------------------------------
 
 
-def test_batch_read_gives_exactly_what_the_consumer_gives(spark: Any, mixed: Mixed, stores: Stores,
-                                                          consumer_view: set[Row]) -> None:
+def test_batch_read_gives_exactly_what_the_consumer_gives(
+    spark: Any, mixed: Mixed, stores: Stores, consumer_view: set[Row]
+) -> None:
     options = _source_options(mixed, stores, maxRecordsPerPartition=str(RANGE_RECORDS))
     started = time.monotonic()
     rows = _rows(spark.read.format("hybrid-kafka").options(**options).load())
@@ -214,31 +272,42 @@ def test_batch_read_gives_exactly_what_the_consumer_gives(spark: Any, mixed: Mix
     assert set(view) == consumer_view
     assert all(r["error"] is None for r in rows)
     routes = Counter(r["route"] for r in rows)
-    assert routes == {"plain": mixed.produced["plain"] + mixed.produced["tombstone"],
-                      "chunked": mixed.produced["chunked"],
-                      "reference": mixed.produced["redis"] + mixed.produced["s3"]}
+    assert routes == {
+        "plain": mixed.produced["plain"] + mixed.produced["tombstone"],
+        "chunked": mixed.produced["chunked"],
+        "reference": mixed.produced["redis"] + mixed.produced["s3"],
+    }
     for r in rows:
         assert r["startingOffset"] == r["offset"] if r["route"] != "chunked" else r["startingOffset"] <= r["offset"]
     # the test means something only if messages really cross range boundaries
     ranges = plan_batch(parse_options(options, streaming=False))
     assert len(ranges) >= PARTITIONS * 5
     starts = {(g.partition, g.from_offset) for g in ranges}
-    crossing = [r for r in rows if r["route"] == "chunked" and any(
-        p == r["partition"] and r["startingOffset"] < s <= r["offset"] for p, s in starts)]
+    crossing = [
+        r
+        for r in rows
+        if r["route"] == "chunked"
+        and any(p == r["partition"] and r["startingOffset"] < s <= r["offset"] for p, s in starts)
+    ]
     assert len(crossing) >= 8, f"only {len(crossing)} chunked messages straddle a range boundary"
-    print(f"\nbatch read: {len(rows)} rows in {len(ranges)} ranges, {len(crossing)} messages across boundaries, "
-          f"{elapsed:.1f}s")
+    print(
+        f"\nbatch read: {len(rows)} rows in {len(ranges)} ranges, {len(crossing)} messages across boundaries, "
+        f"{elapsed:.1f}s"
+    )
 
 
-def test_batch_read_without_splitting_and_with_explicit_offsets(spark: Any, mixed: Mixed, stores: Stores,
-                                                                consumer_view: set[Row]) -> None:
+def test_batch_read_without_splitting_and_with_explicit_offsets(
+    spark: Any, mixed: Mixed, stores: Stores, consumer_view: set[Row]
+) -> None:
     whole = _view(_rows(spark.read.format("hybrid-kafka").options(**_source_options(mixed, stores)).load()))
     assert set(whole) == consumer_view and len(whole) == len(consumer_view)
     # a window in the middle of partition 1: exactly the consumer's messages that complete inside it
     inside = sorted(o for p, o, *_ in consumer_view if p == 1)
     lo, hi = inside[len(inside) // 3], inside[2 * len(inside) // 3]
-    window = {"startingOffsets": f'{{"{mixed.topic}": {{"1": {lo}}}}}',
-              "endingOffsets": f'{{"{mixed.topic}": {{"0": 0, "1": {hi}, "2": 0, "3": 0}}}}'}
+    window = {
+        "startingOffsets": f'{{"{mixed.topic}": {{"1": {lo}}}}}',
+        "endingOffsets": f'{{"{mixed.topic}": {{"0": 0, "1": {hi}, "2": 0, "3": 0}}}}',
+    }
     got = _view(_rows(spark.read.format("hybrid-kafka").options(**_source_options(mixed, stores, **window)).load()))
     assert sorted(got) == sorted(r for r in consumer_view if r[0] == 1 and lo <= r[1] < hi)
 
@@ -250,8 +319,9 @@ class Crash(RuntimeError):
     pass
 
 
-def test_stream_in_micro_batches_with_a_crash_and_restart(spark: Any, mixed: Mixed, stores: Stores,
-                                                          consumer_view: set[Row], tmp_path: Path) -> None:
+def test_stream_in_micro_batches_with_a_crash_and_restart(
+    spark: Any, mixed: Mixed, stores: Stores, consumer_view: set[Row], tmp_path: Path
+) -> None:
     checkpoint = str(tmp_path / "checkpoint")
     options = _source_options(mixed, stores, startingOffsets="earliest", maxOffsetsPerTrigger="700")
     batches: dict[int, list[Row]] = {}
@@ -269,8 +339,12 @@ def test_stream_in_micro_batches_with_a_crash_and_restart(spark: Any, mixed: Mix
 
     def start() -> Any:
         stream = spark.readStream.format("hybrid-kafka").options(**options).load()
-        return (stream.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
-                .trigger(availableNow=True).start())
+        return (
+            stream.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
 
     started = time.monotonic()
     query = start()
@@ -299,8 +373,10 @@ def test_stream_in_micro_batches_with_a_crash_and_restart(spark: Any, mixed: Mix
     query = start()
     query.awaitTermination(60)
     assert runs[2] == []
-    print(f"\nstream: {len(batches)} micro-batches {sorted(batches)} ({[len(b) for b in batches.values()]} rows), "
-          f"{crossing} messages across batch boundaries, {elapsed:.1f}s")
+    print(
+        f"\nstream: {len(batches)} micro-batches {sorted(batches)} ({[len(b) for b in batches.values()]} rows), "
+        f"{crossing} messages across batch boundaries, {elapsed:.1f}s"
+    )
 
 
 # -- reconcile and failOnDataLoss ------------------------------------------------------------------
@@ -318,8 +394,7 @@ def _put_envelope(producer: HybridProducer, topic: str, store: Any, name: str, p
     message_id = uuid.uuid4()
     locator = store.put(topic, message_id, payload)
     envelope = Envelope.for_payload(payload, store=name, locator=locator, message_id=message_id)
-    producer.inner.produce(topic, value=encode_envelope(envelope), key=b"k", partition=0,
-                           headers=[envelope_header()])
+    producer.inner.produce(topic, value=encode_envelope(envelope), key=b"k", partition=0, headers=[envelope_header()])
     return locator
 
 
@@ -337,8 +412,10 @@ def planted(kafka: KafkaService, stores: Stores) -> Planted:
         store.delete(locator)  # the payload goes, the envelope stays
         dangling.add((name, locator))
     assert producer.flush(30) == 0
-    orphans = {("redis", stores.redis.put(topic, uuid.uuid4(), b"no envelope points here")),
-               ("s3", stores.s3.put(topic, uuid.uuid4(), b"nor here"))}
+    orphans = {
+        ("redis", stores.redis.put(topic, uuid.uuid4(), b"no envelope points here")),
+        ("s3", stores.s3.put(topic, uuid.uuid4(), b"nor here")),
+    }
     listed = {(name, loc) for name, store in stores.as_dict().items() for loc, _ in store.list_locators(topic)}
     kept = listed - orphans
     assert len(kept) == 12 and orphans <= listed
@@ -348,9 +425,23 @@ def planted(kafka: KafkaService, stores: Stores) -> Planted:
 
 def _cli_args(kafka: KafkaService, stores: Stores, topic: str, *extra: str) -> list[str]:
     opts = stores.options
-    args = ["reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--redis-url", opts["redis.url"],
-            "--redis-prefix", opts["redis.prefix"], "--s3-bucket", opts["s3.bucket"], "--s3-prefix", opts["s3.prefix"],
-            "--s3-region", opts["s3.region"]]
+    args = [
+        "reconcile",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        "--topic",
+        topic,
+        "--redis-url",
+        opts["redis.url"],
+        "--redis-prefix",
+        opts["redis.prefix"],
+        "--s3-bucket",
+        opts["s3.bucket"],
+        "--s3-prefix",
+        opts["s3.prefix"],
+        "--s3-region",
+        opts["s3.region"],
+    ]
     if "s3.endpoint" in opts:
         args += ["--s3-endpoint", opts["s3.endpoint"]]
     return args + list(extra)
@@ -370,7 +461,11 @@ def _reported(output: str, kind: str) -> set[tuple[str, str]]:
 
 
 def test_reconcile_finds_exactly_the_planted_orphans_and_dangling_envelopes(
-    spark: Any, kafka: KafkaService, stores: Stores, planted: Planted, capsys: pytest.CaptureFixture[str],
+    spark: Any,
+    kafka: KafkaService,
+    stores: Stores,
+    planted: Planted,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from gateway.cli import main
@@ -389,14 +484,18 @@ def test_reconcile_finds_exactly_the_planted_orphans_and_dangling_envelopes(
         assert stores.as_dict()[name].get(locator)
 
     # inside the grace period nothing is an orphan yet
-    api = reconcile(spark, {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": planted.topic,
-                            **stores.options}, grace_seconds=3600)
+    api = reconcile(
+        spark,
+        {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": planted.topic, **stores.options},
+        grace_seconds=3600,
+    )
     assert api.orphans == [] and api.young == 2 and api.envelopes == 14 and len(api.dangling) == 2
 
     assert main(_cli_args(kafka, stores, planted.topic, "--grace", "0", "--delete")) == 1
     report = capsys.readouterr().out
     assert {line.split("deleted: ")[1] for line in report.splitlines() if "deleted: " in line} == {
-        locator for _, locator in planted.orphans}
+        locator for _, locator in planted.orphans
+    }
     for name, locator in planted.orphans:
         with pytest.raises(PayloadNotFoundError):
             stores.as_dict()[name].get(locator)
@@ -432,8 +531,9 @@ def test_reconcile_never_deletes_payloads_referenced_under_another_store_name_or
     assert sorted(loc for loc, _ in blob.list_locators(topic)) == live
 
     # a record marked as an envelope that does not decode may point at any orphan: keep them all
-    producer.inner.produce(topic, value=b"\x1bGWREF\x07 from a newer producer", key=b"k", partition=0,
-                           headers=[envelope_header()])
+    producer.inner.produce(
+        topic, value=b"\x1bGWREF\x07 from a newer producer", key=b"k", partition=0, headers=[envelope_header()]
+    )
     assert producer.flush(30) == 0
     second = stores.redis.put(topic, uuid.uuid4(), b"nor here")
     time.sleep(0.01)
@@ -455,4 +555,3 @@ def test_fail_on_data_loss_decides_between_an_error_row_and_a_failed_query(
     assert len(rows) == 12 * 2 + 2 and all(r["value"] is not None for r in rows if r["error"] is None)
     with pytest.raises(Exception, match="cannot be delivered"):
         spark.read.format("hybrid-kafka").options(**options).load().collect()
-

@@ -60,8 +60,10 @@ def spark_kafka(spark: Any) -> Any:
             spark_kafka_jars()
         except ServiceUnavailable as exc:
             pytest.fail(f"Spark's Kafka source is needed for this comparison: {exc.reason}")
-        pytest.fail("the SparkSession started without Spark's Kafka source (spark.jars): start it with"
-                    " gateway.testing.spark_kafka_conf()")
+        pytest.fail(
+            "the SparkSession started without Spark's Kafka source (spark.jars): start it with"
+            " gateway.testing.spark_kafka_conf()"
+        )
     return spark
 
 
@@ -109,11 +111,23 @@ def _collect(frame: Any) -> list[tuple[Any, ...]]:
     """Rows as plain tuples (bytes, header tuples), sorted by topic, partition, offset."""
     rows = []
     for r in frame.select(*COLUMNS).collect():
-        headers = None if r["headers"] is None else tuple(
-            (h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"])
-        rows.append((r["topic"], r["partition"], r["offset"],
-                     None if r["key"] is None else bytes(r["key"]), None if r["value"] is None else bytes(r["value"]),
-                     r["timestamp"], r["timestampType"], headers))
+        headers = (
+            None
+            if r["headers"] is None
+            else tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"])
+        )
+        rows.append(
+            (
+                r["topic"],
+                r["partition"],
+                r["offset"],
+                None if r["key"] is None else bytes(r["key"]),
+                None if r["value"] is None else bytes(r["value"]),
+                r["timestamp"],
+                r["timestampType"],
+                headers,
+            )
+        )
     return sorted(rows, key=lambda row: (row[0], row[1], row[2]))
 
 
@@ -142,8 +156,7 @@ def test_plain_records_read_as_sparks_kafka_source_reads_them(
     assert len(rows) == topics.produced
     # the comparison covered what it claims to: every shape of key, value, header list and timestamp
     assert {row[3] for row in rows} >= {None, b""} and {row[4] for row in rows} >= {None, b""}
-    assert {row[7] for row in rows} >= {None, (("dup", b"first"), ("dup", b"second"), ("dup", None)),
-                                        (("none", None),)}
+    assert {row[7] for row in rows} >= {None, (("dup", b"first"), ("dup", b"second"), ("dup", None)), (("none", None),)}
     expected_types = {0, 1} if kafka.has("topic_configs_enforced") else {0}
     assert {row[6] for row in rows} == expected_types
 
@@ -163,8 +176,9 @@ def test_explicit_offsets_read_the_same_window(spark_kafka: Any, kafka: KafkaSer
 # -- finding the jars (no Spark needed) --------------------------------------------------------------
 
 
-def test_jar_lookup_wants_the_connector_for_the_installed_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                                ) -> None:
+def test_jar_lookup_wants_the_connector_for_the_installed_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPARK_KAFKA_LIB_DIR", str(tmp_path / "absent"))
     with pytest.raises(ServiceUnavailable, match="make spark-kafka"):
         spark_kafka_jars("4.2.0")
@@ -179,6 +193,13 @@ def test_jar_lookup_wants_the_connector_for_the_installed_spark(tmp_path: Path, 
     with pytest.raises(ServiceUnavailable, match=r"for Spark 4\.2\.0, but PySpark is 4\.3\.0"):
         spark_kafka_jars("4.3.0")
     assert [p.name for p in spark_kafka_jars("4.2.0")] == [
-        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
-    assert spark_kafka_conf("4.2.0") == {"spark.jars": ",".join(str(lib / n) for n in (
-        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"))}
+        "commons-pool2-2.13.1.jar",
+        "kafka-clients-3.9.2.jar",
+        "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+    ]
+    assert spark_kafka_conf("4.2.0") == {
+        "spark.jars": ",".join(
+            str(lib / n)
+            for n in ("commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar")
+        )
+    }

@@ -42,21 +42,24 @@ from gateway.spark.planning import (
 TOPIC = "t"
 
 
-def _segments(value: bytes, segment: int, *, header_only: bool = False, key: bytes | None = b"k"
-              ) -> list[tuple[bytes | None, list[tuple[str, bytes | None]]]]:
+def _segments(
+    value: bytes, segment: int, *, header_only: bool = False, key: bytes | None = b"k"
+) -> list[tuple[bytes | None, list[tuple[str, bytes | None]]]]:
     out = split(TOPIC, 0, 1, uuid.uuid4(), key, value, segment, [("u", b"1")], header_only=header_only)
     return [(None if r.value is None else bytes(r.value), list(r.headers)) for r in out]
 
 
 def _envelope_record() -> tuple[bytes, list[tuple[str, bytes | None]]]:
     payload = uuid.uuid4().bytes
-    env = Envelope.for_payload(payload, store="redis", locator=f"gw:{TOPIC}:{uuid.uuid4()}#1x64",
-                               message_id=uuid.uuid4())
+    env = Envelope.for_payload(
+        payload, store="redis", locator=f"gw:{TOPIC}:{uuid.uuid4()}#1x64", message_id=uuid.uuid4()
+    )
     return encode_envelope(env), [envelope_header()]
 
 
-def _records(items: Sequence[tuple[bytes | None, list[tuple[str, bytes | None]] | None]], steps: Sequence[int],
-             low: int) -> list[Record]:
+def _records(
+    items: Sequence[tuple[bytes | None, list[tuple[str, bytes | None]] | None]], steps: Sequence[int], low: int
+) -> list[Record]:
     out: list[Record] = []
     offset = low
     for i, (value, headers) in enumerate(items):
@@ -78,14 +81,28 @@ def _fetcher(records: Sequence[Record], batch: int = 3, calls: list[tuple[int, i
 
 def _view(messages: Sequence[WholeMessage]) -> list[tuple[Any, ...]]:
     return [
-        (m.record.offset, m.record.key, m.value, tuple(m.headers or ()), m.route, m.starting_offset, m.error,
-         m.envelope)
+        (
+            m.record.offset,
+            m.record.key,
+            m.value,
+            tuple(m.headers or ()),
+            m.route,
+            m.starting_offset,
+            m.error,
+            m.envelope,
+        )
         for m in messages
     ]
 
 
-def _owned(records: Sequence[Record], start: int, until: int, low: int, limits: AssemblyLimits,
-           calls: list[tuple[int, int]] | None = None) -> list[WholeMessage]:
+def _owned(
+    records: Sequence[Record],
+    start: int,
+    until: int,
+    low: int,
+    limits: AssemblyLimits,
+    calls: list[tuple[int, int]] | None = None,
+) -> list[WholeMessage]:
     return list(owned_messages(_fetcher(records, calls=calls), TOPIC, 0, start, until, low, limits))
 
 
@@ -96,8 +113,11 @@ def partitions(draw: st.DrawFn) -> tuple[list[Record], int]:
     items: list[tuple[bytes | None, list[tuple[str, bytes | None]] | None]] = []
     open_messages: list[deque[tuple[bytes | None, list[tuple[str, bytes | None]]]]] = []
     for _ in range(draw(st.integers(1, 70))):
-        action = draw(st.sampled_from(["plain", "plain", "start", "next", "next", "next", "next", "abandon",
-                                       "envelope", "tombstone"]))
+        action = draw(
+            st.sampled_from(
+                ["plain", "plain", "start", "next", "next", "next", "next", "abandon", "envelope", "tombstone"]
+            )
+        )
         if action == "plain":
             items.append((draw(st.binary(min_size=0, max_size=8)), draw(st.sampled_from([None, [("h", b"v")]]))))
         elif action == "envelope":
@@ -237,10 +257,14 @@ def test_invalid_segments_are_errors_only_inside_the_range() -> None:
 # -- planning ------------------------------------------------------------------------------------
 
 
-@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 400)), min_size=1, max_size=5),
-       st.one_of(st.none(), st.integers(1, 60)), st.one_of(st.none(), st.integers(1, 40)))
-def test_split_ranges_tiles_each_partition(spans: list[tuple[int, int]], max_records: int | None,
-                                           min_partitions: int | None) -> None:
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 400)), min_size=1, max_size=5),
+    st.one_of(st.none(), st.integers(1, 60)),
+    st.one_of(st.none(), st.integers(1, 40)),
+)
+def test_split_ranges_tiles_each_partition(
+    spans: list[tuple[int, int]], max_records: int | None, min_partitions: int | None
+) -> None:
     ranges = [OffsetRange(TOPIC, p, start, start + size, start == 0) for p, (start, size) in enumerate(spans)]
     pieces = split_ranges(ranges, max_records=max_records, min_partitions=min_partitions)
     for rng in ranges:
@@ -258,8 +282,10 @@ def test_split_ranges_tiles_each_partition(spans: list[tuple[int, int]], max_rec
         assert len(pieces) >= min(min_partitions, sum(r.size for r in ranges))
 
 
-@given(st.dictionaries(st.integers(0, 5), st.tuples(st.integers(0, 100), st.integers(0, 1000)), min_size=1),
-       st.integers(1, 500))
+@given(
+    st.dictionaries(st.integers(0, 5), st.tuples(st.integers(0, 100), st.integers(0, 1000)), min_size=1),
+    st.integers(1, 500),
+)
 def test_prorate_shares_exactly_the_limit(backlog: dict[int, tuple[int, int]], limit: int) -> None:
     start = {(TOPIC, p): s for p, (s, _) in backlog.items()}
     end = {(TOPIC, p): s + n for p, (s, n) in backlog.items()}
@@ -283,21 +309,38 @@ def test_batch_ranges_resolve_earliest_latest_and_specific() -> None:
     got = batch_ranges(starting, ending, marks, fail_on_data_loss=True)
     assert got == [OffsetRange(TOPIC, 0, 20, 50, False), OffsetRange(TOPIC, 1, 0, 10, True)]
     with pytest.raises(OptionError):
-        batch_ranges(parse_offset_spec('{"t": {"1": 11}}', name="s", default_kind="earliest"), ending, marks,
-                     fail_on_data_loss=True)
+        batch_ranges(
+            parse_offset_spec('{"t": {"1": 11}}', name="s", default_kind="earliest"),
+            ending,
+            marks,
+            fail_on_data_loss=True,
+        )
 
 
 def test_options_are_parsed_strictly_and_kafka_keys_pass_through() -> None:
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "a, b"}
-    opts = parse_options({**base, "kafka.security.protocol": "SSL", "maxrecordsperpartition": "10",
-                          "message.assembler.expiration.offset.gap": "50", "failondataloss": "false"},
-                         streaming=False)
+    opts = parse_options(
+        {
+            **base,
+            "kafka.security.protocol": "SSL",
+            "maxrecordsperpartition": "10",
+            "message.assembler.expiration.offset.gap": "50",
+            "failondataloss": "false",
+        },
+        streaming=False,
+    )
     assert opts.topics == ("a", "b") and opts.kafka_config == {"security.protocol": "SSL"}
     assert opts.lookback_offsets == 51 and not opts.fail_on_data_loss and opts.max_records_per_partition == 10
     assert opts.starting_offsets.for_partition(("a", 0)) == EARLIEST
     assert parse_options(base, streaming=True).starting_offsets.for_partition(("a", 0)) == LATEST
-    for bad in ({"maxoffsetspertrigger": "0"}, {"startingoffsets": "yesterday"}, {"endingoffsets": "earliest"},
-                {"kafka.enable.auto.commit": "true"}, {"failondataloss": "maybe"}, {"s3.access.key": "x"}):
+    for bad in (
+        {"maxoffsetspertrigger": "0"},
+        {"startingoffsets": "yesterday"},
+        {"endingoffsets": "earliest"},
+        {"kafka.enable.auto.commit": "true"},
+        {"failondataloss": "maybe"},
+        {"s3.access.key": "x"},
+    ):
         with pytest.raises(OptionError):
             parse_options({**base, **bad}, streaming=False)
     with pytest.raises(OptionError):
@@ -311,4 +354,3 @@ def test_arrow_schema_is_what_spark_expects() -> None:
 
     assert to_arrow_schema(message_schema(), timezone="UTC").equals(MESSAGE_ARROW_SCHEMA)
     assert to_arrow_schema(envelope_schema(), timezone="UTC").equals(ENVELOPE_ARROW_SCHEMA)
-
