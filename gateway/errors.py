@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 
 class GatewayError(Exception):
     """Root of every error this library raises on purpose.
@@ -55,8 +57,13 @@ class LargeMessageDroppedError(LargeMessageError):
         self.dropped = dropped
 
 
-class LargeMessageSendError(LargeMessageError):
-    """A logical message could not be written completely; ``cause`` is the first error seen."""
+class LargeMessageSendError(LargeMessageError, KafkaException):
+    """A logical message could not be written completely; ``cause`` is the first error seen.
+
+    It stands for a failed produce, so it is a ``KafkaException`` too: code that wraps
+    ``Producer.produce`` in ``except KafkaException`` catches it unchanged. It answers
+    ``code()``/``name()``/``retriable()``/``fatal()`` itself, from the Kafka error behind ``cause``.
+    """
 
     def __init__(self, message: str, cause: Any = None, sent: int = 0, total: int = 0) -> None:
         super().__init__(message)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from gateway.errors import HeaderFormatError
-from gateway.protocol.primitives import decode_long, encode_long, uuid_from_halves, uuid_halves
+from gateway.protocol.primitives import encode_long, uuid_from_halves, uuid_halves
 
 LM_HEADER = "_lm"
 TIMESTAMP_HEADER = "_t"
@@ -94,12 +94,6 @@ def encode_timestamp(ms: int) -> bytes:
 
 def encode_safe_offset(offset: int) -> bytes:
     return encode_long(offset)
-
-
-def decode_long_header(value: bytes | None, name: str) -> int:
-    if value is None or len(value) != 8:
-        raise HeaderFormatError(f"{name} header must be 8 bytes, got {None if value is None else len(value)}")
-    return decode_long(value)
 
 
 def last_header(headers: Sequence[Header] | None, key: str) -> bytes | None:
