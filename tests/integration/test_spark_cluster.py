@@ -39,7 +39,6 @@ PARTITIONS = 3
 PER_PARTITION = 40
 SEGMENT = 8_000
 GAP = 100
-_NOW_MS = int(time.time() * 1000) + 60_000  # after every write of this module: grace 0 sees the orphan
 CHILD = Path(__file__).resolve().parents[1] / "spark_cluster_child.py"
 
 
@@ -148,8 +147,18 @@ class ClusterRun:
 
 
 @pytest.fixture(scope="module")
+def now_ms(topics: Topics) -> int:
+    """One "now" for both reconcile runs, taken after the module's writes: grace 0 then sees the orphan."""
+    return int(time.time() * 1000) + 60_000
+
+
+@pytest.fixture(scope="module")
 def cluster_run(
-    cluster: SparkStandaloneCluster, topics: Topics, package_zip: Path, tmp_path_factory: pytest.TempPathFactory
+    cluster: SparkStandaloneCluster,
+    topics: Topics,
+    package_zip: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    now_ms: int,
 ) -> ClusterRun:
     """The driver process on the cluster: one read of the mixed topic, one reconcile of the other."""
     work = tmp_path_factory.mktemp("cluster-driver")
@@ -163,7 +172,7 @@ def cluster_run(
         },
         "read": {**topics.options, "subscribe": topics.mixed, "maxRecordsPerPartition": "25"},
         "reconcile": {**topics.options, "subscribe": topics.reconcile},
-        "now_ms": _NOW_MS,
+        "now_ms": now_ms,
         "grace_seconds": 0,
         "out": str(work / "out.json"),
     }
@@ -201,10 +210,12 @@ def test_cluster_gives_the_same_rows_as_local(spark: Any, topics: Topics, cluste
     assert all(r[8] is None for r in local)
 
 
-def test_reconcile_gives_the_same_report_on_the_cluster(spark: Any, topics: Topics, cluster_run: ClusterRun) -> None:
+def test_reconcile_gives_the_same_report_on_the_cluster(
+    spark: Any, topics: Topics, cluster_run: ClusterRun, now_ms: int
+) -> None:
     from gateway.spark import reconcile
 
-    local = reconcile(spark, {**topics.options, "subscribe": topics.reconcile}, grace_seconds=0, now_ms=_NOW_MS)
+    local = reconcile(spark, {**topics.options, "subscribe": topics.reconcile}, grace_seconds=0, now_ms=now_ms)
     assert [o.locator for o in local.orphans] == [topics.orphan]
     assert [d.locator for d in local.dangling] == [topics.dangling] and local.envelopes == 7
     assert cluster_run.report == local.lines()
