@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import uuid
+from typing import Any
 
+from gateway import HybridConsumer
+from gateway.errors import GatewayError
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import Headers, last_header
 from gateway.testing.demo import pattern_bytes
@@ -44,3 +48,19 @@ def sha(data: bytes | bytearray | memoryview | None) -> str:
 def sha_or_none(data: bytes | None) -> str | None:
     """Like :func:`sha`, but a null value (a tombstone) stays ``None``, distinct from an empty one."""
     return None if data is None else sha(data)
+
+
+def consume_all(consumer: HybridConsumer, want: int, timeout: float = 60) -> tuple[list[Any], list[GatewayError]]:
+    """Poll until ``want`` messages or typed errors arrived (or ``timeout``): errors are collected, not raised."""
+    got: list[Any] = []
+    errors: list[GatewayError] = []
+    deadline = time.monotonic() + timeout
+    while len(got) + len(errors) < want and time.monotonic() < deadline:
+        try:
+            msg = consumer.poll(0.5)
+        except GatewayError as exc:
+            errors.append(exc)
+            continue
+        if msg is not None and msg.error() is None:
+            got.append(msg)
+    return got, errors

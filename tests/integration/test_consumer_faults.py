@@ -22,7 +22,7 @@ from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope
 from gateway.protocol.headers import LM_HEADER
 from gateway.testing import KafkaService
 from stores import RedisStore
-from tests.helpers import payload, segments
+from tests.helpers import consume_all, payload, segments
 from tests.kafkautil import produce_records, read_partition
 
 
@@ -46,21 +46,6 @@ def missing_envelope(store: RedisStore, topic: str) -> bytes:
     locator = store.put(topic, message_id, data)
     store.delete(locator)
     return encode_envelope(Envelope.for_payload(data, store="redis", locator=locator, message_id=message_id))
-
-
-def poll_all(consumer: HybridConsumer, want: int, timeout: float = 60) -> tuple[list[Any], list[GatewayError]]:
-    got: list[Any] = []
-    errors: list[GatewayError] = []
-    deadline = time.monotonic() + timeout
-    while len(got) + len(errors) < want and time.monotonic() < deadline:
-        try:
-            msg = consumer.poll(0.5)
-        except GatewayError as exc:
-            errors.append(exc)
-            continue
-        if msg is not None and msg.error() is None:
-            got.append(msg)
-    return got, errors
 
 
 def drain(consumer: HybridConsumer, seconds: float = 2.0) -> list[Any]:
@@ -96,7 +81,7 @@ def test_tombstone_with_unreadable_lm_header_raises_invalid_segment_with_its_rec
     consumer = HybridConsumer(consumer_config(**{"enable.auto.commit": False}))
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got, errors = poll_all(consumer, 2)
+        got, errors = consume_all(consumer, 2)
         assert [type(e) for e in errors] == [InvalidSegmentError]
         assert errors[0].kafka_message is not None and errors[0].kafka_message.key() == b"dead"
         assert [m.value() for m in got] == [b"next"]
@@ -130,11 +115,11 @@ def test_a_topic_and_its_mirror_each_deliver_their_chunked_message(
             assert consumer.poll(0.2) is None
         consumer.pause([original])
         consumer.resume([mirror])
-        got, errors = poll_all(consumer, 1, timeout=30)
+        got, errors = consume_all(consumer, 1, timeout=30)
         assert not errors and [(m.topic(), m.value()) for m in got] == [(second_topic, value)]
         produce_records(kafka.producer_config(), records(topic, parts[2:]))
         consumer.resume([original])
-        got, errors = poll_all(consumer, 1, timeout=30)
+        got, errors = consume_all(consumer, 1, timeout=30)
         assert not errors and [(m.topic(), m.value()) for m in got] == [(topic, value)]
         assert consumer.metrics()["assembler.incomplete.messages"] == 0
     finally:
@@ -162,7 +147,7 @@ def test_commit_message_never_commits_past_an_unresolved_record(
     consumer = HybridConsumer(consumer_config(**{"enable.auto.commit": False}), stores={"redis": redis_store})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got, errors = poll_all(consumer, 3)
+        got, errors = consume_all(consumer, 3)
         assert [type(e) for e in errors] == [PayloadNotFoundError]
         for msg in got:  # the usual loop: commit each message received
             consumer.commit(message=msg, asynchronous=False)
@@ -198,7 +183,7 @@ def test_skip_policy_passes_a_poison_record_over_counted_and_logged_once(
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         with caplog.at_level(logging.WARNING, logger="gateway"):
-            got, errors = poll_all(consumer, 1)
+            got, errors = consume_all(consumer, 1)
             assert not errors and [m.value() for m in got] == [b"after"]
             assert drain(consumer, 1.0) == []
         skipped = [r for r in caplog.records if "skipped" in r.getMessage()]
@@ -238,7 +223,7 @@ def test_dead_letter_policy_writes_the_record_with_its_headers_then_goes_on(
     consumer = HybridConsumer(conf, stores={"redis": redis_store})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got, errors = poll_all(consumer, 1)
+        got, errors = consume_all(consumer, 1)
         assert not errors and [m.value() for m in got] == [b"after"]
         assert consumer.metrics()["reference.dead.lettered"] == 1
         consumer.commit(asynchronous=False)
@@ -274,7 +259,7 @@ def test_expiry_warnings_are_rate_limited_and_counted(
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         with caplog.at_level(logging.WARNING, logger="gateway"):
-            got, errors = poll_all(consumer, 5)
+            got, errors = consume_all(consumer, 5)
         assert not errors and len(got) == 5
         lines = [r for r in caplog.records if "dropped" in r.getMessage()]
         metrics = consumer.metrics()
@@ -315,7 +300,7 @@ def test_payloads_fetched_ahead_for_duplicates_after_a_restart_are_released(
     first = HybridConsumer(conf, stores={"redis": redis_store})
     try:
         first.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got, errors = poll_all(first, 10)
+        got, errors = consume_all(first, 10)
         assert not errors and len(got) == 10
         first.commit(asynchronous=False)
         assert committed(first, topic) == 0, "the incomplete message keeps the safe offset at its first segment"
@@ -328,7 +313,7 @@ def test_payloads_fetched_ahead_for_duplicates_after_a_restart_are_released(
     )
     try:
         second.subscribe([topic])
-        got, errors = poll_all(second, 10)
+        got, errors = consume_all(second, 10)
         assert not errors and [m.key() for m in got] == [f"r{i}".encode() for i in range(10, 20)]
         metrics = second.metrics()
         assert metrics["duplicates.filtered"] == 10

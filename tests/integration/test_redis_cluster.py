@@ -26,8 +26,8 @@ from gateway.testing import KafkaService, RedisClusterServer, free_port
 from gateway.testing.redis_cluster import ClusterNode
 from stores import RedisStore
 from stores.redis_layout import bucket_head, bucket_of
-from tests.helpers import payload
-from tests.integration.test_reference_e2e import consume_all, round_trip
+from tests.helpers import consume_all, payload
+from tests.integration.test_reference_e2e import round_trip
 from tests.kafkautil import read_partition
 
 TOPIC = "orders.v1"

@@ -20,14 +20,13 @@ from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.embedded import EmbeddedKafka
 from gateway.errors import (
     EnvelopeFormatError,
-    GatewayError,
     LocatorError,
     PayloadIntegrityError,
 )
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.testing import KafkaService, RedisServer, free_port
 from stores import RedisStore, S3Store
-from tests.helpers import payload, sha
+from tests.helpers import consume_all, payload, sha
 from tests.kafkautil import produce_records, read_partition
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,21 +53,6 @@ def store_client(store: RedisStore) -> redis.Redis:
 def s3_objects(store: S3Store) -> list[str]:
     listing = store.client.list_objects_v2(Bucket=store.bucket, Prefix=store.prefix)
     return [o["Key"] for o in listing.get("Contents", [])]
-
-
-def consume_all(consumer: HybridConsumer, want: int, timeout: float = 60) -> tuple[list[Any], list[Exception]]:
-    got: list[Any] = []
-    errors: list[Exception] = []
-    deadline = time.monotonic() + timeout
-    while len(got) + len(errors) < want and time.monotonic() < deadline:
-        try:
-            msg = consumer.poll(0.5)
-        except GatewayError as exc:
-            errors.append(exc)
-            continue
-        if msg is not None and msg.error() is None:
-            got.append(msg)
-    return got, errors
 
 
 def round_trip(
