@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import GatewayError
-from gateway.protocol.envelope import decode_envelope, is_envelope_record
+from gateway.errors import GatewayError, InvalidSegmentError
+from gateway.protocol.classify import RecordKind, classify
+from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,11 @@ class EnvelopeMatcher:
         self._by_locator = {p.locator: p for p in self._pending}
 
     def observe(self, value: bytes | None, headers: Headers) -> None:
-        if not is_envelope_record(value, headers):
+        try:
+            kind = classify(value, headers).kind
+        except InvalidSegmentError:  # an unreadable _lm header: an envelope only if marked as one
+            kind = RecordKind.ENVELOPE if any(k == ENVELOPE_HEADER for k, _ in headers or ()) else RecordKind.PLAIN
+        if kind is not RecordKind.ENVELOPE:
             return
         self.envelopes += 1
         try:
