@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.command import EXIT_USAGE, CommandError, OneLineParser, fail, run
+from gateway.command import EXIT_USAGE, CommandError, OneLineParser, check_bucket, fail, kafka_logger, probe_kafka, run
 
 if TYPE_CHECKING:
     from gateway.testing.demo import DemoOptions
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--backend",
         default="kafka",
+        choices=("kafka", "kafka3", "tansu", "noida", "external"),
         help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
         "or external (KAFKA_BOOTSTRAP_SERVERS)",
     )
@@ -195,34 +197,54 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-name", default="s3", help="label of the S3 store in the report (default s3)")
 
 
-def _kafka_options(items: Sequence[str], command: str) -> dict[str, str] | None:
+def _kafka_options(items: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            print(f"gateway {command}: --kafka-option needs KEY=VALUE, got {item!r}", file=sys.stderr)
-            return None
+        if not sep or not key.strip():
+            fail(f"--kafka-option needs KEY=VALUE, got {item!r}", EXIT_USAGE)
         out[key.strip()] = value
     return out
+
+
+def _check_store_args(args: argparse.Namespace) -> None:
+    """What gc and reconcile share, checked before any connection: a bad value is exit 2, not a traceback."""
+    if not args.redis_url and not args.s3_bucket:
+        fail("name a store with --redis-url or --s3-bucket", EXIT_USAGE)
+    if args.grace < 0:
+        fail(f"--grace must be at least 0 seconds, got {args.grace:g}", EXIT_USAGE)
+    if args.redis_url and not args.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        fail(f"--redis-url must start with redis://, rediss:// or unix://, got {args.redis_url!r}", EXIT_USAGE)
+    if args.redis_url and args.s3_bucket and args.redis_name == args.s3_name:
+        fail("--redis-name and --s3-name must differ", EXIT_USAGE)
+
+
+def _s3_client(args: argparse.Namespace) -> Any:
+    """A boto3 client for the store's bucket, after checking the bucket exists (one line if not)."""
+    import boto3
+
+    kwargs = {k: v for k, v in (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region)) if v}
+    client = boto3.client("s3", **kwargs)
+    check_bucket(client, args.s3_bucket, args.s3_endpoint or "AWS")
+    return client
 
 
 def _gc(args: argparse.Namespace) -> int:
     from gateway.payload_gc import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
     from stores import RedisStore, S3Store
 
-    if args.redis_url and args.s3_bucket and args.redis_name == args.s3_name:
-        print("gateway gc: --redis-name and --s3-name must differ", file=sys.stderr)
-        return 2
+    _check_store_args(args)
+    if args.scan_timeout < 0:
+        fail(f"--scan-timeout must be at least 0 seconds, got {args.scan_timeout:g}", EXIT_USAGE)
     if args.delete and not args.bootstrap and not args.no_verify:
-        print(
-            "gateway gc: --delete needs --bootstrap, so that a payload whose envelope landed is kept; "
+        fail(
+            "--delete needs --bootstrap, so that a payload whose envelope landed is kept; "
             "--no-verify deletes on the pending mark alone",
-            file=sys.stderr,
+            EXIT_USAGE,
         )
-        return 2
-    options = _kafka_options(args.kafka_option, "gc")
-    if options is None:
-        return 2
+    options = _kafka_options(args.kafka_option)
+    if args.bootstrap:
+        probe_kafka(args.bootstrap, options)
     stores: dict[str, object] = {}
     if args.redis_url:
         from stores import redis_client_from_url
@@ -231,17 +253,12 @@ def _gc(args: argparse.Namespace) -> int:
             redis_client_from_url(args.redis_url), prefix=args.redis_prefix, name=args.redis_name, close_client=True
         )
     if args.s3_bucket:
-        import boto3
-
-        kwargs = {k: v for k, v in (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region)) if v}
-        stores[args.s3_name] = S3Store(
-            boto3.client("s3", **kwargs), bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name
-        )
-    if not stores:
-        print("gateway gc: name a store with --redis-url or --s3-bucket", file=sys.stderr)
-        return 2
+        client = _s3_client(args)
+        stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
     verifier = (
-        kafka_verifier({**options, "bootstrap.servers": args.bootstrap}, timeout_s=args.scan_timeout)
+        kafka_verifier(
+            {**options, "bootstrap.servers": args.bootstrap, "logger": kafka_logger()}, timeout_s=args.scan_timeout
+        )
         if args.bootstrap
         else unverified(args.no_verify)
     )
@@ -275,13 +292,12 @@ def _gc_lines(report: Any) -> list[str]:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    if not args.redis_url and not args.s3_bucket:
-        print("gateway reconcile: name a store with --redis-url or --s3-bucket", file=sys.stderr)
-        return 2
+    _check_store_args(args)
+    extra = _kafka_options(args.kafka_option)
+    probe_kafka(args.bootstrap, extra)
+    if args.s3_bucket:
+        _s3_client(args)
     options = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": ",".join(args.topic)}
-    extra = _kafka_options(args.kafka_option, "reconcile")
-    if extra is None:
-        return 2
     options.update({f"kafka.{key}": value for key, value in extra.items()})
     if args.redis_url:
         options.update({"redis.url": args.redis_url, "redis.prefix": args.redis_prefix, "redis.name": args.redis_name})
@@ -369,6 +385,11 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         bench_main = _benchmarks_main()
         if bench_main is None:
             fail("gateway bench runs the benchmarks/ folder of a source checkout: run it from the checkout's root")
+        if args.backend == "external":
+            bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+            if not bootstrap:
+                fail("--backend external needs KAFKA_BOOTSTRAP_SERVERS", EXIT_USAGE)
+            probe_kafka(bootstrap)
         bench_argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
         return bench_main(bench_argv + (["--output", args.output] if args.output else []))
     parser.print_help()

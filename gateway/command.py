@@ -75,6 +75,21 @@ def probe_kafka(bootstrap: str, client_config: dict[str, Any] | None = None, tim
         fail(f"Kafka at {bootstrap} answered with no brokers", EXIT_UNREACHABLE)
 
 
+def check_bucket(client: Any, bucket: str, where: str) -> None:
+    """One line when the store's bucket is missing or unreachable, before any work depends on it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as exc:
+        status = str(exc.response.get("Error", {}).get("Code", ""))
+        if status in ("404", "NoSuchBucket", "NotFound"):
+            fail(f"S3 bucket {bucket!r} does not exist at {where}")
+        fail(f"S3 bucket {bucket!r} at {where}: {status or exc}")
+    except BotoCoreError as exc:
+        fail(f"cannot reach S3 at {where} for bucket {bucket!r}: {exc}", EXIT_UNREACHABLE)
+
+
 def run(prog: str, action: Callable[[], int]) -> int:
     """Run a subcommand: its own errors, and any library, Kafka, Redis or S3 error, become one line.
 

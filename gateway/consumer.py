@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from gateway import tracing
 from gateway.auditing import Auditor
 from gateway.consumer_config import parse_consumer_config
 from gateway.consumer_errors import DeadLetters, RateLimitedLog
@@ -26,6 +27,7 @@ from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
 from gateway.consumer_queue import RecordQueue
 from gateway.errors import GatewayError
+from gateway.pipeline import WholeMessage
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
@@ -132,7 +134,11 @@ class HybridConsumer:
             self._offsets.load_commits([msg, *self._queue.raw])
         record = Record(msg.offset(), None, msg.value(), msg.headers())  # key, timestamp: msg keeps them
         try:
-            return self._events.handle(msg, self._pipeline.feed(tp, record))
+            events = self._pipeline.feed(tp, record)
+            out = self._events.handle(msg, events)
+            if out is not None and tracing.enabled():
+                tracing.consumed(out, *_traced(events))
+            return out
         except GatewayError as exc:  # every typed error leaves with its record, nothing is lost
             if exc.kafka_message is None:
                 exc.kafka_message = msg
@@ -250,3 +256,12 @@ class HybridConsumer:
     def inner(self) -> Consumer:
         """The wrapped librdkafka consumer; reading from it directly bypasses reassembly and tracking."""
         return self._consumer  # type: ignore[no-any-return]
+
+
+def _traced(events: Sequence[Any]) -> tuple[str, str | None, int]:
+    """Route, store and segment count of the whole message among ``events``, for its span."""
+    whole = [e for e in events if isinstance(e, WholeMessage)]
+    if not whole:
+        return "plain", None, 1
+    last = whole[-1]
+    return last.route.value, last.envelope.store if last.envelope is not None else None, last.number_of_segments

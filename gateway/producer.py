@@ -16,10 +16,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.chunked_writer import ChunkedWriter
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.errors import ConfigurationError
+from gateway.histogram import HistogramSnapshot
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, headers_list
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer_config import parse_producer_config
@@ -150,6 +152,9 @@ class HybridProducer:
             message = message.stamped(self._clock.wall_ms)
             auditor.record(topic, message.timestamp, 1, message.key_size + message.size, AuditType.ATTEMPT)
             message = message.with_callback(_audited(auditor, message))
+        span = tracing.start_produce(message)  # None without the otel extra
+        if span is not None:
+            message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:
                 chosen = self._references.send(chosen, route is not None, message)
@@ -157,10 +162,15 @@ class HybridProducer:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
                 self._chunks.send(message)
-        except BaseException:
+        except BaseException as exc:
             if auditor is not None:
                 auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)
+            if span is not None:
+                span.failed(exc)
             raise
+        if span is not None:
+            segments = self._metrics.chunked_segments - segments_before if chosen.kind is RouteKind.CHUNKED else 1
+            span.routed(chosen.kind.value, chosen.store, segments)
 
     def _send(self, topic: str, kwargs: dict[str, Any]) -> None:
         """Queue one record; while the local queue is full, serve delivery reports up to ``large.message.block.ms``."""
@@ -210,6 +220,10 @@ class HybridProducer:
         for name, health in self.health.items():
             out[f"store.{name}.healthy"] = int(health.healthy)
         return out
+
+    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        """Message sizes by route and store put latencies, for ``gateway.prometheus``."""
+        return self._metrics.histograms()
 
     def close(self, timeout: float = -1) -> int:
         """Flush, then close the auditor (which may publish its last counts); returns messages left."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from gateway.histogram import LATENCY_BUCKETS, SIZE_BUCKETS, HistogramSet, HistogramSnapshot
 from gateway.outgoing import OutgoingMessage
 
 
@@ -33,17 +34,23 @@ class ProducerMetrics:
     fallbacks: int = 0
     fallback_refused: int = 0
     reference_kafka_bytes_by_store: dict[str, int] = field(default_factory=dict)
+    #: Message sizes by (route, store); store is "" off the reference route.
+    message_sizes: HistogramSet = field(default_factory=lambda: HistogramSet(SIZE_BUCKETS))
+    #: Seconds per store put, by (store,).
+    store_put_seconds: HistogramSet = field(default_factory=lambda: HistogramSet(LATENCY_BUCKETS))
 
     def plain(self, message: OutgoingMessage) -> None:
         self.plain_messages += 1
         self.plain_bytes += message.size
         self.plain_kafka_bytes += message.size + message.key_size
+        self.message_sizes.observe(("plain", ""), message.size)
 
     def chunked(self, message: OutgoingMessage, segments: int, kafka_bytes: int) -> None:
         self.chunked_messages += 1
         self.chunked_bytes += message.size
         self.chunked_segments += segments
         self.chunked_kafka_bytes += kafka_bytes
+        self.message_sizes.observe(("chunked", ""), message.size)
 
     def reference(self, store: str, payload_bytes: int, kafka_bytes: int) -> None:
         self.reference_messages += 1
@@ -51,13 +58,23 @@ class ProducerMetrics:
         self.reference_kafka_bytes += kafka_bytes
         by_store = self.reference_kafka_bytes_by_store
         by_store[store] = by_store.get(store, 0) + kafka_bytes
+        self.message_sizes.observe(("reference", store), payload_bytes)
+
+    def store_put(self, store: str, seconds: float) -> None:
+        self.store_puts += 1
+        self.store_put_ms += int(seconds * 1000)
+        self.store_put_seconds.observe((store,), seconds)
+
+    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        """The distributions behind ``gateway_producer_message_bytes`` and ``gateway_producer_store_put_seconds``."""
+        return {"message_bytes": self.message_sizes.snapshot(), "store_put_seconds": self.store_put_seconds.snapshot()}
 
     def snapshot(self) -> dict[str, int]:
         """Every counter under its dotted name (``plain.kafka.bytes``, ``reference.<store>.kafka.bytes``)."""
         out = {
             f.name.replace("_", "."): getattr(self, f.name)
             for f in fields(self)
-            if f.name != "reference_kafka_bytes_by_store"
+            if f.name not in ("reference_kafka_bytes_by_store", "message_sizes", "store_put_seconds")
         }
         out.update({f"reference.{name}.kafka.bytes": n for name, n in self.reference_kafka_bytes_by_store.items()})
         return out

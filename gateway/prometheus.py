@@ -1,44 +1,196 @@
-"""An optional Prometheus collector over the producer's, consumer's and stores' ``metrics()`` dicts.
+"""An optional Prometheus collector over the producer's, consumer's and stores' counters and histograms.
 
 Needs the ``prometheus`` extra (``prometheus_client``). The counters stay plain dicts inside the
-library, so nothing is paid for unless a collector is registered and scraped.
+library (``metrics()``, whose dotted names are kept for existing users), so nothing is paid for
+unless a collector is registered and scraped. This module translates them once, by one table
+(:data:`METRICS`), into Prometheus's conventions: ``gateway_`` prefix, snake_case, seconds and
+bytes as base units, ``_total`` on counters, histograms for latencies and sizes, and what varies
+(route, store, operation) as labels, never inside a metric name. ``docs/policy.md`` lists the same
+table, and a test holds the two together.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-_GAUGES = ("buffered.bytes", "incomplete.messages", "ahead.bytes", "healthy", ".ms")
+from gateway.histogram import HistogramSnapshot
 
 
-def _metric_name(prefix: str, key: str) -> str:
-    return f"{prefix}_{re.sub(r'[^a-zA-Z0-9_]', '_', key)}"
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    kind: str  # counter, gauge or histogram
+    labels: tuple[str, ...]
+    help: str
+
+
+def _spec(name: str, kind: str, labels: str, text: str) -> MetricSpec:
+    return MetricSpec(name, kind, tuple(labels.split()) if labels else (), text)
+
+
+#: Every series the collector exports. ``client`` is the key the component was registered under.
+METRICS: tuple[MetricSpec, ...] = (
+    _spec("gateway_producer_messages_total", "counter", "client route", "logical messages produced, by route"),
+    _spec("gateway_producer_payload_bytes_total", "counter", "client route", "message value bytes produced"),
+    _spec("gateway_producer_kafka_bytes_total", "counter", "client route", "bytes written to Kafka (keys included)"),
+    _spec("gateway_producer_segments_total", "counter", "client", "chunk segments produced"),
+    _spec("gateway_producer_store_kafka_bytes_total", "counter", "client store", "envelope bytes by store"),
+    _spec("gateway_producer_delivery_failures_total", "counter", "client", "messages whose delivery failed"),
+    _spec("gateway_producer_rollbacks_total", "counter", "client outcome", "store writes undone after a failure"),
+    _spec("gateway_producer_fallbacks_total", "counter", "client outcome", "reference messages chunked instead"),
+    _spec("gateway_producer_store_puts_total", "counter", "client outcome", "store puts by the producer"),
+    _spec("gateway_producer_store_healthy", "gauge", "client store", "1 while the store is considered healthy"),
+    _spec("gateway_producer_message_bytes", "histogram", "client route store", "sizes of produced messages"),
+    _spec("gateway_producer_store_put_seconds", "histogram", "client store", "store put latency"),
+    _spec("gateway_consumer_records_total", "counter", "client", "Kafka records read"),
+    _spec("gateway_consumer_messages_total", "counter", "client route", "logical messages delivered, by route"),
+    _spec("gateway_consumer_segments_total", "counter", "client", "chunk segments read"),
+    _spec("gateway_consumer_dropped_messages_total", "counter", "client reason", "incomplete messages dropped"),
+    _spec("gateway_consumer_duplicates_filtered_total", "counter", "client", "duplicate segments ignored"),
+    _spec("gateway_consumer_invalid_records_total", "counter", "client", "records that failed to decode"),
+    _spec("gateway_consumer_reference_errors_total", "counter", "client", "references that failed to resolve"),
+    _spec("gateway_consumer_reference_skipped_total", "counter", "client", "records skipped by the error policy"),
+    _spec("gateway_consumer_reference_dead_lettered_total", "counter", "client", "records sent to the DLQ"),
+    _spec("gateway_consumer_warnings_suppressed_total", "counter", "client", "rate-limited warnings not logged"),
+    _spec("gateway_consumer_resolver_events_total", "counter", "client event", "payload fetches by outcome"),
+    _spec("gateway_consumer_resolver_bytes_total", "counter", "client", "payload bytes fetched from stores"),
+    _spec("gateway_consumer_buffered_bytes", "gauge", "client", "chunk bytes the assembler holds"),
+    _spec("gateway_consumer_accounted_bytes", "gauge", "client", "bytes counted against the buffer capacity"),
+    _spec("gateway_consumer_incomplete_messages", "gauge", "client", "chunked messages still assembling"),
+    _spec("gateway_consumer_tracker_entries", "gauge", "client", "largest partition's tracked messages"),
+    _spec("gateway_consumer_ahead_bytes", "gauge", "client", "payload bytes fetched ahead, not yet taken"),
+    _spec("gateway_store_operations_total", "counter", "store op", "completed store operations"),
+    _spec("gateway_store_written_bytes_total", "counter", "store", "payload bytes written"),
+    _spec("gateway_store_read_bytes_total", "counter", "store", "payload bytes read"),
+    _spec("gateway_store_events_total", "counter", "store event", "errors, misses, rejected locators, pending marks"),
+    _spec("gateway_store_operation_seconds", "histogram", "store op", "store operation latency"),
+)
+_SPECS = {spec.name: spec for spec in METRICS}
+_ROUTE = re.compile(r"^(plain|chunked|reference)\.(messages|bytes|kafka\.bytes)$")
+
+# dotted metrics() key -> (metric, label values after ``client``); keys handled by a pattern are below.
+_PRODUCER = {
+    "chunked.segments": ("gateway_producer_segments_total", ()),
+    "delivery.failures": ("gateway_producer_delivery_failures_total", ()),
+    "rollbacks": ("gateway_producer_rollbacks_total", ("done",)),
+    "rollbacks.skipped": ("gateway_producer_rollbacks_total", ("skipped",)),
+    "rollback.failures": ("gateway_producer_rollbacks_total", ("failed",)),
+    "fallbacks": ("gateway_producer_fallbacks_total", ("chunked",)),
+    "fallback.refused": ("gateway_producer_fallbacks_total", ("refused",)),
+    "store.puts": ("gateway_producer_store_puts_total", ("ok",)),
+    "store.put.failures": ("gateway_producer_store_puts_total", ("failed",)),
+}
+_CONSUMER = {
+    "records": ("gateway_consumer_records_total", ()),
+    "segments": ("gateway_consumer_segments_total", ()),
+    "dropped.evicted": ("gateway_consumer_dropped_messages_total", ("evicted",)),
+    "dropped.expired": ("gateway_consumer_dropped_messages_total", ("expired",)),
+    "duplicates.filtered": ("gateway_consumer_duplicates_filtered_total", ()),
+    "invalid.records": ("gateway_consumer_invalid_records_total", ()),
+    "reference.errors": ("gateway_consumer_reference_errors_total", ()),
+    "reference.skipped": ("gateway_consumer_reference_skipped_total", ()),
+    "reference.dead.lettered": ("gateway_consumer_reference_dead_lettered_total", ()),
+    "warnings.suppressed": ("gateway_consumer_warnings_suppressed_total", ()),
+    "resolver.fetched.bytes": ("gateway_consumer_resolver_bytes_total", ()),
+    "assembler.buffered.bytes": ("gateway_consumer_buffered_bytes", ()),
+    "assembler.accounted.bytes": ("gateway_consumer_accounted_bytes", ()),
+    "assembler.incomplete.messages": ("gateway_consumer_incomplete_messages", ()),
+    "tracker.entries.max": ("gateway_consumer_tracker_entries", ()),
+    "resolver.ahead.bytes": ("gateway_consumer_ahead_bytes", ()),
+}
+_STORE = {
+    "puts": ("gateway_store_operations_total", ("put",)),
+    "gets": ("gateway_store_operations_total", ("get",)),
+    "deletes": ("gateway_store_operations_total", ("delete",)),
+    "bytes_written": ("gateway_store_written_bytes_total", ()),
+    "bytes_read": ("gateway_store_read_bytes_total", ()),
+}
+_HISTOGRAMS = {
+    "producer": {
+        "message_bytes": "gateway_producer_message_bytes",
+        "store_put_seconds": "gateway_producer_store_put_seconds",
+    },
+    "store": {"operation_seconds": "gateway_store_operation_seconds"},
+}
+
+
+def _kind(obj: Any) -> str:
+    """Producer, consumer or store, by what the object does (no import of the clients needed)."""
+    if hasattr(obj, "produce"):
+        return "producer"
+    if hasattr(obj, "poll"):
+        return "consumer"
+    return "store"
+
+
+def _series(kind: str, key: str) -> tuple[str, tuple[str, ...]] | None:
+    """Where one ``metrics()`` key goes; ``None`` for keys a histogram or another series already carries."""
+    if kind == "producer":
+        if match := _ROUTE.match(key):
+            unit = {"messages": "messages", "bytes": "payload_bytes", "kafka.bytes": "kafka_bytes"}[match[2]]
+            return f"gateway_producer_{unit}_total", (match[1],)
+        if match := re.fullmatch(r"reference\.(.+)\.kafka\.bytes", key):
+            return "gateway_producer_store_kafka_bytes_total", (match[1],)
+        if match := re.fullmatch(r"store\.(.+)\.healthy", key):
+            return "gateway_producer_store_healthy", (match[1],)
+        return _PRODUCER.get(key)
+    if kind == "consumer":
+        if match := re.fullmatch(r"(plain|chunked|reference)\.messages", key):
+            return "gateway_consumer_messages_total", (match[1],)
+        if key.startswith("resolver.") and key not in _CONSUMER:
+            return "gateway_consumer_resolver_events_total", (key.removeprefix("resolver."),)
+        return _CONSUMER.get(key)
+    if key in _STORE:
+        return _STORE[key]
+    if key in ("errors", "not_found", "locator_rejected", "pending_marked", "pending_cleared"):
+        return "gateway_store_events_total", (key,)
+    return None  # last_*_latency_ms: the operation_seconds histogram carries latencies
 
 
 class GatewayCollector(Collector):
-    """Exposes ``metrics()`` of named components as ``gateway_<component>_<key>`` series.
+    """Exposes named producers, consumers and stores as the series of :data:`METRICS`.
 
-    Monotonic counters become Prometheus counters (``_total``); levels such as buffered bytes and
-    store health become gauges.
+    The mapping key becomes the ``client`` label of a producer or consumer and the ``store`` label
+    of a store, so several clients of one process share the same metric names.
     """
 
-    def __init__(self, components: Mapping[str, Any], prefix: str = "gateway") -> None:
+    def __init__(self, components: Mapping[str, Any]) -> None:
         self.components = dict(components)
-        self.prefix = prefix
 
-    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+
+        def family(name: str) -> Metric:
+            if name not in families:
+                spec = _SPECS[name]
+                cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily}.get(spec.kind, HistogramMetricFamily)
+                families[name] = cls(name.removesuffix("_total"), spec.help, labels=spec.labels)
+            return families[name]
+
         for component, obj in self.components.items():
-            values: Mapping[str, Any] = obj.metrics()
-            for key, value in sorted(values.items()):
-                if not isinstance(value, (int, float)) or isinstance(value, bool):
+            kind = _kind(obj)
+            for key, value in sorted(obj.metrics().items()):
+                target = _series(kind, key)
+                if target is None or isinstance(value, bool) or not isinstance(value, (int, float)):
                     continue
-                name = _metric_name(f"{self.prefix}_{component}", key)
-                if any(marker in key for marker in _GAUGES):
-                    yield GaugeMetricFamily(name, f"{component} {key}", value=float(value))
-                else:
-                    yield CounterMetricFamily(name, f"{component} {key}", value=float(value))
+                name, labels = target
+                family(name).add_metric([component, *labels], float(value))  # type: ignore[attr-defined]
+            histograms = getattr(obj, "histograms", None)
+            for hist_key, by_labels in (histograms() if histograms else {}).items():
+                name = _HISTOGRAMS[kind][hist_key]
+                for labels, snap in sorted(by_labels.items()):
+                    _add_histogram(family(name), [component, *labels], snap)
+        yield from families.values()
+
+
+def _add_histogram(metric: Metric, labels: list[str], snap: HistogramSnapshot) -> None:
+    if not isinstance(metric, HistogramMetricFamily):
+        raise TypeError(f"{metric.name} is not a histogram in METRICS")
+    buckets = [("+Inf" if bound == float("inf") else repr(float(bound)), float(n)) for bound, n in snap.buckets]
+    metric.add_metric(labels, buckets, sum_value=snap.total)

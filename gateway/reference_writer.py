@@ -92,9 +92,9 @@ class ReferenceWriter:
             if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
                 return self._fallback(name, forced, message.size, f"failed: {exc}", exc)
             raise
-        put_ms = self._ms_since(started)
-        self.metrics.store_put_ms += put_ms
-        self.metrics.store_puts += 1
+        put_seconds = self._clock.monotonic() - started
+        put_ms = int(put_seconds * 1000)
+        self.metrics.store_put(name, put_seconds)
         health.success(now + put_ms)
         envelope = encode_envelope(Envelope(name, locator, len(payload), digest, message_id))
         self._send_envelope(store, locator, envelope, message)

@@ -15,14 +15,17 @@ stores without importing this package (which imports the library); it is re-expo
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gateway.errors import LocatorError, StoreUnavailableError
+from gateway.histogram import LATENCY_BUCKETS, HistogramSet, HistogramSnapshot
 from gateway.store import Payload as Payload
 from gateway.store import Store as Store
 
@@ -79,12 +82,32 @@ class StoreLifecycle:
     """
 
     client: Any
+    name: str
     _close_client: bool
     _closed: bool
     _metrics: StoreMetrics
 
     def metrics(self) -> dict[str, int | float]:
         return self._metrics.snapshot()
+
+    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        return self._metrics.histograms()
+
+    def _done(self, op: str, started: float, locator: str, nbytes: int = 0) -> None:
+        """Count a finished put/get/delete and log it at DEBUG: what, where, how big, how long; never the bytes."""
+        self._metrics.done(op, started, nbytes)
+        log = logging.getLogger(type(self).__module__)
+        if log.isEnabledFor(logging.DEBUG):
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            log.debug("store %s: %s %s: %d bytes in %.1f ms", self.name, op, locator, nbytes, elapsed_ms)
+
+    def _journaled(self, action: str, locators: Sequence[str]) -> None:
+        """Count pending marks set or cleared, and log their locators at DEBUG (the first 20 of a batch)."""
+        self._metrics.add(f"pending_{action}", len(locators))
+        log = logging.getLogger(type(self).__module__)
+        if log.isEnabledFor(logging.DEBUG):
+            shown = ", ".join(locators[:20]) + (f" and {len(locators) - 20} more" if len(locators) > 20 else "")
+            log.debug("store %s: journal %s %d pending: %s", self.name, action, len(locators), shown)
 
     def close(self) -> None:
         if self._closed:
@@ -107,7 +130,7 @@ class StoreLifecycle:
 class StoreMetrics:
     """Counters shared by the stores; a lock because a producer's delivery callbacks run on another thread."""
 
-    __slots__ = ("_counts", "_lock")
+    __slots__ = ("_counts", "_lock", "_seconds")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -117,6 +140,7 @@ class StoreMetrics:
             "last_put_latency_ms": 0.0, "last_get_latency_ms": 0.0, "last_delete_latency_ms": 0.0,
             "last_latency_ms": 0.0,
         }  # fmt: skip
+        self._seconds = HistogramSet(LATENCY_BUCKETS)
 
     def add(self, key: str, amount: int = 1) -> None:
         with self._lock:
@@ -124,7 +148,9 @@ class StoreMetrics:
 
     def done(self, op: str, started: float, nbytes: int = 0) -> None:
         """Count a completed operation (``put``/``get``/``delete``) with its latency and byte count."""
-        latency = (time.perf_counter() - started) * 1000.0
+        seconds = time.perf_counter() - started
+        latency = seconds * 1000.0
+        self._seconds.observe((op,), seconds)
         with self._lock:
             self._counts[f"{op}s"] += 1
             if op == "put":
@@ -137,6 +163,10 @@ class StoreMetrics:
     def snapshot(self) -> dict[str, int | float]:
         with self._lock:
             return dict(self._counts)
+
+    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        """Seconds per operation, by (op,): behind ``gateway_store_operation_seconds``."""
+        return {"operation_seconds": self._seconds.snapshot()}
 
 
 @dataclass(frozen=True, slots=True)

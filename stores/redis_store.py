@@ -318,7 +318,7 @@ class RedisStore(StoreLifecycle):
             if pending_since_ms is None or not isinstance(exc.__cause__, rex.TimeoutError):
                 self._best_effort_delete(locator)
             raise
-        self._metrics.done("put", started, size)
+        self._done("put", started, locator, size)
         return locator
 
     def get(self, locator: str, expected_size: int | None = None) -> bytes:
@@ -352,7 +352,7 @@ class RedisStore(StoreLifecycle):
             self._metrics.add("errors")
             raise PayloadIntegrityError(f"payload at {locator!r} has {size} bytes, expected {expected_size}")
         value = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self._metrics.done("get", started, size)
+        self._done("get", started, locator, size)
         return value
 
     def delete(self, locator: str) -> None:
@@ -367,14 +367,14 @@ class RedisStore(StoreLifecycle):
             pipe.zrem(parsed.index_key(self.prefix), locator)
 
         self._transaction(remove)
-        self._metrics.done("delete", started)
+        self._done("delete", started, locator)
 
     # -- pending journal -------------------------------------------------------------------
     def mark_pending(self, locator: str, now_ms: int) -> None:
         parsed = self.validate_locator(locator)
         self._check_open()
         self._call(partial(self.client.zadd, parsed.pending_key(self.prefix), {locator: now_ms}))
-        self._metrics.add("pending_marked")
+        self._journaled("marked", [locator])
 
     def clear_pending(self, locator: str) -> None:
         self.clear_pending_many([locator])
@@ -396,7 +396,7 @@ class RedisStore(StoreLifecycle):
             self._call(partial(self.client.zrem, key, *members))
         else:
             self._pipelined([partial(_zrem, key, members) for key, members in groups.items()])
-        self._metrics.add("pending_cleared", len(locators))
+        self._journaled("cleared", locators)
 
     def list_pending(self, older_than_ms: int) -> list[str]:
         """Oldest first, from every journal key this store can have: on a cluster that is the 1024

@@ -258,7 +258,7 @@ class S3Store(StoreLifecycle):
             with contextlib.suppress(StoreError):
                 self.delete(locator)
             raise
-        self._metrics.done("put", started, size)
+        self._done("put", started, locator, size)
         return locator
 
     def get(self, locator: str, expected_size: int | None = None) -> bytes:
@@ -281,7 +281,7 @@ class S3Store(StoreLifecycle):
         if len(data) != length:
             self._metrics.add("errors")
             raise PayloadIntegrityError(f"object {locator!r}: read {len(data)} bytes, Content-Length was {length}")
-        self._metrics.done("get", started, len(data))
+        self._done("get", started, locator, len(data))
         return data
 
     def delete(self, locator: str) -> None:
@@ -291,7 +291,7 @@ class S3Store(StoreLifecycle):
         started = time.perf_counter()
         self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=parsed.key))
         self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=self.marker_key(parsed)))
-        self._metrics.done("delete", started)
+        self._done("delete", started, locator)
 
     # -- pending journal -------------------------------------------------------------------
     def mark_pending(self, locator: str, now_ms: int) -> None:
@@ -303,7 +303,7 @@ class S3Store(StoreLifecycle):
         parsed = self.validate_locator(locator)
         self._check_open()
         self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=self.marker_key(parsed)))
-        self._metrics.add("pending_cleared")
+        self._journaled("cleared", [locator])
 
     def clear_pending_many(self, locators: Sequence[str]) -> None:
         """DeleteObjects in batches of 1000 markers: the producer clears marks in batches."""
@@ -317,7 +317,7 @@ class S3Store(StoreLifecycle):
             errors = response.get("Errors") if isinstance(response, dict) else None
             if errors:
                 raise StoreUnavailableError(f"could not clear {len(errors)} pending markers: {errors[0]}")
-        self._metrics.add("pending_cleared", len(keys))
+        self._journaled("cleared", locators)
 
     def list_pending(self, older_than_ms: int) -> list[str]:
         """Markers by their LastModified, which is the *server's* clock at one-second resolution.
@@ -445,7 +445,7 @@ class S3Store(StoreLifecycle):
                 **self._write_args,
             )
         )
-        self._metrics.add("pending_marked")
+        self._journaled("marked", [locator])
 
     def _list(self, prefix: str) -> Iterator[dict[str, Any]]:
         pages = self._call(

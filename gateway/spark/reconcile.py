@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -93,7 +94,7 @@ class ReconcileReport:
             f"{len(self.dangling)} dangling envelopes, {len(self.broken)} broken envelopes, "
             f"{self.young} unreferenced objects inside the grace period, {self.unchecked} envelopes not checked",
         ]
-        out += [f"  orphan: {o.store} {o.locator} (written {o.written_ms})" for o in self.orphans]
+        out += [f"  orphan: {o.store} {o.locator} (written {_iso(o.written_ms)})" for o in self.orphans]
         out += [f"  dangling: {d.topic}[{d.partition}]@{d.offset} -> {d.store} {d.locator}" for d in self.dangling]
         out += [f"  broken: {t}[{p}]@{o}: {e}" for t, p, o, e in self.broken]
         if self.withheld is not None:
@@ -241,3 +242,8 @@ def _listed_here(stores: Mapping[str, Any], topics: tuple[str, ...], name: str, 
     except GatewayError:
         return False
     return getattr(parsed, "topic", None) in topics
+
+
+def _iso(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC: what an operator reads and what other tools parse."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")

@@ -262,14 +262,15 @@ def render(result: DemoResult, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"gateway demo on {result.backend} ({result.seconds:.1f} s)")
+    # Text, never markup: a backend such as [::1]:9092 or a store name must print as written
+    table = Table(title=Text(f"gateway demo on {result.backend} ({result.seconds:.1f} s)"))
     for column in ("route", "messages", "payload bytes", "Kafka bytes", "store bytes", "p50 ms", "p99 ms"):
         table.add_column(column, justify="left" if column == "route" else "right")
     for name, stats in sorted(result.routes.items()):
         kind = name.split(":")[0]
         store = name.split(":")[1] if ":" in name else None
         table.add_row(
-            name,
+            Text(name),
             f"{stats.messages:,}",
             f"{stats.payload_bytes:,}",
             f"{result.kafka_bytes.get(name, result.kafka_bytes.get(kind, 0)):,}",

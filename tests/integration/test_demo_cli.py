@@ -65,10 +65,10 @@ def test_prometheus_collector_exposes_route_counters(kafka: KafkaService, topic:
     registry.register(GatewayCollector({"producer": producer, "consumer": consumer}))
     text = generate_latest(registry).decode()
     consumer.close()
-    assert "gateway_producer_chunked_messages_total 1.0" in text
-    assert "gateway_producer_plain_messages_total 1.0" in text
-    assert "gateway_consumer_chunked_messages_total 1.0" in text
-    assert "gateway_consumer_assembler_buffered_bytes 0.0" in text
+    assert 'gateway_producer_messages_total{client="producer",route="chunked"} 1.0' in text
+    assert 'gateway_producer_messages_total{client="producer",route="plain"} 1.0' in text
+    assert 'gateway_consumer_messages_total{client="consumer",route="chunked"} 1.0' in text
+    assert 'gateway_consumer_buffered_bytes{client="consumer"} 0.0' in text
 
 
 def test_demo_verdict_requires_every_message_verified() -> None:

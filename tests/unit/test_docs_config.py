@@ -97,3 +97,90 @@ def test_documented_defaults_match_the_code(page: str, key: str, cell: str) -> N
         )
     else:
         assert shown == str(default).lower(), f"{page}: `{key}` shows {cell.strip()!r}, the code's is {default!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark source options (gateway/spark/options.py) against docs/spark.md
+
+_ANY_ROW = re.compile(r"^\|(?P<keys>[^|]*)\|(?P<defaults>[^|]*)\|")
+_PROSE_DEFAULTS = {"", "-", "\u2013", "\u2014", "none", "required", "aws", "boto3'schain", "buffercapacity"}
+
+
+def _spark_defaults() -> dict[str, Any]:
+    """Every option ``parse_options`` reads through its typed readers, lower-cased as Spark passes them."""
+    from gateway.spark import options
+
+    asked: dict[str, Any] = {}
+
+    def noting(read: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(opts: Any, key: str, default: Any = None, *args: Any, **kwargs: Any) -> Any:
+            asked.setdefault(key.lower(), default)
+            return read(opts, key, default, *args, **kwargs)
+
+        return wrapper
+
+    with ExitStack() as patches:
+        for name in ("_int", "_required_int", "_bool", "_str"):
+            if hasattr(options, name):
+                patches.enter_context(patch.object(options, name, noting(getattr(options, name))))
+        for streaming in (False, True):
+            options.parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}, streaming=streaming)
+    return asked
+
+
+def _spark_rows() -> list[tuple[str, str]]:
+    """(option, default cell) of the option table in docs/spark.md; a row naming several options
+    (``redis.url``, ``redis.prefix``) gives each its own comma-separated default."""
+    rows: list[tuple[str, str]] = []
+    in_table = False
+    for line in (DOCS / "spark.md").read_text().splitlines():
+        if line.startswith("| option | default"):
+            in_table = True
+            continue
+        if not line.startswith("|"):
+            in_table = False
+        match = _ANY_ROW.match(line) if in_table else None
+        if not match or line.startswith("|---"):
+            continue
+        keys = re.findall(r"`([A-Za-z0-9_.*]+)`", match["keys"])
+        cells = match["defaults"].split(",") if len(keys) > 1 else [match["defaults"]]
+        if len(cells) != len(keys):
+            cells = [match["defaults"]] * len(keys)
+        rows += [(key.lower(), cell) for key, cell in zip(keys, cells, strict=True)]
+    return rows
+
+
+def test_every_spark_option_the_source_reads_is_documented() -> None:
+    documented = {key for key, _ in _spark_rows()}
+    assert documented, "docs/spark.md lost its option table"
+    missing = sorted(set(_spark_defaults()) - documented)
+    assert missing == []
+
+
+@pytest.mark.parametrize(("key", "cell"), [r for r in _spark_rows() if r[0] in _spark_defaults()])
+def test_documented_spark_defaults_match_the_code(key: str, cell: str) -> None:
+    default = _spark_defaults()[key]
+    shown = _normal(cell)
+    if default is None or "capacity" in shown or "gap" in shown:
+        assert shown in _PROSE_DEFAULTS or not shown[:1].isdigit(), f"spark.md: `{key}` shows {cell!r}, code: none"
+    elif isinstance(default, bool):
+        assert shown == str(default).lower(), f"spark.md: `{key}` shows {cell.strip()!r}, the code's is {default}"
+    elif isinstance(default, int):
+        assert shown.isdigit() and int(shown) == default, f"spark.md: `{key}` shows {cell!r}, the code's is {default}"
+    else:
+        assert shown == str(default).lower(), f"spark.md: `{key}` shows {cell.strip()!r}, the code's is {default!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus metric names (gateway/prometheus.py METRICS) against docs/policy.md
+
+
+def test_metric_table_in_the_docs_is_the_exporters() -> None:
+    from gateway.prometheus import METRICS
+
+    text = (DOCS / "policy.md").read_text()
+    rows = re.findall(r"^\| `(gateway_[a-z0-9_]+)` \| (\w+) \| ([^|]*) \| ([^|]*) \|$", text, re.MULTILINE)
+    documented = [
+        (name, kind, tuple(x.strip() for x in labels.split(",") if x.strip())) for name, kind, labels, _ in rows
+    ]
+    assert documented == [(m.name, m.kind, m.labels) for m in METRICS]
