@@ -46,7 +46,16 @@ def _tracer() -> Any:
 
 
 def enabled() -> bool:
-    return trace is not None
+    """True when spans would be recorded: the API is installed and a real provider is configured.
+
+    With the API alone (no SDK set up), every span would be a no-op; checking first keeps the
+    per-message cost of the plain route to one lookup instead of a few microseconds.
+    """
+    if trace is None:
+        return False
+    if _provider is not None:
+        return True
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
 def _carrier(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
@@ -110,12 +119,12 @@ class ProduceSpan:
 
 
 def start_produce(message: OutgoingMessage) -> ProduceSpan | None:
-    return ProduceSpan(message) if trace is not None else None
+    return ProduceSpan(message) if enabled() else None
 
 
 def consumed(message: Any, route: str, store: str | None, segments: int) -> None:
     """A CONSUMER span for a message ``poll`` hands out, child of the context its headers carry."""
-    if trace is None or message.error() is not None:
+    if not enabled() or message.error() is not None:
         return
     value = message.value()
     parent = propagate.extract(_carrier(message.headers()))
