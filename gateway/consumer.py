@@ -26,6 +26,7 @@ from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
 from gateway.consumer_queue import RecordQueue
 from gateway.errors import GatewayError
+from gateway.plain_runs import take_plain_run
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
@@ -55,7 +56,9 @@ class HybridConsumer:
             auditor.start()
         self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
         self._pipeline = settings.pipeline()
-        self._queue = RecordQueue(self._consumer, settings.batch, ReferenceFetcher(self._resolver))
+        self._queue = RecordQueue(
+            self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes
+        )
         self._offsets = OffsetDriver(self._consumer, self._pipeline, self._queue, settings.on_commit)
         dlq = settings.unresolved.dead_letter_topic
         self._events = EventHandler(
@@ -70,6 +73,8 @@ class HybridConsumer:
         self._deferred: BaseException | None = None
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
+        self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
+        self._one: list[Message] = []
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -88,6 +93,8 @@ class HybridConsumer:
         raw = self._queue.raw
         while True:
             while raw:
+                if self._plain_runs and take_plain_run(raw, self._pipeline, self._one, 1):
+                    return self._one.pop()
                 out = self._handle(raw.popleft())
                 if out is not None:
                     return out
@@ -116,6 +123,8 @@ class HybridConsumer:
                 if not raw and not self._queue.fetch(0):
                     break
                 while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
+                    if self._plain_runs and take_plain_run(raw, self._pipeline, out, num_messages):
+                        continue
                     msg = self._handle(raw.popleft())
                     if msg is not None:
                         out.append(msg)
