@@ -1,4 +1,4 @@
-"""Consumer memory, measured in a child process so that nothing the timed runs allocated is counted.
+"""Consumer and producer memory, measured in a child process so that nothing the timed runs allocated is counted.
 
 The parent (:mod:`benchmarks.suite`) hands over, on stdin, where the servers are, the payload sizes
 of the cell and which topics (and store keys) each variant wrote; the child puts glibc in its
@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from benchmarks.common import ROOT, PeakMemory, malloc_mode, payload
-from benchmarks.variants import Services, Work, consume_job
+from benchmarks.variants import Services, Work, consume_job, produce_job
 from gateway.testing import KafkaService, RedisServer, S3Server
 
 
@@ -28,8 +28,13 @@ class _Attached(KafkaService):
     name = "external"
 
 
-def spec_for(svc: Services, sizes: dict[str, list[int]], passes: dict[str, str], repeats: int) -> dict[str, Any]:
-    """``sizes``: per variant, the payload sizes it wrote (payload ``i`` is ``payload(size, seed=i)``)."""
+def spec_for(
+    svc: Services, sizes: dict[str, list[int]], passes: dict[str, str], repeats: int, side: str = "consume"
+) -> dict[str, Any]:
+    """``sizes``: per variant, the payload sizes it wrote (payload ``i`` is ``payload(size, seed=i)``).
+
+    ``side`` "consume" reads each variant's topic in ``passes``; "produce" writes the payloads to it.
+    """
     kafka = svc.kafka
     return {
         "bootstrap": kafka.bootstrap_servers,
@@ -44,6 +49,7 @@ def spec_for(svc: Services, sizes: dict[str, list[int]], passes: dict[str, str],
         "sizes": sizes,
         "passes": passes,
         "repeats": repeats,
+        "side": side,
     }
 
 
@@ -85,11 +91,14 @@ def main() -> int:
         shape = tuple(spec["sizes"][variant])
         if shape not in works:
             works[shape] = Work.of("memory", [payload(size, seed=i) for i, size in enumerate(shape)])
+    producing = spec.get("side") == "produce"
     growth: dict[str, list[float]] = {v: [] for v in passes}
     for rep in range(int(spec["repeats"])):
         order = list(passes) if rep % 2 == 0 else list(passes)[::-1]
         for variant in order:
-            job = consume_job(svc, variant, passes[variant], works[tuple(spec["sizes"][variant])])
+            work = works[tuple(spec["sizes"][variant])]
+            topic = passes[variant]
+            job = produce_job(svc, variant, topic, work) if producing else consume_job(svc, variant, topic, work)
             try:
                 with PeakMemory() as mem:
                     job.run()

@@ -326,7 +326,13 @@ def section_targets(data: dict[str, Any]) -> str:
     rows = []
     for t in data["targets"]:
         rows.append(
-            [t["id"], t["case"], _ratio(t["ratio"]), f"≥ {t['threshold']}", "met" if t["met"] else "**missed**"]
+            [
+                t["id"],
+                t["case"],
+                _ratio(t["ratio"]),
+                f"{'≤' if t.get('at_most') else '≥'} {t['threshold']}",
+                "met" if t["met"] else "**missed**",
+            ]
         )
     missed = sorted({t["id"] for t in data["targets"] if not t["met"]})
     text = [
@@ -334,8 +340,12 @@ def section_targets(data: dict[str, Any]) -> str:
         "",
         "Reported, never asserted. A route's ratio is the median over repetitions of its MB/s divided by its "
         "ceiling's MB/s in the same repetition (ceilings: `raw.segments` for chunking, `redis.raw+env` for the "
-        "Redis route); passthrough is the median messages/s of `HybridConsumer` divided by that of a raw "
-        "`Consumer` reading the same topic the same way.",
+        "Redis route, `s3.raw+env` for the S3 route); passthrough is the median messages/s of `HybridConsumer` "
+        "divided by that of a raw `Consumer` reading the same topic the same way. Memory targets are the other way "
+        "round, lower is better: the median peak RSS growth of a route's consumer minus that of the raw-segments "
+        "consumer (of its producer minus raw `produce` of the same bytes), divided by the message size, so 1.0 is "
+        "one whole extra copy of each message held at the peak; from 10 MB up, since smaller cells hold many "
+        "messages at once.",
         "",
         backend_line(data),
         "",
@@ -588,36 +598,50 @@ def section_mixes(data: dict[str, Any], img: str) -> str:
     )
 
 
-def section_memory(data: dict[str, Any]) -> str:
-    variants = list(data["sizes"][0]["memory"])
-    header = ["consumer", *(c["label"] for c in data["sizes"])]
-    rows = [
+def _memory_rows(data: dict[str, Any], field: str) -> list[list[str]]:
+    variants = list(data["sizes"][0].get(field, {}))
+    return [
         [
             f"`{v}`",
             *(
-                _cell(
-                    {k: (x / 1e6 if isinstance(x, float) else [y / 1e6 for y in x]) for k, x in c["memory"][v].items()}
-                )
+                _cell({k: (x / 1e6 if isinstance(x, float) else [y / 1e6 for y in x]) for k, x in c[field][v].items()})
                 for c in data["sizes"]
             ),
         ]
         for v in variants
     ]
-    return "\n".join(
-        [
-            "## Consumer memory",
+
+
+def section_memory(data: dict[str, Any]) -> str:
+    labels = [c["label"] for c in data["sizes"]]
+    text = [
+        "## Consumer memory",
+        "",
+        f"MB; {data['env']['memory_method']}. Each figure is the median of the passes with (min-max). The "
+        "store-only baselines are left out: they hold one payload at a time. librdkafka prefetches up to "
+        "`queued.max.messages.kbytes` (64 MiB by default) for every Kafka consumer, so a consumer that reads a "
+        "whole small topic may hold all of it.",
+        "",
+        backend_line(data),
+        "",
+        _table(["consumer", *labels], _memory_rows(data, "memory")),
+        "",
+    ]
+    producer = _memory_rows(data, "producer_memory")
+    if producer:
+        text += [
+            "## Producer memory",
             "",
-            f"MB; {data['env']['memory_method']}. Each figure is the median of the passes with (min-max). The "
-            "store-only baselines are left out: they hold one payload at a time. librdkafka prefetches up to "
-            "`queued.max.messages.kbytes` (64 MiB by default) for every Kafka consumer, so a consumer that reads a "
-            "whole small topic may hold all of it.",
+            "MB, measured the same way while each variant sends the cell's payloads to a fresh topic and flushes: "
+            "`raw.record` is a raw `Producer` sending the same bytes as one record each (limits raised), which "
+            "already holds librdkafka's own copy of what is in flight; what a route adds to that is its cost.",
             "",
             backend_line(data),
             "",
-            _table(header, rows),
+            _table(["producer", *labels], producer),
             "",
         ]
-    )
+    return "\n".join(text)
 
 
 def section_passthrough(data: dict[str, Any]) -> str:

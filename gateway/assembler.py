@@ -6,7 +6,9 @@ messages whose first segment lies more than ``expiration_offset_gap`` offsets be
 partition's position, and knows each partition's *safe offset*: the smallest starting offset of
 a message still being assembled, below which a restart must not commit.
 
-Chunks are kept as ``memoryview`` slices of the record values and joined once on completion.
+Each chunk is copied into the message's value as soon as every chunk before it has arrived, so
+the record it came from can go and a message is held once (:mod:`gateway.buffers`); a chunk that
+arrives ahead of its turn is kept as a ``memoryview`` of its record until then.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from gateway.buffers import BytesBuilder
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol.classify import read_segment
 from gateway.protocol.headers import LargeMessageHeader, decode_lm
@@ -71,7 +74,26 @@ class _Pending:
     starting_offset: int
     size: int
     count: int
-    chunks: dict[int, memoryview] = field(default_factory=dict)
+    value: BytesBuilder | None = None  # the in-order chunks, copied into the value as they arrive
+    next_seq: int = 0  # the segment whose chunk the value takes next
+    chunks: dict[int, memoryview] = field(default_factory=dict)  # chunks that arrived ahead of their turn
+
+    def holds(self, seq: int) -> bool:
+        return seq < self.next_seq or seq in self.chunks
+
+    def take(self, seq: int, chunk: memoryview) -> None:
+        """Copy in-order chunks into the value at once (their records can go); keep the others aside."""
+        if seq != self.next_seq:
+            self.chunks[seq] = chunk
+            return
+        if self.value is None:
+            self.value = BytesBuilder(self.size)
+        self.value.append(chunk)
+        self.next_seq += 1
+        while self.next_seq in self.chunks:
+            self.value.append(self.chunks.pop(self.next_seq))
+            self.next_seq += 1
+
     buffered: int = 0
     bookkeeping: int = 0
 
@@ -226,7 +248,7 @@ class MessageAssembler:
             message.bookkeeping = self.message_bookkeeping
             self._bookkeeping += self.message_bookkeeping
         seq = segment.sequence_number
-        if seq in message.chunks:  # a resent segment: LinkedIn ignores it without comparing
+        if message.holds(seq):  # a resent segment: LinkedIn ignores it without comparing
             added = 0
         else:
             if message.buffered + size > message.size:
@@ -234,18 +256,19 @@ class MessageAssembler:
                     f"segments of {segment.message_id} hold more bytes than the message has "
                     f"({message.buffered + size} > {message.size})"
                 )
-            message.chunks[seq] = segment.payload
+            message.take(seq, segment.payload)
             message.buffered += size
             message.bookkeeping += self.segment_bookkeeping
             self._bookkeeping += self.segment_bookkeeping
             added = size
         self._used += added
         result = INCOMPLETE
-        if len(message.chunks) == message.count:
+        if message.next_seq == message.count:
             self._remove(message)
             if message.buffered != message.size:
                 raise InvalidSegmentError(f"buffered bytes {message.buffered} differ from message size {message.size}")
-            value = b"".join(message.chunks[i] for i in range(message.count))
+            assert message.value is not None  # every segment was taken, in order
+            value = message.value.build()
             result = Assembled(value, message.starting_offset, offset, True, message.count)
         else:
             self._by_partition.setdefault(tp, OrderedDict()).setdefault(message.message_id, message.starting_offset)

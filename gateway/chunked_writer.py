@@ -9,6 +9,7 @@ half-queued without the caller knowing: if a later segment cannot be queued, ``s
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
@@ -19,7 +20,7 @@ from gateway.producer_config import ProducerSettings
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.headers import TIMESTAMP_HEADER, encode_timestamp, has_header
 from gateway.protocol.records import OutRecord
-from gateway.protocol.splitter import split
+from gateway.protocol.splitter import iter_split, split_count
 
 
 class ChunkedWriter:
@@ -37,8 +38,11 @@ class ChunkedWriter:
         self._send = send
         self._clock = clock
 
-    def segments(self, message: OutgoingMessage) -> list[OutRecord]:
-        """The records for ``message``: segments sized so each, with key and headers, fits ``message.max.bytes``."""
+    def segments(self, message: OutgoingMessage) -> tuple[int, Iterator[OutRecord]]:
+        """How many records ``message`` takes, and the records, made one at a time as they are queued.
+
+        Segments are sized so each, with key and headers, fits ``message.max.bytes``.
+        """
         settings = self.settings
         key_bytes = message.key_bytes
         hdrs = message.header_list
@@ -51,7 +55,7 @@ class ChunkedWriter:
         if settings.wrap_small and value is not None and len(value) <= segment_size:
             segment_size = max(1, len(value))
         partition = message.partition if message.partition >= 0 else None
-        return split(
+        records = iter_split(
             message.topic,
             partition,
             timestamp,
@@ -62,30 +66,32 @@ class ChunkedWriter:
             hdrs,
             header_only=settings.header_only,
         )
+        return split_count(value, segment_size), records
 
     def send(self, message: OutgoingMessage) -> None:
         """Queue every segment; ``BufferError`` if the first does not fit, else :class:`LargeMessageSendError`."""
-        records = self.segments(message)
-        fold = DeliveryFold(len(records), message.on_delivery, message.payload, message.key, message.header_list)
+        count, records = self.segments(message)
+        fold = DeliveryFold(count, message.on_delivery, message.payload, message.key, message.header_list)
         self.in_flight.begin(fold)
-        sent = 0
+        sent = kafka_bytes = 0
         try:
             for record in records:
-                self._send(record.topic, self._segment_kwargs(record, fold))
+                kwargs = self._segment_kwargs(record, fold)
+                self._send(message.topic, kwargs)
+                kafka_bytes += len(kwargs["value"] or b"") + len(kwargs["key"] or b"")
                 sent += 1
         except BaseException as exc:
             self.in_flight.abandon(fold, sent)
             if sent == 0:
                 raise
             raise LargeMessageSendError(
-                f"Error when sending large message. Queued {sent} of {len(records)} segments; "
+                f"Error when sending large message. Queued {sent} of {count} segments; "
                 "consumers will expire the partial message.",
                 exc,
                 sent,
-                len(records),
+                count,
             ) from exc
-        kafka_bytes = sum(len(r.value or b"") + len(r.key or b"") for r in records)
-        self.metrics.chunked(message, len(records), kafka_bytes)
+        self.metrics.chunked(message, count, kafka_bytes)
 
     def _segment_kwargs(self, record: OutRecord, fold: DeliveryFold) -> dict[str, Any]:
         return {

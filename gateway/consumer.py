@@ -28,6 +28,7 @@ from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
 from gateway.consumer_queue import RecordQueue
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
+from gateway.plain_runs import take_plain_run
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
@@ -57,7 +58,9 @@ class HybridConsumer:
             auditor.start()
         self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
         self._pipeline = settings.pipeline()
-        self._queue = RecordQueue(self._consumer, settings.batch, ReferenceFetcher(self._resolver))
+        self._queue = RecordQueue(
+            self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes
+        )
         self._offsets = OffsetDriver(self._consumer, self._pipeline, self._queue, settings.on_commit)
         dlq = settings.unresolved.dead_letter_topic
         self._events = EventHandler(
@@ -72,6 +75,8 @@ class HybridConsumer:
         self._deferred: BaseException | None = None
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
+        self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
+        self._one: list[Message] = []
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -88,8 +93,11 @@ class HybridConsumer:
             self._offsets.commit_quietly(asynchronous=True)
         deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
         raw = self._queue.raw
+        runs = self._plain_runs and not tracing.enabled()  # a traced message gets its span on the full path
         while True:
             while raw:
+                if runs and take_plain_run(raw, self._pipeline, self._one, 1):
+                    return self._one.pop()
                 out = self._handle(raw.popleft())
                 if out is not None:
                     return out
@@ -113,11 +121,14 @@ class HybridConsumer:
             return out
         out.append(first)
         raw = self._queue.raw
+        runs = self._plain_runs and not tracing.enabled()
         try:
             while len(out) < num_messages:
                 if not raw and not self._queue.fetch(0):
                     break
                 while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
+                    if runs and take_plain_run(raw, self._pipeline, out, num_messages):
+                        continue
                     msg = self._handle(raw.popleft())
                     if msg is not None:
                         out.append(msg)

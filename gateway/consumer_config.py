@@ -11,7 +11,12 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
 * ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
 * ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
   committing safe offsets; the inner consumer's own auto-commit is always off;
-* ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch;
+* ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch, fewer when they are
+  large: ``fetch.batch.bytes`` (8 000 000) bounds a fetch by the size of its first record, so the
+  local queue never holds hundreds of large segments at once;
+* librdkafka's ``fetch.queue.backoff.ms`` defaults to 10 here (librdkafka's own default is 1000):
+  a consumer that assembles a large message lets librdkafka's queue reach its thresholds, and a
+  second's pause per partition cut the chunked route's read rate at 100 MB to a fifth;
 * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
   fetch-ahead of referenced payloads across the fetched batch;
 * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
@@ -39,6 +44,9 @@ from gateway.offsets import DeliveredOffsetTracker
 from gateway.pipeline import ConsumerPipeline
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
+FETCH_QUEUE_BACKOFF_MS = 10
+"""librdkafka's ``fetch.queue.backoff.ms`` unless the configuration sets it (see the module docstring)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
@@ -51,6 +59,7 @@ class ConsumerSettings:
     auto_commit: bool
     auto_commit_s: float
     batch: int
+    batch_bytes: int
     deliver_errors: bool
     workers: int
     budget: int
@@ -83,6 +92,8 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     auto_commit = pop_bool(conf, "enable.auto.commit", True)
     auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
     batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
+    batch_bytes = pop_int(conf, "fetch.batch.bytes", 8_000_000, minimum=1)
+    conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
     conf.pop("treat.bad.segments.as.payload", None)  # LinkedIn's no-op key, accepted for portability
     error_mode = str(conf.pop("reference.error.mode", "raise")).lower()
     if error_mode not in ("raise", "deliver"):
@@ -103,6 +114,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         auto_commit,
         auto_commit_s,
         batch,
+        batch_bytes,
         error_mode == "deliver",
         workers,
         budget,

@@ -20,9 +20,10 @@ def partition_of(msg: Any) -> TopicPartitionKey:
 
 
 class RecordQueue:
-    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher) -> None:
+    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int = 8_000_000) -> None:
         self._consumer = consumer
         self._batch = batch
+        self._batch_bytes = batch_bytes
         self.refs = refs
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
@@ -33,14 +34,27 @@ class RecordQueue:
         if first is None:
             return False
         batch = [first]
-        if self._batch > 1:
-            batch.extend(self._consumer.consume(self._batch - 1, 0))
+        more = self._more_after(first)
+        if more:
+            batch.extend(self._consumer.consume(more, 0))
         self.raw.extend(batch)
         if self.refs.enabled:
             self.refs.scan(
                 ((m.topic(), m.partition(), m.offset()), m.value(), m.headers()) for m in batch if m.error() is None
             )
         return True
+
+    def _more_after(self, first: Any) -> int:
+        """How many records to take beside ``first``: the batch, unless records of its size would pass the byte bound.
+
+        One record's size stands for the batch's: measuring every record would cost the small
+        plain records, which are most records, a call each.
+        """
+        value = first.value()
+        size = len(value) if value is not None else 0
+        if size * self._batch <= self._batch_bytes:
+            return self._batch - 1
+        return max(0, min(self._batch, self._batch_bytes // max(size, 1)) - 1)
 
     def next_offsets(self, wanted: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """The offset of the first queued record of each partition in ``wanted`` that has one."""

@@ -303,6 +303,28 @@ class ConsumerPipeline:
         """The offset of the last message delivered from ``tp``."""
         return self._tracker.delivered(tp)
 
+    def plain_run_open(self, tp: TopicPartitionKey, offset: int) -> bool:
+        """True when plain records of ``tp`` from ``offset`` on may be delivered by bookkeeping alone.
+
+        That is the fast path's condition: the partition's commit is loaded, nothing is pending,
+        held back or filtered in it, and ``offset`` is past what was delivered. It stays true for
+        the plain records that follow in the partition until anything else is fed.
+        """
+        hw = self._high_watermarks.get(tp)
+        return (
+            self._fast_path
+            and hw is not None
+            and tp not in self._busy
+            and not self._assembler.has_pending(tp)
+            and (hw.current if hw.current != -1 else hw.initial) <= offset
+        )
+
+    def plain_run_delivered(self, tp: TopicPartitionKey, last_offset: int, count: int) -> None:
+        """``count`` plain records of ``tp`` up to ``last_offset`` were handed out (see :meth:`plain_run_open`)."""
+        self._tracker.track_plain(tp, last_offset)
+        self._high_watermarks[tp].current = last_offset
+        self.fast_plain += count
+
     def metrics(self) -> dict[str, int]:
         """``counters`` with the fast path folded in, and what the assembler holds now."""
         out = dict(self.counters)

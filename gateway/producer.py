@@ -228,6 +228,7 @@ class HybridProducer:
     def close(self, timeout: float = -1) -> int:
         """Flush, then close the auditor (which may publish its last counts); returns messages left."""
         left = self.flush(timeout)
+        self._references.close()
         if self._auditor is not None:
             self._auditor.close()
             self._producer.flush(10 if timeout < 0 else timeout)

@@ -14,7 +14,6 @@ whole route is unit-tested with an in-memory store.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.delivery_outcome import may_be_persisted
+from gateway.digests import PayloadDigester
 from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, Send
@@ -57,6 +57,7 @@ class ReferenceWriter:
         self._send = send
         self._clock = clock
         self._acked: list[tuple[Store, str]] = []
+        self._digests = PayloadDigester()
 
     @property
     def marks_to_clear(self) -> int:
@@ -82,10 +83,10 @@ class ReferenceWriter:
             return self._fallback(name, forced, message.size, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         message_id = uuid.uuid4()
-        digest = hashlib.sha256(payload).digest()
+        pending = self._digests.begin(payload, store)
         started = self._clock.monotonic()
         try:
-            locator = store.put(message.topic, message_id, payload, pending_since_ms=now, sha256=digest)
+            locator = store.put(message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known())
         except StoreError as exc:
             self.metrics.store_put_failures += 1
             health.failure(now + self._ms_since(started))
@@ -96,7 +97,7 @@ class ReferenceWriter:
         put_ms = int(put_seconds * 1000)
         self.metrics.store_put(name, put_seconds)
         health.success(now + put_ms)
-        envelope = encode_envelope(Envelope(name, locator, len(payload), digest, message_id))
+        envelope = encode_envelope(Envelope(name, locator, len(payload), pending.result(), message_id))
         self._send_envelope(store, locator, envelope, message)
         self.metrics.reference(name, len(payload), len(envelope) + message.key_size)
         return route
@@ -195,6 +196,10 @@ class ReferenceWriter:
         except Exception as exc:  # noqa: BLE001 - the pending mark stays, so gc will remove it
             self.metrics.rollback_failures += 1
             log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
+
+    def close(self) -> None:
+        """Stop the hashing worker, if one was started."""
+        self._digests.close()
 
     def clear_acked_marks(self) -> None:
         """Clear the pending marks of acknowledged writes, one call per store where the store can batch."""

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import redis
 from redis import exceptions as rex
 
+from gateway.buffers import BytesBuilder
 from gateway.errors import (
     LocatorError,
     PayloadIntegrityError,
@@ -137,6 +138,9 @@ class RedisStore(StoreLifecycle):
     :class:`StoreUnavailableError` (cause chained), so the producer's policy can fall back to
     chunking; other server errors become :class:`StoreError`.
     """
+
+    needs_digest_to_write = False
+    """Redis keeps no metadata beside the bytes: the producer may hash while the payload is written."""
 
     def __init__(
         self,
@@ -351,7 +355,7 @@ class RedisStore(StoreLifecycle):
         if expected_size is not None and size != expected_size:
             self._metrics.add("errors")
             raise PayloadIntegrityError(f"payload at {locator!r} has {size} bytes, expected {expected_size}")
-        value = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        value = chunks[0] if len(chunks) == 1 else _joined(chunks, size)
         self._done("get", started, locator, size)
         return value
 
@@ -554,3 +558,12 @@ def _refused_for_now(text: str) -> bool:
 
 
 __all__ = ["DEFAULT_ENTRY_BYTES", "RedisLocator", "RedisStore", "redis_client_from_url", "ttl_from_retention"]
+
+
+def _joined(chunks: list[bytes], size: int) -> bytes:
+    """The entries as one value, each released once copied: one copy of the payload at the peak, not two."""
+    builder = BytesBuilder(size)
+    for i, chunk in enumerate(chunks):
+        builder.append(chunk)
+        chunks[i] = b""
+    return builder.build()

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from botocore import exceptions as bex
 
+from gateway.buffers import BytesBuilder
 from gateway.errors import (
     LocatorError,
     PayloadIntegrityError,
@@ -275,7 +276,7 @@ class S3Store(StoreLifecycle):
             if expected_size is not None and length != expected_size:
                 self._metrics.add("errors")
                 raise PayloadIntegrityError(f"object {locator!r} has {length} bytes, expected {expected_size}")
-            data: bytes = self._call(body_stream.read)
+            data = self._call(lambda: _read_body(body_stream, length))
         finally:
             body_stream.close()
         if len(data) != length:
@@ -504,3 +505,30 @@ def _ms(moment: datetime) -> int:
 
 
 __all__ = ["IncompleteUpload", "S3Locator", "S3Store", "expiry_days_from_retention"]
+
+
+_READ_CHUNK = 1 << 20
+
+
+def _read_body(body: Any, length: int) -> bytes:
+    """The body read straight into the value in 1 MiB steps: one copy of the payload, not a copy plus its pieces.
+
+    ``length`` is the Content-Length; a body that ends early or runs long is reported by the
+    caller's length check (whatever was read is returned).
+    """
+    if length < 2:
+        data: bytes = body.read()
+        return data
+    builder = BytesBuilder(length)
+    extra: list[bytes] = []
+    while True:
+        chunk = body.read(_READ_CHUNK)
+        if not chunk:
+            break
+        if builder.filled + len(chunk) <= length and not extra:
+            builder.append(chunk)
+        else:
+            extra.append(chunk)
+    if builder.filled == length and not extra:
+        return builder.build()
+    return b"".join([builder.partial(), *extra])  # the wrong size: the caller refuses it with the numbers

@@ -12,6 +12,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from gateway.buffers import BytesBuilder
 from gateway.errors import InvalidSegmentError
 from gateway.protocol.primitives import java_int, uuid_from_halves, uuid_halves
 
@@ -68,12 +69,9 @@ def encode_segment(
     message_size: int,
     payload: bytes | bytearray | memoryview,
 ) -> bytes:
-    """Header and chunk as one ``bytes``: the single copy the wire needs."""
-    out = bytearray(SEGMENT_HEADER_SIZE + len(payload))
+    """Header and chunk as one ``bytes``, built in place: the single copy the wire needs."""
     msb, lsb = uuid_halves(message_id)
-    _HEADER.pack_into(
-        out,
-        0,
+    header = _HEADER.pack(
         CURRENT_VERSION,
         (msb + lsb) & 0xFFFFFFFF,
         msb,
@@ -82,8 +80,10 @@ def encode_segment(
         number_of_segments,
         message_size,
     )
-    out[SEGMENT_HEADER_SIZE:] = payload
-    return bytes(out)
+    out = BytesBuilder(SEGMENT_HEADER_SIZE + len(payload))
+    out.append(header)
+    out.append(payload)
+    return out.build()
 
 
 def decode_segment(value: bytes | bytearray | memoryview | None) -> Segment | None:

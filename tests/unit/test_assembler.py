@@ -131,3 +131,20 @@ def test_clear_partition_frees_only_that_partition() -> None:
     assembler.assemble(("t", 1), 0, segments(payload(2000, 2), 1000)[0][0])
     assembler.clear(("t", 0))
     assert assembler.buffered_bytes == 1000 and assembler.safe_offsets() == {("t", 1): 0}
+
+
+def test_chunks_arriving_out_of_turn_are_placed_in_sequence_order() -> None:
+    """Only in-order chunks are copied at once; the others wait, and the value is still in sequence order."""
+    import uuid as _uuid
+
+    from gateway.protocol.segments import decode_segment, encode_segment
+
+    mid = _uuid.uuid4()
+    parts = [b"aaaa", b"bbbb", b"cccc", b"dd"]
+    size = sum(map(len, parts))
+    segments = [decode_segment(encode_segment(mid, i, 4, size, p)) for i, p in enumerate(parts)]
+    assembler = MessageAssembler(capacity=10_000)
+    results = [assembler.add_segment(("t", 0), off, segments[seq]) for off, seq in enumerate([0, 2, 3, 2, 1])]
+    assert [r is INCOMPLETE for r in results] == [True, True, True, True, False]
+    assert results[-1].value == b"aaaabbbbccccdd"
+    assert type(results[-1].value) is bytes

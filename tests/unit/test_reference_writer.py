@@ -282,3 +282,25 @@ def test_bad_headers_are_refused_before_the_payload_is_written() -> None:
     assert store.payloads == {} and store.pending == {}, "nothing to orphan"
     assert sent.records == []
     assert "header 'h' must be bytes or str" in str(info.value)
+
+
+@pytest.mark.parametrize("needs_digest", [True, False], ids=["digest-first", "hashed-beside-the-write"])
+def test_a_large_payloads_digest_is_the_same_whether_hashed_first_or_beside_the_write(needs_digest: bool) -> None:
+    """A store without digest metadata gets the payload while a worker hashes it; the envelope is the same."""
+    from gateway.digests import OVERLAP_FROM_BYTES
+
+    class Store(MemoryStore):
+        needs_digest_to_write = needs_digest
+
+        def put(self, *args: Any, sha256: bytes | None = None, **kwargs: Any) -> str:
+            self.calls.append(f"digest given: {sha256 is not None}")
+            return super().put(*args, sha256=sha256, **kwargs)
+
+    store = Store()
+    w, sent = writer(store)
+    value = bytes(range(256)) * (OVERLAP_FROM_BYTES // 256 + 1)
+    w.send(ROUTE, False, message(value))
+    envelope = decode_envelope(sent.records[0][1]["value"])
+    assert envelope.sha256 == hashlib.sha256(value).digest()
+    assert f"digest given: {needs_digest}" in store.calls
+    w.close()

@@ -1,0 +1,106 @@
+"""One ``bytes`` of a known size, filled piece by piece: a large message is held once, not twice.
+
+Joining the chunks of a chunked message at the end (``b"".join``) holds the chunks and the joined
+value at the same time: two copies of the message at the peak. Copying each chunk into the final
+value as it arrives, and letting the record it came from go, holds one. Python has no public way to
+fill a ``bytes`` after creating it, but CPython's C API creates one with room and no content
+(``PyBytes_FromStringAndSize(NULL, n)``), which is how C code builds every large ``bytes``: it may
+be written until it is first shared. :class:`BytesBuilder` does exactly that through ``ctypes``,
+and hands the object out only when every byte is written. Where that is not possible (another
+Python implementation, or ``ctypes`` missing) it falls back to a ``bytearray`` and one final
+``bytes()`` copy: the same value, at the old peak.
+
+Untouched pages of a large allocation are not resident, so a builder for an N-byte message costs
+what has been written so far, not N, until the message is complete.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+_MIN_SIZE = 2  # CPython shares the empty and one-byte ``bytes`` objects: never write into those
+
+
+def _c_api() -> tuple[Any, Any] | None:
+    """``PyBytes_FromStringAndSize`` and a way to see a ``bytes``' memory as writable, or None."""
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        import ctypes
+    except ImportError:  # pragma: no cover - CPython built without ctypes
+        return None
+    api = ctypes.pythonapi
+    new = api.PyBytes_FromStringAndSize
+    new.restype = ctypes.py_object
+    new.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+    address = api.PyBytes_AsString
+    address.restype = ctypes.c_void_p
+    address.argtypes = (ctypes.py_object,)
+
+    def writable(value: bytes) -> memoryview:
+        return memoryview((ctypes.c_char * len(value)).from_address(address(value))).cast("B")
+
+    return new, writable
+
+
+_API = _c_api()
+
+
+class BytesBuilder:
+    """Writes ``size`` bytes in order with :meth:`append`, then :meth:`build` returns them as ``bytes``.
+
+    Appending past ``size`` raises ``ValueError``, and so does building before ``size`` bytes were
+    written: a half-filled value is never handed out.
+    """
+
+    __slots__ = ("_filled", "_target", "_value", "size")
+
+    def __init__(self, size: int, *, use_c_api: bool = True) -> None:
+        if size < 0:
+            raise ValueError(f"size must be >= 0, not {size}")
+        self.size = size
+        self._filled = 0
+        self._value: bytes | None = None
+        if use_c_api and _API is not None and size >= _MIN_SIZE:
+            new, writable = _API
+            self._value = new(None, size)
+            self._target = writable(self._value)
+        else:
+            self._target = memoryview(bytearray(size))
+
+    @property
+    def filled(self) -> int:
+        """Bytes written so far."""
+        return self._filled
+
+    def append(self, chunk: bytes | bytearray | memoryview) -> None:
+        """Copy ``chunk`` after what was written before; the caller may drop ``chunk`` afterwards."""
+        view = chunk if isinstance(chunk, memoryview) else memoryview(chunk)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        if self._filled < 0:
+            raise ValueError("append() after build()")
+        end = self._filled + view.nbytes
+        if end > self.size:
+            raise ValueError(f"{end} bytes written into a value of {self.size}")
+        self._target[self._filled : end] = view
+        self._filled = end
+
+    def partial(self) -> bytes:
+        """A copy of what was written so far, for reporting a value that came out the wrong size."""
+        return bytes(self._target[: max(self._filled, 0)])
+
+    def build(self) -> bytes:
+        """The value, once every byte is written; the builder is spent afterwards."""
+        if self._filled < 0:
+            raise ValueError("build() was already called")
+        if self._filled != self.size:
+            raise ValueError(f"only {self._filled} of {self.size} bytes were written")
+        target = self._target
+        value = self._value if self._value is not None else bytes(target)
+        target.release()
+        self._value = None
+        self._target = memoryview(b"")
+        self._filled = -1
+        return value

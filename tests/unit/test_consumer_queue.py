@@ -1,0 +1,54 @@
+"""The local queue takes fewer records per fetch when they are large, so it never holds hundreds of segments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import Message
+
+from gateway.consumer_config import FETCH_QUEUE_BACKOFF_MS, parse_consumer_config
+from gateway.consumer_queue import RecordQueue
+from gateway.references import ReferenceFetcher
+from gateway.resolver import Resolver
+
+
+class Librdkafka:
+    """Stands in for the inner consumer: records of one size, and what ``consume`` was asked for."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.asked: list[int] = []
+        self.offset = 0
+
+    def _next(self) -> Message:
+        self.offset += 1
+        return Message(topic="t", partition=0, offset=self.offset, value=b"x" * self.size)
+
+    def poll(self, timeout: float) -> Message:
+        return self._next()
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        self.asked.append(num_messages)
+        return [self._next() for _ in range(num_messages)]
+
+
+@pytest.mark.parametrize(
+    ("size", "taken"),
+    [(100, 500), (16_000, 500), (16_001, 499), (100_000, 80), (1_000_000, 8), (8_000_000, 1), (30_000_000, 1)],
+)
+def test_a_fetch_holds_about_the_byte_bound(size: int, taken: int) -> None:
+    inner = Librdkafka(size)
+    queue = RecordQueue(inner, 500, ReferenceFetcher(Resolver({})), batch_bytes=8_000_000)
+    assert queue.fetch(1.0)
+    assert len(queue.raw) == taken
+    assert inner.asked == ([taken - 1] if taken > 1 else [])
+
+
+def test_librdkafkas_fetch_backoff_is_short_unless_set() -> None:
+    _, conf = parse_consumer_config({"group.id": "g"})
+    assert conf["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS
+    settings, conf = parse_consumer_config({"group.id": "g", "fetch.queue.backoff.ms": 500, "fetch.batch.bytes": 9})
+    assert conf["fetch.queue.backoff.ms"] == 500
+    assert settings.batch_bytes == 9
+    assert "fetch.batch.bytes" not in conf

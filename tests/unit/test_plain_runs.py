@@ -1,0 +1,106 @@
+"""Plain runs: the bulk path gives the same messages and offsets as feeding records one by one."""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from typing import Any
+
+from confluent_kafka import Message
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.pipeline import ChunkCompleted, ConsumerPipeline, PlainMessage, ReferenceToResolve
+from gateway.plain_runs import take_plain_run
+from gateway.protocol import encode_segment
+from gateway.protocol.classify import PLAIN_RECORD, classify, is_plainly_plain
+from gateway.protocol.envelope import MAGIC
+from gateway.protocol.records import Record
+
+header_st = st.tuples(st.sampled_from(["a", "_lm", "_gw.ref"]), st.binary(max_size=8))
+headers_st = st.none() | st.lists(header_st, max_size=2)
+value_st = st.none() | st.binary(max_size=60) | st.builds(lambda t: MAGIC + t, st.binary(max_size=40))
+
+
+@given(value=value_st, headers=headers_st)
+def test_plainly_plain_is_never_wrong(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> None:
+    if is_plainly_plain(value, headers):
+        assert classify(value, headers) is PLAIN_RECORD
+
+
+def test_segments_and_envelopes_are_not_plainly_plain() -> None:
+    segment = encode_segment(uuid.uuid4(), 0, 2, 10, b"12345")
+    assert not is_plainly_plain(segment, None)
+    assert not is_plainly_plain(MAGIC + b"rest", None)
+    assert not is_plainly_plain(b"plain", [("k", b"v")])
+    assert is_plainly_plain(b"plain", None)
+    assert is_plainly_plain(b"", None)
+    assert is_plainly_plain(None, None)
+
+
+def _msg(partition: int, offset: int, value: bytes | None, headers: Any = None) -> Message:
+    return Message(topic="t", partition=partition, offset=offset, value=value, headers=headers)
+
+
+def _loaded(*partitions: int) -> ConsumerPipeline:
+    pipeline = ConsumerPipeline()
+    for p in partitions:
+        pipeline.load_commit(("t", p), None, None)
+    return pipeline
+
+
+def test_a_run_stops_at_another_partition_at_a_header_and_at_the_limit() -> None:
+    raw = deque(
+        [_msg(0, 0, b"a"), _msg(0, 1, b"b"), _msg(1, 0, b"c"), _msg(1, 1, b"d", [("h", b"1")]), _msg(1, 2, b"e")]
+    )
+    pipeline = _loaded(0, 1)
+    out: list[Any] = []
+    assert take_plain_run(raw, pipeline, out, 10) == 2
+    assert take_plain_run(raw, pipeline, out, 10) == 1
+    assert take_plain_run(raw, pipeline, out, 10) == 0  # a record with headers takes the full path
+    raw.popleft()
+    assert take_plain_run(raw, pipeline, out, 3) == 0  # out is full
+    assert take_plain_run(raw, pipeline, out, 4) == 1
+    assert [m.value() for m in out] == [b"a", b"b", b"c", b"e"]
+    assert pipeline.delivered(("t", 0)) == 1
+    assert pipeline.delivered(("t", 1)) == 2
+    assert pipeline.metrics()["plain.messages"] == 4
+
+
+def test_no_run_before_the_commit_is_loaded_or_while_a_message_is_pending() -> None:
+    raw = deque([_msg(0, 5, b"x")])
+    fresh = ConsumerPipeline()
+    assert take_plain_run(raw, fresh, [], 10) == 0
+    pending = _loaded(0)
+    segment = encode_segment(uuid.uuid4(), 0, 2, 10, b"12345")
+    pending.feed(("t", 0), Record(4, None, segment, None))
+    assert take_plain_run(raw, pending, [], 10) == 0  # the full path adds the _so header
+    assert take_plain_run(raw, _loaded(0), [], 10) == 1
+
+
+def _messages(events: list[Any]) -> int:
+    return sum(isinstance(e, (PlainMessage, ChunkCompleted, ReferenceToResolve)) for e in events)
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), value_st), max_size=40), st.integers(1, 7))
+def test_bulk_and_one_by_one_agree(records: list[tuple[int, bytes | None]], limit: int) -> None:
+    offsets = {0: 0, 1: 0, 2: 0}
+    msgs = []
+    for p, value in records:
+        msgs.append((p, offsets[p], value))
+        offsets[p] += 1
+    slow, fast = _loaded(0, 1, 2), _loaded(0, 1, 2)
+    slow_out = [(p, o, v) for p, o, v in msgs if _messages(slow.feed(("t", p), Record(o, None, v, None)))]
+    raw = deque(_msg(p, o, v) for p, o, v in msgs)
+    fast_out: list[Any] = []
+    while raw:
+        batch: list[Any] = []
+        if not take_plain_run(raw, fast, batch, limit):
+            m = raw.popleft()
+            if _messages(fast.feed(("t", m.partition()), Record(m.offset(), None, m.value(), None))):
+                batch = [m]
+        fast_out.extend((m.partition(), m.offset(), m.value()) for m in batch)
+    assert fast_out == slow_out
+    for p in (0, 1, 2):
+        assert fast.delivered(("t", p)) == slow.delivered(("t", p))
+        assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
