@@ -9,8 +9,9 @@ record at or past its end, or at end-of-partition once the log's end reaches the
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -44,6 +45,42 @@ def topic_partitions(consumer: Any, topics: Sequence[str], *, must_exist: bool =
                 raise DataLossError(f"topic {topic!r} cannot be read: {reason}")
             continue
         out.extend((topic, p) for p in sorted(meta.partitions))
+    return out
+
+
+def subscribed_partitions(consumer: Any, options: SourceOptions, *, must_exist: bool = True) -> list[TopicPartitionKey]:
+    """The partitions ``options`` subscribe to: named topics, topics matching the pattern, or the assigned ones.
+
+    A pattern matches whole names, as Spark's does, and never matches an internal topic (``__``).
+    An assigned partition that does not exist raises unless ``must_exist`` is false.
+    """
+    sub = options.subscription
+    if sub is None or sub.kind == "subscribe":
+        return topic_partitions(consumer, options.topics, must_exist=must_exist)
+    if sub.kind == "subscribePattern":
+        assert sub.pattern is not None
+        pattern = re.compile(sub.pattern)
+        names = consumer.list_topics(timeout=_METADATA_TIMEOUT).topics
+        matched = sorted(t for t in names if pattern.fullmatch(t) and not t.startswith("__"))
+        return topic_partitions(consumer, matched, must_exist=False)
+    existing = set(topic_partitions(consumer, sub.topics, must_exist=False))
+    missing = [tp for tp in sub.partitions if tp not in existing]
+    if missing and must_exist:
+        raise DataLossError(f"assigned partitions {', '.join(f'{t}[{p}]' for t, p in missing)} do not exist")
+    return [tp for tp in sub.partitions if tp in existing]
+
+
+def offsets_for_times(consumer: Any, wanted: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+    """Per partition, the first offset whose record has a timestamp at or after the one asked; -1 when none has."""
+    if not wanted:
+        return {}
+    asked = [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()]
+    found = consumer.offsets_for_times(asked, timeout=_METADATA_TIMEOUT)
+    out: dict[TopicPartitionKey, int] = {}
+    for tp in found:
+        if tp.error is not None:
+            raise DataLossError(f"offsets for times of {tp.topic}[{tp.partition}] failed: {tp.error}")
+        out[(tp.topic, tp.partition)] = int(tp.offset) if tp.offset >= 0 else -1
     return out
 
 

@@ -4,12 +4,14 @@ Spark hands a data source its options as a case-insensitive dict of strings; the
 must be understood on the driver (planning) and in every executor (reading), so they are parsed
 into one frozen dataclass that travels inside the reader and each input partition. Parsing is
 strict about values (a bad number fails the query at planning, not half-way through a job) and
-lenient about unknown keys, as Spark's own sources are.
+about names: an option neither Spark's Kafka source nor this one knows is refused with its name,
+since a misspelt ``startingOffsets`` would otherwise read the whole topic without a word.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -97,6 +99,78 @@ def parse_offset_spec(text: str | None, *, name: str, default_kind: str, allow_e
     return OffsetSpec("specific", tuple(sorted(specific)), default)
 
 
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """Which partitions a query reads: named topics, topics matching a pattern, or named partitions.
+
+    ``pattern`` follows Spark (a Java regex that must match the whole topic name); Python's ``re``
+    reads the common patterns the same way (``events-.*``, ``(a|b)``, classes, anchors).
+    """
+
+    kind: str  # "subscribe" | "subscribePattern" | "assign"
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    partitions: tuple[TopicPartitionKey, ...] = ()
+
+
+def parse_subscription(opts: Mapping[str, str]) -> Subscription:
+    given = [name for name in ("subscribe", "subscribepattern", "assign") if opts.get(name, "").strip()]
+    if len(given) != 1:
+        what = "none" if not given else " and ".join(given)
+        raise OptionError(f"exactly one of subscribe, subscribePattern and assign is required, got {what}")
+    kind = given[0]
+    text = opts[kind].strip()
+    if kind == "subscribe":
+        return Subscription("subscribe", tuple(t.strip() for t in text.split(",") if t.strip()))
+    if kind == "subscribepattern":
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise OptionError(f"subscribePattern {text!r} is not a regular expression: {exc}") from exc
+        return Subscription("subscribePattern", pattern=text)
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f'assign must be JSON like {{"topic":[0,1]}}: {exc}') from exc
+    if not isinstance(parsed, dict) or not parsed:
+        raise OptionError('assign must be a non-empty JSON object like {"topic":[0,1]}')
+    partitions: list[TopicPartitionKey] = []
+    for topic, numbers in parsed.items():
+        if not isinstance(numbers, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+            raise OptionError(f"assign: topic {topic!r} must map to a list of partition numbers")
+        partitions.extend((str(topic), int(n)) for n in numbers if n >= 0)
+    return Subscription(
+        "assign", tuple(sorted({tp[0] for tp in partitions})), partitions=tuple(sorted(set(partitions)))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampSpec:
+    """Offsets by timestamp: one for every partition, or per partition (others fall back to ``default``)."""
+
+    every: int | None = None
+    specific: tuple[tuple[TopicPartitionKey, int], ...] = ()
+
+    def for_partition(self, tp: TopicPartitionKey) -> int | None:
+        if self.every is not None:
+            return self.every
+        return dict(self.specific).get(tp)
+
+
+def parse_timestamps(opts: Mapping[str, str], single: str, by_partition: str) -> TimestampSpec | None:
+    """``startingTimestamp`` wins over ``startingOffsetsByTimestamp`` (and so for ending), as in Spark."""
+    if opts.get(single.lower(), "").strip():
+        value = _required_int(opts, single.lower(), 0, 0)
+        return TimestampSpec(every=value)
+    text = opts.get(by_partition.lower(), "").strip()
+    if not text:
+        return None
+    spec = parse_offset_spec(text, name=by_partition, default_kind="latest")
+    if spec.kind != "specific" or any(ts < 0 for _, ts in spec.specific):
+        raise OptionError(f'{by_partition} must be JSON like {{"topic":{{"0":1700000000000}}}} with times >= 0')
+    return TimestampSpec(specific=spec.specific)
+
+
 def _int(options: Mapping[str, str], key: str, default: int | None, minimum: int | None = None) -> int | None:
     value = options.get(key)
     if value is None or str(value).strip() == "":
@@ -138,6 +212,13 @@ class SourceOptions:
     starting_offsets: OffsetSpec = OffsetSpec("earliest")
     ending_offsets: OffsetSpec = OffsetSpec("latest", (), LATEST)
     fail_on_data_loss: bool = True
+    subscription: Subscription | None = None
+    """None means ``subscribe`` to ``topics``."""
+    starting_timestamps: TimestampSpec | None = None
+    ending_timestamps: TimestampSpec | None = None
+    timestamp_strategy: str = "error"
+    """``startingOffsetsByTimestampStrategy``: what a starting timestamp after a partition's last record does."""
+    include_headers: bool = True
     # stores
     redis_url: str | None = None
     redis_prefix: str = "gw"
@@ -202,11 +283,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     bootstrap = opts.get("kafka.bootstrap.servers")
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers is required")
-    for unsupported in ("assign", "subscribepattern"):
-        if unsupported in opts:
-            raise OptionError(f"option {unsupported} is not supported by hybrid-kafka; use subscribe")
-    topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
-    if not topics:
+    check_known(opts)
+    subscription = parse_subscription(opts)
+    topics = subscription.topics
+    if subscription.kind == "subscribe" and not topics:
         raise OptionError("option subscribe (comma-separated topics) is required")
     kafka_config: dict[str, str] = {}
     for key, value in opts.items():
@@ -222,8 +302,17 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     ending = parse_offset_spec(
         opts.get("endingoffsets"), name="endingOffsets", default_kind="latest", allow_earliest=False
     )
-    if streaming and "endingoffsets" in opts:
-        raise OptionError("endingOffsets is for batch queries; a stream reads on as data arrives")
+    ending_names = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+    if streaming and any(name in opts for name in ending_names):
+        raise OptionError("endingOffsets, endingTimestamp and endingOffsetsByTimestamp are for batch queries")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+    for refused in _REFUSED:
+        if refused in opts:
+            raise OptionError(
+                f"option {_CASED.get(refused, refused)} is not supported by hybrid-kafka: {_REFUSED[refused]}"
+            )
     gap = _required_int(opts, "message.assembler.expiration.offset.gap", DEFAULT_EXPIRATION_OFFSET_GAP, 0)
     capacity = _required_int(opts, "message.assembler.buffer.capacity", DEFAULT_BUFFER_CAPACITY, 1)
     high_from = opts.get("highwatermarkfrom", "listOffsets")
@@ -259,9 +348,86 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         max_records_per_partition=_int(opts, "maxrecordsperpartition", None, 1),
         poll_timeout_ms=_required_int(opts, "kafkaconsumer.polltimeoutms", 120_000, 1),
         high_watermark_from="fetch" if high_from.lower() == "fetch" else "listOffsets",
+        subscription=subscription,
+        starting_timestamps=parse_timestamps(opts, "startingTimestamp", "startingOffsetsByTimestamp"),
+        ending_timestamps=parse_timestamps(opts, "endingTimestamp", "endingOffsetsByTimestamp"),
+        timestamp_strategy=strategy,
+        include_headers=_bool(opts, "includeheaders", True),
     )
+    prefix = _str(opts, "groupidprefix")
+    if group_id is None and prefix is not None:
+        group_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
     if group_id is not None:
         result = replace(result, group_id=group_id)
     if (result.s3_access_key is None) != (result.s3_secret_key is None):
         raise OptionError("s3.access.key and s3.secret.key go together")
     return result
+
+
+# -- option names ------------------------------------------------------------------------------
+
+_SPARK_OPTIONS = (
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "groupIdPrefix",
+    "includeHeaders",
+)
+"""Spark's Kafka source options: all are known here, a few refused (:data:`_REFUSED`), two without effect."""
+
+OWN_OPTIONS = (
+    "redis.url",
+    "redis.prefix",
+    "redis.name",
+    "s3.endpoint",
+    "s3.bucket",
+    "s3.prefix",
+    "s3.region",
+    "s3.access.key",
+    "s3.secret.key",
+    "s3.name",
+    "s3.path.style",
+    "reference.fetch.workers",
+    "reference.fetch.budget.bytes",
+    "message.assembler.buffer.capacity",
+    "message.assembler.expiration.offset.gap",
+    "message.assembler.max.segments.per.message",
+    "message.assembler.max.message.bytes",
+    "lookbackOffsets",
+    "highWatermarkFrom",
+)
+"""Options only ``hybrid-kafka`` has."""
+
+_REFUSED = {
+    "minoffsetspertrigger": "micro-batches are never delayed to collect a minimum; use maxOffsetsPerTrigger",
+    "maxtriggerdelay": "it only goes with minOffsetsPerTrigger",
+}
+_CASED = {name.lower(): name for name in (*_SPARK_OPTIONS, *OWN_OPTIONS)}
+KNOWN_OPTIONS = frozenset(_CASED)
+"""Every option name this source accepts, lower-cased as Spark hands them over (plus ``kafka.*``)."""
+
+
+def check_known(opts: Mapping[str, str]) -> None:
+    """Refuse any option neither Spark's Kafka source nor this one knows, naming each."""
+    unknown = sorted(k for k in opts if k not in KNOWN_OPTIONS and not k.startswith(_KAFKA_PREFIX))
+    if unknown:
+        raise OptionError(
+            f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for hybrid-kafka"
+            " (Spark's Kafka source options, kafka.* and the options in docs/spark.md are accepted)"
+        )

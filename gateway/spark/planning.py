@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.protocol.records import TopicPartitionKey
-from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError
+from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, TimestampSpec
 
 Watermarks = Mapping[TopicPartitionKey, tuple[int, int]]
 
@@ -56,6 +56,53 @@ def resolve_offset(requested: int, watermarks: tuple[int, int]) -> int:
     if requested == LATEST:
         return high
     return requested
+
+
+def offsets_by_time(
+    spec: OffsetSpec,
+    times: TimestampSpec | None,
+    found: Mapping[TopicPartitionKey, int],
+    *,
+    name: str,
+    missing: str,
+) -> OffsetSpec:
+    """``spec`` with the partitions that have a timestamp replaced by the offset found for it.
+
+    ``found`` is what Kafka answered (``offsets_for_times``): the first offset whose record is at
+    or after the timestamp, -1 when no record is. That offset is where the range starts or ends,
+    and a range owns the messages whose last segment lies in it, so a chunked message goes whole
+    to the side of the timestamp its own timestamp is on (all its segments carry the same one).
+    ``missing`` says what -1 becomes: ``latest`` (the end of the log) or ``error``.
+    """
+    if times is None:
+        return spec
+    specific = dict(spec.specific) if spec.kind == "specific" else {}
+    for tp, offset in found.items():
+        if offset >= 0:
+            specific[tp] = offset
+        elif missing == "latest":
+            specific[tp] = LATEST
+        else:
+            raise OptionError(
+                f"{name}: no record of {tp[0]}[{tp[1]}] has a timestamp at or after {times.for_partition(tp)}"
+                " (startingOffsetsByTimestampStrategy=latest starts at the end instead)"
+            )
+    fallback = spec.default if spec.kind == "specific" else (EARLIEST if spec.kind == "earliest" else LATEST)
+    return OffsetSpec("specific", tuple(sorted(specific.items())), fallback)
+
+
+def timestamps_wanted(
+    times: TimestampSpec | None, partitions: Iterable[TopicPartitionKey]
+) -> dict[TopicPartitionKey, int]:
+    """The partitions to ask ``offsets_for_times`` about, with their timestamps."""
+    if times is None:
+        return {}
+    out: dict[TopicPartitionKey, int] = {}
+    for tp in partitions:
+        ts = times.for_partition(tp)
+        if ts is not None:
+            out[tp] = ts
+    return out
 
 
 def batch_ranges(

@@ -84,9 +84,10 @@ def _close_stores(stores: dict[str, Store]) -> None:
 class _Rows:
     """Column lists for one Arrow batch of the message schema."""
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, *, include_headers: bool = True) -> None:
         self.topic = topic
         self.partition = partition
+        self.include_headers = include_headers
         self._reset()
 
     def _reset(self) -> None:
@@ -111,7 +112,7 @@ class _Rows:
         self.offsets.append(record.offset)
         self.timestamps.append(None if record.timestamp_ms is None else record.timestamp_ms * 1000)
         self.timestamp_types.append(record.timestamp_type)
-        self.headers.append(_headers(message.headers))
+        self.headers.append(_headers(message.headers) if self.include_headers else None)
         self.routes.append(message.route.value)
         self.starts.append(message.starting_offset)
         self.errors.append(error)
@@ -186,7 +187,7 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: Referen
         if refs.enabled:
             refs.scan((r.offset, r.value, r.headers) for r in batch if r.offset >= emit_from)
 
-    rows = _Rows(topic, partition)
+    rows = _Rows(topic, partition, include_headers=options.include_headers)
     for message in owned_messages(
         fetch, topic, partition, emit_from, until, low, _limits(options), on_batch=on_batch, on_restart=refs.clear
     ):

@@ -17,17 +17,19 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from gateway.protocol.records import TopicPartitionKey
-from gateway.spark.kafkaio import open_consumer, topic_partitions, watermarks
-from gateway.spark.options import EARLIEST, LATEST, SourceOptions, parse_options
+from gateway.spark.kafkaio import offsets_for_times, open_consumer, subscribed_partitions, watermarks
+from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
 from gateway.spark.planning import (
     DataLossError,
     OffsetRange,
     batch_ranges,
+    offsets_by_time,
     offsets_from_json,
     offsets_to_json,
     prorate,
     resolve_offset,
     split_ranges,
+    timestamps_wanted,
 )
 from gateway.spark.reading import read_envelopes, read_messages
 from gateway.spark.schema import envelope_schema, message_schema
@@ -59,14 +61,25 @@ def plan_batch(options: SourceOptions) -> list[OffsetRange]:
     """The ranges of a batch query: offsets fixed now, split as the options ask."""
     consumer = open_consumer(options)
     try:
-        tps = topic_partitions(consumer, options.topics)
+        tps = subscribed_partitions(consumer, options)
         marks = watermarks(consumer, tps, method=options.high_watermark_from)
+        starting = _starting(consumer, options, tps)
+        ending_times = options.ending_timestamps
+        found = offsets_for_times(consumer, timestamps_wanted(ending_times, tps))
+        ending = offsets_by_time(options.ending_offsets, ending_times, found, name="endingTimestamp", missing="latest")
     finally:
         consumer.close()
-    ranges = batch_ranges(
-        options.starting_offsets, options.ending_offsets, marks, fail_on_data_loss=options.fail_on_data_loss
-    )
+    ranges = batch_ranges(starting, ending, marks, fail_on_data_loss=options.fail_on_data_loss)
     return split_ranges(ranges, max_records=options.max_records_per_partition, min_partitions=options.min_partitions)
+
+
+def _starting(consumer: Any, options: SourceOptions, tps: Sequence[TopicPartitionKey]) -> OffsetSpec:
+    """``startingOffsets``, with ``startingTimestamp`` / ``startingOffsetsByTimestamp`` resolved to offsets."""
+    times = options.starting_timestamps
+    found = offsets_for_times(consumer, timestamps_wanted(times, tps))
+    return offsets_by_time(
+        options.starting_offsets, times, found, name="startingTimestamp", missing=options.timestamp_strategy
+    )
 
 
 def _partitions(ranges: Sequence[OffsetRange]) -> list[InputPartition]:
@@ -100,7 +113,9 @@ class HybridKafkaBatchReader(DataSourceReader):
         return _partitions(plan_batch(self.options))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rng: OffsetRange = partition.value
+        rng: OffsetRange | None = partition.value
+        if rng is None:  # Spark reads one partition without a value when the plan has none: nothing to read
+            return iter(())
         return read_messages(self.options, rng)
 
 
@@ -125,12 +140,13 @@ class HybridKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def _watermarks(self) -> dict[TopicPartitionKey, tuple[int, int]]:
         consumer = self._kafka()
-        tps = topic_partitions(consumer, self.options.topics, must_exist=False)
+        tps = subscribed_partitions(consumer, self.options, must_exist=False)
         return watermarks(consumer, tps, method=self.options.high_watermark_from)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         marks = self._watermarks()
-        start = {tp: resolve_offset(self.options.starting_offsets.for_partition(tp), wm) for tp, wm in marks.items()}
+        starting = _starting(self._kafka(), self.options, list(marks))
+        start = {tp: resolve_offset(starting.for_partition(tp), wm) for tp, wm in marks.items()}
         return offsets_to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -222,8 +238,8 @@ class EnvelopeScanReader(DataSourceReader):
         return _partitions(plan_batch(self.options))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rng: OffsetRange = partition.value
-        return read_envelopes(self.options, rng)
+        rng: OffsetRange | None = partition.value
+        return iter(()) if rng is None else read_envelopes(self.options, rng)
 
 
 __all__ = [

@@ -10,6 +10,7 @@ rather than skipping, because without the comparison nothing checks that promise
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -203,3 +204,105 @@ def test_jar_lookup_wants_the_connector_for_the_installed_spark(
             for n in ("commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar")
         )
     }
+
+
+# -- subscription and timestamp options, side by side with Spark's source --------------------------
+
+TIMED_PER_PARTITION = 50
+TIME_STEP_MS = 1_000
+
+
+@pytest.fixture(scope="module")
+def timed_topic(kafka: KafkaService) -> tuple[str, int]:
+    """Records one second apart in record time, from ``base``: offset i of every partition is at base + i s."""
+    topic = f"spark-cmp-time-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    base = int(time.time() * 1000) - 3_600_000
+    records = [
+        {
+            "topic": topic,
+            "partition": p,
+            "key": f"k{i}".encode(),
+            "value": f"v{p}-{i}".encode(),
+            "timestamp": base + i * TIME_STEP_MS,
+        }
+        for p in range(PARTITIONS)
+        for i in range(TIMED_PER_PARTITION)
+    ]
+    produce_records(kafka.producer_config(), records)
+    return topic, base
+
+
+@needs_java_clients
+def test_subscribe_pattern_and_assign_read_what_sparks_source_reads(
+    spark_kafka: Any, kafka: KafkaService, topics: Topics
+) -> None:
+    tag = topics.create_time.rsplit("-", 1)[1]
+    rows = _assert_same(*_both(spark_kafka, kafka, subscribePattern=f"spark-cmp-(ct|lat)-{tag}"))
+    assert len(rows) == topics.produced
+    assign = f'{{"{topics.create_time}": [0, 2]}}'
+    rows = _assert_same(*_both(spark_kafka, kafka, assign=assign))
+    assert {(t, p) for t, p, *_ in rows} == {(topics.create_time, 0), (topics.create_time, 2)}
+    assert len(rows) == 2 * PER_PARTITION
+
+
+@needs_java_clients
+@pytest.mark.requires("offsets_for_times")
+def test_timestamps_start_and_end_where_sparks_source_does(
+    spark_kafka: Any, kafka: KafkaService, timed_topic: tuple[str, int]
+) -> None:
+    topic, base = timed_topic
+    window = {
+        "subscribe": topic,
+        "startingTimestamp": str(base + 10 * TIME_STEP_MS + 500),  # between offsets 10 and 11
+        "endingTimestamp": str(base + 40 * TIME_STEP_MS),  # offset 40, exclusive
+    }
+    rows = _assert_same(*_both(spark_kafka, kafka, **window))
+    assert [(p, o) for _, p, o, *_ in rows] == [(p, o) for p in range(PARTITIONS) for o in range(11, 40)]
+    by_partition = {
+        "subscribe": topic,
+        "startingOffsetsByTimestamp": json.dumps({topic: {"0": base, "1": base + 45 * TIME_STEP_MS, "2": base}}),
+        "endingOffsetsByTimestamp": json.dumps({topic: {"0": base + 5 * TIME_STEP_MS, "1": base + 10**9, "2": base}}),
+    }
+    rows = _assert_same(*_both(spark_kafka, kafka, **by_partition))
+    assert [(p, o) for _, p, o, *_ in rows] == [(0, o) for o in range(5)] + [(1, o) for o in range(45, 50)]
+    future = {
+        "subscribe": topic,
+        "startingTimestamp": str(base + 10**9),
+        "startingOffsetsByTimestampStrategy": "latest",
+    }
+    assert _assert_same(*_both(spark_kafka, kafka, **future)) == []
+
+
+@pytest.mark.requires("offsets_for_times")
+def test_a_timestamp_after_the_last_record_fails_unless_the_strategy_says_latest(
+    spark: Any, kafka: KafkaService, timed_topic: tuple[str, int]
+) -> None:
+    topic, base = timed_topic
+    future = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": topic,
+        "startingTimestamp": str(base + 10**9),
+    }
+    with pytest.raises(Exception, match=r"no record of .* has a timestamp at or after"):
+        spark.read.format("hybrid-kafka").options(**future).load().collect()
+    rows = (
+        spark.read.format("hybrid-kafka")
+        .options(**future)
+        .option("startingOffsetsByTimestampStrategy", "latest")
+        .load()
+    ).collect()
+    assert rows == []
+
+
+def test_include_headers_false_leaves_the_column_empty_and_unknown_options_are_refused(
+    spark: Any, kafka: KafkaService, topics: Topics
+) -> None:
+    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topics.create_time}
+    with_headers = spark.read.format("hybrid-kafka").options(**common).load()
+    without = spark.read.format("hybrid-kafka").options(**common).option("includeHeaders", "false").load()
+    assert with_headers.filter("headers is not null").count() > 0
+    assert without.filter("headers is not null").count() == 0
+    assert without.count() == with_headers.count() == PARTITIONS * PER_PARTITION
+    with pytest.raises(Exception, match="unknown option bogusoption"):
+        spark.read.format("hybrid-kafka").options(**common).option("bogusOption", "1").load().collect()

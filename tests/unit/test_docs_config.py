@@ -184,3 +184,11 @@ def test_metric_table_in_the_docs_is_the_exporters() -> None:
         (name, kind, tuple(x.strip() for x in labels.split(",") if x.strip())) for name, kind, labels, _ in rows
     ]
     assert documented == [(m.name, m.kind, m.labels) for m in METRICS]
+
+
+def test_every_option_name_the_source_accepts_is_in_the_table() -> None:
+    """The accepted names (everything else is refused) are the documented ones."""
+    from gateway.spark.options import KNOWN_OPTIONS
+
+    documented = {key for key, _ in _spark_rows()}
+    assert sorted(KNOWN_OPTIONS - documented) == []

@@ -354,3 +354,70 @@ def test_arrow_schema_is_what_spark_expects() -> None:
 
     assert to_arrow_schema(message_schema(), timezone="UTC").equals(MESSAGE_ARROW_SCHEMA)
     assert to_arrow_schema(envelope_schema(), timezone="UTC").equals(ENVELOPE_ARROW_SCHEMA)
+
+
+# -- subscription, timestamps and option names ------------------------------------------------------
+
+
+def test_exactly_one_subscription_and_each_parses() -> None:
+    from gateway.spark.options import OptionError, parse_options
+
+    base = {"kafka.bootstrap.servers": "h:1"}
+    with pytest.raises(OptionError, match="exactly one of subscribe, subscribePattern and assign"):
+        parse_options(base, streaming=False)
+    with pytest.raises(OptionError, match="subscribe and subscribepattern"):
+        parse_options({**base, "subscribe": "a", "subscribePattern": "b.*"}, streaming=False)
+    pattern = parse_options({**base, "subscribePattern": "ev-(a|b)"}, streaming=False).subscription
+    assert pattern is not None and (pattern.kind, pattern.pattern) == ("subscribePattern", "ev-(a|b)")
+    with pytest.raises(OptionError, match="not a regular expression"):
+        parse_options({**base, "subscribePattern": "("}, streaming=False)
+    assigned = parse_options({**base, "assign": '{"t": [2, 0], "u": [1]}'}, streaming=False).subscription
+    assert assigned is not None and assigned.partitions == (("t", 0), ("t", 2), ("u", 1))
+    for bad in ("[1]", '{"t": 0}', '{"t": ["0"]}', "{}"):
+        with pytest.raises(OptionError, match="assign"):
+            parse_options({**base, "assign": bad}, streaming=False)
+
+
+def test_unknown_and_refused_options_are_named() -> None:
+    from gateway.spark.options import OptionError, parse_options
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    with pytest.raises(OptionError, match="unknown options bogusoption, startingoffset for hybrid-kafka"):
+        parse_options({**base, "bogusOption": "1", "startingOffset": "earliest"}, streaming=False)
+    with pytest.raises(OptionError, match="minOffsetsPerTrigger is not supported"):
+        parse_options({**base, "minOffsetsPerTrigger": "10"}, streaming=True)
+    accepted = parse_options(
+        {**base, "fetchOffset.numRetries": "3", "groupIdPrefix": "etl", "kafka.client.id": "x"}, streaming=False
+    )
+    assert accepted.group_id.startswith("etl-")
+    with pytest.raises(OptionError, match="for batch queries"):
+        parse_options({**base, "endingTimestamp": "5"}, streaming=True)
+    with pytest.raises(OptionError, match="error or latest"):
+        parse_options({**base, "startingOffsetsByTimestampStrategy": "closest"}, streaming=False)
+
+
+def test_timestamps_become_offsets_with_the_spark_precedence() -> None:
+    from gateway.spark.options import LATEST, OptionError, parse_options
+    from gateway.spark.planning import offsets_by_time, timestamps_wanted
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    both = parse_options(
+        {**base, "startingTimestamp": "1000", "startingOffsetsByTimestamp": '{"t": {"0": 5}}'}, streaming=False
+    )
+    tps = [("t", 0), ("t", 1)]
+    assert timestamps_wanted(both.starting_timestamps, tps) == {("t", 0): 1000, ("t", 1): 1000}
+    by_partition = parse_options({**base, "startingOffsetsByTimestamp": '{"t": {"1": 7}}'}, streaming=False)
+    assert timestamps_wanted(by_partition.starting_timestamps, tps) == {("t", 1): 7}
+    spec = offsets_by_time(
+        by_partition.starting_offsets, by_partition.starting_timestamps, {("t", 1): 42}, name="s", missing="error"
+    )
+    assert spec.for_partition(("t", 1)) == 42
+    assert spec.for_partition(("t", 0)) == by_partition.starting_offsets.for_partition(("t", 0))
+    with pytest.raises(OptionError, match=r"no record of t\[1\] has a timestamp at or after 7"):
+        offsets_by_time(
+            by_partition.starting_offsets, by_partition.starting_timestamps, {("t", 1): -1}, name="s", missing="error"
+        )
+    late = offsets_by_time(
+        by_partition.starting_offsets, by_partition.starting_timestamps, {("t", 1): -1}, name="s", missing="latest"
+    )
+    assert late.for_partition(("t", 1)) == LATEST
