@@ -325,17 +325,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         starting_offsets=starting,
         ending_offsets=ending,
         fail_on_data_loss=_bool(opts, "failondataloss", True),
-        redis_url=_str(opts, "redis.url"),
-        redis_prefix=_str(opts, "redis.prefix", "gw") or "gw",
-        redis_name=_str(opts, "redis.name", "redis") or "redis",
-        s3_endpoint=_str(opts, "s3.endpoint"),
-        s3_bucket=_str(opts, "s3.bucket"),
-        s3_prefix=opts.get("s3.prefix", "gw/"),
-        s3_region=_str(opts, "s3.region"),
-        s3_access_key=_str(opts, "s3.access.key"),
-        s3_secret_key=_str(opts, "s3.secret.key"),
-        s3_name=_str(opts, "s3.name", "s3") or "s3",
-        s3_path_style=_bool(opts, "s3.path.style", True),
+        **store_fields(opts),
         fetch_workers=_required_int(opts, "reference.fetch.workers", DEFAULT_WORKERS, 1),
         fetch_budget=_required_int(opts, "reference.fetch.budget.bytes", DEFAULT_BUDGET, 0),
         buffer_capacity=capacity,
@@ -359,9 +349,43 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         group_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
     if group_id is not None:
         result = replace(result, group_id=group_id)
-    if (result.s3_access_key is None) != (result.s3_secret_key is None):
-        raise OptionError("s3.access.key and s3.secret.key go together")
     return result
+
+
+STORE_OPTIONS = (
+    "redis.url",
+    "redis.prefix",
+    "redis.name",
+    "s3.endpoint",
+    "s3.bucket",
+    "s3.prefix",
+    "s3.region",
+    "s3.access.key",
+    "s3.secret.key",
+    "s3.name",
+    "s3.path.style",
+)
+"""The payload store options, the same for the reader and the sink."""
+
+
+def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
+    """The :class:`SourceOptions` fields that describe the payload stores (keys lower-cased)."""
+    fields: dict[str, Any] = {
+        "redis_url": _str(opts, "redis.url"),
+        "redis_prefix": _str(opts, "redis.prefix", "gw") or "gw",
+        "redis_name": _str(opts, "redis.name", "redis") or "redis",
+        "s3_endpoint": _str(opts, "s3.endpoint"),
+        "s3_bucket": _str(opts, "s3.bucket"),
+        "s3_prefix": opts.get("s3.prefix", "gw/"),
+        "s3_region": _str(opts, "s3.region"),
+        "s3_access_key": _str(opts, "s3.access.key"),
+        "s3_secret_key": _str(opts, "s3.secret.key"),
+        "s3_name": _str(opts, "s3.name", "s3") or "s3",
+        "s3_path_style": _bool(opts, "s3.path.style", True),
+    }
+    if (fields["s3_access_key"] is None) != (fields["s3_secret_key"] is None):
+        raise OptionError("s3.access.key and s3.secret.key go together")
+    return fields
 
 
 # -- option names ------------------------------------------------------------------------------
@@ -392,17 +416,7 @@ _SPARK_OPTIONS = (
 """Spark's Kafka source options: all are known here, a few refused (:data:`_REFUSED`), two without effect."""
 
 OWN_OPTIONS = (
-    "redis.url",
-    "redis.prefix",
-    "redis.name",
-    "s3.endpoint",
-    "s3.bucket",
-    "s3.prefix",
-    "s3.region",
-    "s3.access.key",
-    "s3.secret.key",
-    "s3.name",
-    "s3.path.style",
+    *STORE_OPTIONS,
     "reference.fetch.workers",
     "reference.fetch.budget.bytes",
     "message.assembler.buffer.capacity",

@@ -73,7 +73,7 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
     return stores
 
 
-def _close_stores(stores: dict[str, Store]) -> None:
+def close_stores(stores: dict[str, Store]) -> None:
     for store in stores.values():
         try:
             store.close()
@@ -159,7 +159,7 @@ def read_messages(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Recor
         yield from _read(options, rng, consumer, ReferenceFetcher(resolver))
     finally:
         resolver.close()
-        _close_stores(stores)
+        close_stores(stores)
         consumer.close()
 
 

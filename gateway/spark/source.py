@@ -13,7 +13,14 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from gateway.protocol.records import TopicPartitionKey
@@ -103,6 +110,20 @@ class HybridKafkaDataSource(DataSource):
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         _check_schema(schema, message_schema(), FORMAT)
         return HybridKafkaStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        from gateway.spark.sink import HybridKafkaWriter, check_columns, parse_sink_options
+
+        options = parse_sink_options(self.options)
+        check_columns(schema, options)
+        return HybridKafkaWriter(options)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        from gateway.spark.sink import HybridKafkaStreamWriter, check_columns, parse_sink_options
+
+        options = parse_sink_options(self.options)
+        check_columns(schema, options)
+        return HybridKafkaStreamWriter(options)
 
 
 class HybridKafkaBatchReader(DataSourceReader):
