@@ -31,7 +31,14 @@ _GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITI
 
 
 def open_consumer(options: SourceOptions) -> Any:
-    return Consumer(options.consumer_config())
+    """A consumer whose librdkafka log lines go through Python logging (``gateway.kafka``), not raw stderr.
+
+    The logger is added here, in the process that opens the consumer (driver or executor), since a
+    logger cannot travel inside Spark's options.
+    """
+    conf = options.consumer_config()
+    conf.setdefault("logger", logging.getLogger("gateway.kafka"))
+    return Consumer(conf)
 
 
 def topic_partitions(consumer: Any, topics: Sequence[str], *, must_exist: bool = True) -> list[TopicPartitionKey]:

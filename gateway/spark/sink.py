@@ -80,6 +80,7 @@ class SinkOptions:
         from gateway.producer import HybridProducer
 
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, **self.producer_config}
+        conf["logger"] = logging.getLogger("gateway.kafka")  # librdkafka's lines through Python logging
         if self.segment_bytes is not None:
             conf["max.message.segment.bytes"] = self.segment_bytes
         return HybridProducer(conf, policy=self.policy(), stores=stores)

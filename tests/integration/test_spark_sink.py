@@ -165,3 +165,42 @@ def test_sink_options_are_checked_before_any_task(kafka: KafkaService) -> None:
         parse_sink_options({**base, "reference.above": "10", "redis.url": "redis://x", "s3.bucket": "b"})
     one_store = parse_sink_options({**base, "reference.above": "10", "redis.url": "redis://x"})
     assert one_store.policy().store == "redis"
+
+
+def test_a_task_killed_mid_write_leaves_nothing_gc_cannot_account_for(
+    spark: Any, kafka: KafkaService, sink_stores: tuple[dict[str, Any], dict[str, str]]
+) -> None:
+    """A Python worker of the writing task dies (``os._exit``) half-way through its rows."""
+    from pyspark.sql.functions import col, udf
+
+    stores, store_options = sink_stores
+    topic = f"sink-kill-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=2)
+
+    def die_at_row_five(key: bytes) -> bytes:
+        if key == b"k5":
+            import os
+
+            os._exit(3)
+        return key
+
+    rows = [(f"k{i}".encode(), payload(200_000, seed=i)) for i in range(10)]
+    frame = spark.createDataFrame(rows, "key binary, value binary").coalesce(1)
+    frame = frame.withColumn("key", udf(die_at_row_five, "binary")(col("key")))
+    with pytest.raises(Exception):  # noqa: B017 - whatever Spark wraps the dead worker in
+        (
+            frame.write.format("hybrid-kafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("topic", topic)
+            .option("reference.above", "0")
+            .option("reference.store", "redis")
+            .options(**store_options)
+            .save()
+        )
+    tally = Tally("spark sink task killed")
+    sweep_orphans(tally, kafka, topic, {"redis": stores["redis"]})
+    assert tally.orphaned == 0
+    written = {locator for locator, _ in stores["redis"].list_locators(topic)}
+    assert written == {locator for _, locator in envelope_locators(kafka, topic)}
+    assert len(written) <= 5
