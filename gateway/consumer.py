@@ -26,6 +26,7 @@ from gateway.consumer_errors import DeadLetters, RateLimitedLog
 from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
 from gateway.consumer_queue import RecordQueue
+from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
 from gateway.plain_runs import take_plain_run
@@ -37,7 +38,7 @@ from gateway.store import Store
 log = logging.getLogger(__name__)
 
 
-class HybridConsumer:
+class HybridConsumer(ConsumerSurface):
     """Drop-in for ``confluent_kafka.Consumer`` that reassembles and resolves large messages.
 
     The keys it owns (and their defaults) are listed in :mod:`gateway.consumer_config`; the rest
@@ -61,7 +62,13 @@ class HybridConsumer:
         self._queue = RecordQueue(
             self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes
         )
-        self._offsets = OffsetDriver(self._consumer, self._pipeline, self._queue, settings.on_commit)
+        self._offsets = OffsetDriver(
+            self._consumer,
+            self._pipeline,
+            self._queue,
+            settings.on_commit,
+            auto_offset_store=settings.auto_offset_store,
+        )
         dlq = settings.unresolved.dead_letter_topic
         self._events = EventHandler(
             self._pipeline,
@@ -251,11 +258,15 @@ class HybridConsumer:
     def resume(self, partitions: Sequence[TopicPartition]) -> None:
         self._consumer.resume(list(partitions))
 
-    def get_watermark_offsets(self, partition: TopicPartition, *args: Any, **kwargs: Any) -> Any:
-        return self._consumer.get_watermark_offsets(partition, *args, **kwargs)
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        if timeout is None:
+            return self._consumer.get_watermark_offsets(partition, cached=cached)  # type: ignore[no-any-return]
+        return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)  # type: ignore[no-any-return]
 
-    def list_topics(self, *args: Any, **kwargs: Any) -> Any:
-        return self._consumer.list_topics(*args, **kwargs)
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._consumer.list_topics(topic=topic, timeout=timeout)
 
     def memberid(self) -> Any:
         return self._consumer.memberid()

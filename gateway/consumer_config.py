@@ -11,6 +11,8 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
 * ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
 * ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
   committing safe offsets; the inner consumer's own auto-commit is always off;
+* ``enable.auto.offset.store`` (true): false makes commits without arguments (and auto-commits)
+  commit only what ``store_offsets`` stored, as in librdkafka, translated to safe offsets;
 * ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch, fewer when they are
   large: ``fetch.batch.bytes`` (8 000 000) bounds a fetch by the size of its first record, so the
   local queue never holds hundreds of large segments at once;
@@ -58,6 +60,7 @@ class ConsumerSettings:
     raise_on_drop: bool
     auto_commit: bool
     auto_commit_s: float
+    auto_offset_store: bool
     batch: int
     batch_bytes: int
     deliver_errors: bool
@@ -91,6 +94,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     raise_on_drop = pop_bool(conf, "exception.on.message.dropped", False)
     auto_commit = pop_bool(conf, "enable.auto.commit", True)
     auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
+    auto_offset_store = pop_bool(conf, "enable.auto.offset.store", True)
     batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
     batch_bytes = pop_int(conf, "fetch.batch.bytes", 8_000_000, minimum=1)
     conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
@@ -113,6 +117,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         raise_on_drop,
         auto_commit,
         auto_commit_s,
+        auto_offset_store,
         batch,
         batch_bytes,
         error_mode == "deliver",

@@ -26,12 +26,21 @@ class OffsetDriver:
     """The librdkafka side of offsets and partition state; one per consumer."""
 
     def __init__(
-        self, consumer: Any, pipeline: ConsumerPipeline, queue: RecordQueue, on_commit: Callable[..., Any] | None
+        self,
+        consumer: Any,
+        pipeline: ConsumerPipeline,
+        queue: RecordQueue,
+        on_commit: Callable[..., Any] | None,
+        *,
+        auto_offset_store: bool = True,
     ) -> None:
         self._consumer = consumer
         self._pipeline = pipeline
         self._queue = queue
         self._user_on_commit = on_commit
+        self.auto_offset_store = auto_offset_store
+        self.stored: dict[TopicPartitionKey, tuple[int, str]] = {}
+        """``store_offsets``' user offsets, committed by the next commit without arguments."""
 
     def load_commits(self, batch: Iterable[Any]) -> None:
         """Read the stored high watermark of partitions seen for the first time (one broker call for all)."""
@@ -73,6 +82,9 @@ class OffsetDriver:
             # no metadata is "" as Kafka clients since 2.1 write it (LinkedIn's codec would say "null")
             wanted = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
             ignore_hw = True
+        elif not self.auto_offset_store:  # librdkafka's rule: only what the application stored
+            wanted = dict(self.stored)  # kept: committing the same offsets again is harmless
+            ignore_hw = True
         else:
             assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
             positions = self._pipeline.current_positions(self.positions(assigned))
@@ -86,6 +98,23 @@ class OffsetDriver:
         if asynchronous:
             return None
         return self.user_view(result or to_commit)
+
+    def store(self, message: Message | None, offsets: Sequence[TopicPartition] | None) -> None:
+        """``store_offsets``: user offsets kept for the next commit without arguments."""
+        if self.auto_offset_store:
+            raise KafkaException(
+                KafkaError(KafkaError._INVALID_ARG, "store_offsets needs enable.auto.offset.store=false")
+            )
+        if (message is None) == (offsets is None):
+            raise ValueError("store_offsets takes exactly one of message and offsets")
+        if message is not None:
+            key = partition_of(message)
+            self._pipeline.release(key, int(message.offset() or 0))
+            self.stored[key] = (int(message.offset() or 0) + 1, "")
+            return
+        assert offsets is not None
+        for tp in offsets:
+            self.stored[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
 
     def user_view(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         out = []
@@ -161,6 +190,7 @@ class OffsetDriver:
         for key in keys:
             self._queue.drop(key)
             self._pipeline.forget(key)
+            self.stored.pop(key, None)
         self._pipeline.clear_high_watermarks()
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
@@ -171,7 +201,11 @@ class OffsetDriver:
         for key in stale:
             self._queue.drop(key)
             self._pipeline.forget(key)
-        for tp in partitions:  # an explicit offset is a seek: forget what was known, deliver from there
+        self.add(partitions)
+
+    def add(self, partitions: Sequence[TopicPartition]) -> None:
+        """Partitions joining (``assign``, ``incremental_assign``): an explicit offset is a seek."""
+        for tp in partitions:  # forget what was known, deliver from there
             if tp.offset >= 0 or tp.offset in (-1, -2):
                 key = (tp.topic, tp.partition)
                 self._queue.drop(key)

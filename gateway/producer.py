@@ -26,12 +26,13 @@ from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, header
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
+from gateway.producer_surface import CLOSED, ProducerSurface
 from gateway.protocol.headers import Headers
 from gateway.reference_writer import ReferenceWriter
 from gateway.store import Store, checked_stores
 
 
-class HybridProducer:
+class HybridProducer(ProducerSurface):
     """Drop-in for ``confluent_kafka.Producer`` with per-message routing.
 
     Keys it owns (popped before librdkafka sees the config, see :mod:`gateway.producer_config`):
@@ -88,6 +89,7 @@ class HybridProducer:
         if auditor is not None:
             auditor.start()
         self._producer = Producer(conf)
+        self._closed = False
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._send, metrics=self._metrics, clock=clock)
         self._references = ReferenceWriter(
@@ -137,6 +139,8 @@ class HybridProducer:
         callback: DeliveryCallback | None = None,
     ) -> None:
         """``Producer.produce`` plus ``route=`` to force a route for this one message."""
+        if self._closed:  # before any store write: a closed producer could not send its envelope
+            raise RuntimeError(CLOSED)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
         if route is None:
             chosen = self._routed(message)
@@ -225,20 +229,28 @@ class HybridProducer:
         """Message sizes by route and store put latencies, for ``gateway.prometheus``."""
         return self._metrics.histograms()
 
-    def close(self, timeout: float = -1) -> int:
-        """Flush, then close the auditor (which may publish its last counts); returns messages left."""
-        left = self.flush(timeout)
+    def close(self, timeout: float = -1) -> bool:
+        """Flush, close the auditor (which may publish its last counts), then the librdkafka producer.
+
+        As confluent-kafka's: True when the close went ahead; later calls raise ``RuntimeError``.
+        Messages still in flight after ``timeout`` are reported failed by librdkafka's close, and a
+        reference message among them keeps its payload and pending mark for ``gateway gc``.
+        """
+        if self._closed:
+            return False
+        self.flush(timeout)
         self._references.close()
         if self._auditor is not None:
             self._auditor.close()
             self._producer.flush(10 if timeout < 0 else timeout)
-        return left
+        self._closed = True
+        return bool(self._producer.close())
 
-    def list_topics(self, *args: Any, **kwargs: Any) -> Any:
-        return self._producer.list_topics(*args, **kwargs)
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._producer.list_topics(topic=topic, timeout=timeout)
 
-    def purge(self, *args: Any, **kwargs: Any) -> None:
-        self._producer.purge(*args, **kwargs)
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     @property
     def inner(self) -> Producer:

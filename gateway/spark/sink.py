@@ -167,7 +167,8 @@ def write_rows(options: SinkOptions, rows: Iterator[Any]) -> SinkCommit:
             commit.rows += 1
             commit.routes[route.kind.value] = commit.routes.get(route.kind.value, 0) + 1
     finally:
-        left = producer.close()  # flush: delivered rows keep their payloads, refused ones are rolled back
+        left = producer.flush()  # delivered rows keep their payloads, refused ones are rolled back
+        producer.close()
         close_stores(stores)
     if failures or left:
         raise SinkWriteError(

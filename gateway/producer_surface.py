@@ -1,0 +1,68 @@
+"""The rest of ``confluent_kafka.Producer``'s methods on :class:`~gateway.HybridProducer`.
+
+Same names, arguments and return values as confluent-kafka's. ``produce_batch`` routes every
+message as ``produce`` does (a large one is chunked or sent by reference), so its count is of
+logical messages; a message that could not be queued gets an ``_error`` entry, as in
+confluent-kafka, and headers are supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+CLOSED = "Producer has been closed"
+"""confluent-kafka's words for a call on a closed producer."""
+
+
+class ProducerSurface:
+    """Mixed into :class:`~gateway.HybridProducer`, which provides ``_producer``, ``produce`` and ``close``."""
+
+    _producer: Producer
+    produce: Callable[..., None]
+    close: Callable[..., bool]
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def produce_batch(
+        self, topic: str, messages: Sequence[dict[str, Any]], partition: int = -1, on_delivery: Any = None
+    ) -> int:
+        """Queue each message dict (``value``, ``key``, ``partition``, ``timestamp``, ``headers``, ``callback``).
+
+        Returns how many were queued; each one that was not gets ``_error`` (a ``KafkaError``).
+        """
+        if not isinstance(messages, list):
+            raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        queued = 0
+        for message in messages:
+            if not isinstance(message, dict):
+                raise TypeError(f"each message must be a dict, got {type(message).__name__}")
+            try:
+                self.produce(
+                    topic,
+                    message.get("value"),
+                    message.get("key"),
+                    message.get("partition", partition),
+                    on_delivery=message.get("callback", on_delivery),
+                    timestamp=message.get("timestamp", 0),
+                    headers=message.get("headers"),
+                )
+            except BufferError:
+                message["_error"] = KafkaError(KafkaError._QUEUE_FULL, "local queue full")
+            except KafkaException as exc:
+                message["_error"] = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else exc
+            else:
+                queued += 1
+        return queued
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        return self._producer.cluster_id(timeout)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        self._producer.set_sasl_credentials(username, password)
