@@ -126,7 +126,8 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
     dangling = store.put(planted, message_id, b"deleted below")
     envelope = Envelope.for_payload(b"deleted below", store="redis", locator=dangling, message_id=message_id)
     producer.inner.produce(planted, value=encode_envelope(envelope), key=b"k", partition=1, headers=[envelope_header()])
-    assert producer.close(60) == 0
+    assert producer.flush(60) == 0
+    producer.close()
     store.delete(dangling)
     orphan = store.put(planted, uuid.uuid4(), b"no envelope points here")
     options = {
