@@ -86,10 +86,11 @@ class OffsetDriver:
             wanted = dict(self.stored)  # kept: committing the same offsets again is harmless
             ignore_hw = True
         else:
-            assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
-            positions = self._pipeline.current_positions(self.positions(assigned))
-            wanted = {tp: (offset, "") for tp, offset in positions.items()}
-            ignore_hw = False
+            to_commit = self.delivered_safe_offsets()
+            if not to_commit:
+                raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
+            result = self._consumer.commit(offsets=to_commit, asynchronous=asynchronous)
+            return None if asynchronous else self.user_view(result or to_commit)
         translated = self._pipeline.safe_offsets_to_commit(wanted, ignore_hw)
         if not translated:
             raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
@@ -98,6 +99,14 @@ class OffsetDriver:
         if asynchronous:
             return None
         return self.user_view(result or to_commit)
+
+    def delivered_safe_offsets(self) -> list[TopicPartition]:
+        """What a commit without arguments commits: per assigned partition, the safe offset of what
+        was delivered, with LinkedIn's ``"<HW>,<metadata>"`` metadata (``safe_offsets()``)."""
+        assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+        positions = self._pipeline.current_positions(self.positions(assigned))
+        translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
+        return [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in translated.items()]
 
     def store(self, message: Message | None, offsets: Sequence[TopicPartition] | None) -> None:
         """``store_offsets``: user offsets kept for the next commit without arguments."""

@@ -58,6 +58,14 @@ class ConsumerSurface:
             return list(self._consumer.offsets_for_times(list(partitions)))
         return list(self._consumer.offsets_for_times(list(partitions), timeout=timeout))
 
+    def safe_offsets(self) -> list[TopicPartition]:
+        """Commit-ready offsets of what was delivered, for ``send_offsets_to_transaction``.
+
+        Safe offsets with LinkedIn's metadata, exactly what ``commit()`` would commit: a group that
+        resumes from them re-reads an incomplete large message from its first segment.
+        """
+        return self._offsets.delivered_safe_offsets()
+
     def consumer_group_metadata(self) -> Any:
         return self._consumer.consumer_group_metadata()
 

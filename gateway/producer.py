@@ -26,13 +26,13 @@ from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, header
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
-from gateway.producer_surface import CLOSED, ProducerSurface
+from gateway.producer_surface import CLOSED, ProducerSurface, ProducerTransactions
 from gateway.protocol.headers import Headers
 from gateway.reference_writer import ReferenceWriter
 from gateway.store import Store, checked_stores
 
 
-class HybridProducer(ProducerSurface):
+class HybridProducer(ProducerSurface, ProducerTransactions):
     """Drop-in for ``confluent_kafka.Producer`` with per-message routing.
 
     Keys it owns (popped before librdkafka sees the config, see :mod:`gateway.producer_config`):

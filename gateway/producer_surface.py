@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from gateway.transactions import undo
+
 CLOSED = "Producer has been closed"
 """confluent-kafka's words for a call on a closed producer."""
 
@@ -66,3 +68,50 @@ class ProducerSurface:
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         self._producer.set_sasl_credentials(username, password)
+
+
+class ProducerTransactions:
+    """confluent-kafka's transaction methods, with the store writes of an aborted transaction undone.
+
+    Segments and envelopes go through the one librdkafka producer, so they are in the open
+    transaction like any record; what Kafka cannot abort is the payload a reference message put in
+    a store, and that is what :mod:`gateway.transactions` tracks.
+    """
+
+    _producer: Producer
+    _references: Any
+
+    def init_transactions(self, timeout: float = -1) -> None:
+        if timeout is None or timeout < 0:
+            self._producer.init_transactions()
+        else:
+            self._producer.init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        self._producer.begin_transaction()
+        self._references.transaction.begin()
+
+    def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
+        """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped."""
+        if timeout is None or timeout < 0:
+            self._producer.send_offsets_to_transaction(positions, group_metadata)
+        else:
+            self._producer.send_offsets_to_transaction(positions, group_metadata, timeout)
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        """Commit; on an error that requires an abort the writes stay tracked for ``abort_transaction``."""
+        if timeout is None or timeout < 0:
+            self._producer.commit_transaction()
+        else:
+            self._producer.commit_transaction(timeout)
+        self._references.clear_acked_marks()
+        self._references.transaction.committed()
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        """Abort in Kafka, then delete the payloads the transaction's reference messages stored."""
+        if timeout is None or timeout < 0:
+            self._producer.abort_transaction()
+        else:
+            self._producer.abort_transaction(timeout)
+        self._references.clear_acked_marks()
+        undo(self._references.transaction.aborted())

@@ -30,6 +30,7 @@ from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import Headers
 from gateway.store import Store
+from gateway.transactions import TransactionLedger
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class ReferenceWriter:
         self._clock = clock
         self._acked: list[tuple[Store, str]] = []
         self._digests = PayloadDigester()
+        self.transaction = TransactionLedger()
+        """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
 
     @property
     def marks_to_clear(self) -> int:
@@ -99,6 +102,7 @@ class ReferenceWriter:
         health.success(now + put_ms)
         envelope = encode_envelope(Envelope(name, locator, len(payload), pending.result(), message_id))
         self._send_envelope(store, locator, envelope, message)
+        self.transaction.wrote(store, locator)
         self.metrics.reference(name, len(payload), len(envelope) + message.key_size)
         return route
 
