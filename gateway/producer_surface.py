@@ -82,10 +82,7 @@ class ProducerTransactions:
     _references: Any
 
     def init_transactions(self, timeout: float = -1) -> None:
-        if timeout is None or timeout < 0:
-            self._producer.init_transactions()
-        else:
-            self._producer.init_transactions(timeout)
+        _call(self._producer.init_transactions, timeout)
 
     def begin_transaction(self) -> None:
         self._producer.begin_transaction()
@@ -93,25 +90,23 @@ class ProducerTransactions:
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
         """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped."""
-        if timeout is None or timeout < 0:
-            self._producer.send_offsets_to_transaction(positions, group_metadata)
-        else:
-            self._producer.send_offsets_to_transaction(positions, group_metadata, timeout)
+        _call(self._producer.send_offsets_to_transaction, timeout, positions, group_metadata)
 
     def commit_transaction(self, timeout: float = -1) -> None:
         """Commit; on an error that requires an abort the writes stay tracked for ``abort_transaction``."""
-        if timeout is None or timeout < 0:
-            self._producer.commit_transaction()
-        else:
-            self._producer.commit_transaction(timeout)
+        _call(self._producer.commit_transaction, timeout)
         self._references.clear_acked_marks()
         self._references.transaction.committed()
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort in Kafka, then delete the payloads the transaction's reference messages stored."""
-        if timeout is None or timeout < 0:
-            self._producer.abort_transaction()
-        else:
-            self._producer.abort_transaction(timeout)
+        _call(self._producer.abort_transaction, timeout)
         self._references.clear_acked_marks()
         undo(self._references.transaction.aborted())
+
+
+def _call(method: Callable[..., Any], timeout: float | None, *args: Any) -> Any:
+    """``method(*args)`` with confluent-kafka's "no timeout" spelled as librdkafka wants it (left out)."""
+    if timeout is None or timeout < 0:
+        return method(*args)
+    return method(*args, timeout)
