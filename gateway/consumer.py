@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka.error import KeyDeserializationError, ValueDeserializationError
 
 from gateway import tracing
 from gateway.auditing import Auditor
@@ -33,6 +35,7 @@ from gateway.plain_runs import take_plain_run
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
+from gateway.serialization import Deserializers
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,8 @@ class HybridConsumer(ConsumerSurface):
     def __init__(
         self, config: Mapping[str, Any], stores: Mapping[str, Store] | None = None, *, auditor: Auditor | None = None
     ) -> None:
+        config = dict(config)
+        self._deserializers = Deserializers.pop_from(config)
         settings, conf = parse_consumer_config(config)
         if settings.on_commit is not None:
             conf["on_commit"] = self._on_commit
@@ -80,6 +85,7 @@ class HybridConsumer(ConsumerSurface):
             RateLimitedLog(log, settings.warning_interval_s),
         )
         self._deferred: BaseException | None = None
+        self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
@@ -90,11 +96,17 @@ class HybridConsumer(ConsumerSurface):
         """One whole message, an error event, or ``None`` when ``timeout`` passes.
 
         A record that cannot become a message raises a typed :class:`~gateway.errors.GatewayError`
-        carrying it in ``kafka_message``; the next ``poll`` goes on after it.
+        carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
+        a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
         """
         if self._deferred is not None:
             exc, self._deferred = self._deferred, None
             raise exc
+        msg = self._ready.popleft() if self._ready else self._next_whole(timeout)
+        return msg if msg is None or not self._deserializers else self._deserializers.apply(msg)
+
+    def _next_whole(self, timeout: float) -> Message | None:
+        """The next whole message from the queue (fetching as needed), before any deserializer."""
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self._auto_commit_s
             self._offsets.commit_quietly(asynchronous=True)
@@ -130,18 +142,28 @@ class HybridConsumer(ConsumerSurface):
         raw = self._queue.raw
         runs = self._plain_runs and not tracing.enabled()
         try:
+            while self._ready and len(out) < num_messages:
+                self._hand_out(out, self._ready.popleft())
             while len(out) < num_messages:
                 if not raw and not self._queue.fetch(0):
                     break
                 while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
+                    taken = len(out)
                     if runs and take_plain_run(raw, self._pipeline, out, num_messages):
+                        if self._deserializers:
+                            self._deserializers.apply_from(out, taken, self._ready)
                         continue
                     msg = self._handle(raw.popleft())
                     if msg is not None:
-                        out.append(msg)
-        except GatewayError as exc:
+                        self._hand_out(out, msg)
+        except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
             self._deferred = exc
         return out
+
+    def _hand_out(self, out: list[Message], msg: Message) -> None:
+        out.append(msg)
+        if self._deserializers:
+            self._deserializers.apply_from(out, len(out) - 1, self._ready)
 
     def _handle(self, msg: Any) -> Message | None:
         """One raw record through the pipeline; the message the application gets, if any."""
@@ -247,29 +269,6 @@ class HybridConsumer(ConsumerSurface):
         if self._auditor is not None:
             self._auditor.close()
         self._consumer.close()
-
-    # -- pass-through ----------------------------------------------------------------------------
-    def assignment(self) -> list[TopicPartition]:
-        return list(self._consumer.assignment())
-
-    def pause(self, partitions: Sequence[TopicPartition]) -> None:
-        self._consumer.pause(list(partitions))
-
-    def resume(self, partitions: Sequence[TopicPartition]) -> None:
-        self._consumer.resume(list(partitions))
-
-    def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
-    ) -> tuple[int, int] | None:
-        if timeout is None:
-            return self._consumer.get_watermark_offsets(partition, cached=cached)  # type: ignore[no-any-return]
-        return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)  # type: ignore[no-any-return]
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        return self._consumer.list_topics(topic=topic, timeout=timeout)
-
-    def memberid(self) -> Any:
-        return self._consumer.memberid()
 
     def metrics(self) -> dict[str, int]:
         return {**self._pipeline.metrics(), **self._events.counters, **self._resolver.metrics()}

@@ -74,3 +74,25 @@ class ConsumerSurface:
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         self._consumer.set_sasl_credentials(username, password)
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._consumer.assignment())
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        self._consumer.pause(list(partitions))
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        self._consumer.resume(list(partitions))
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        if timeout is None:
+            return self._consumer.get_watermark_offsets(partition, cached=cached)  # type: ignore[no-any-return]
+        return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)  # type: ignore[no-any-return]
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._consumer.list_topics(topic=topic, timeout=timeout)
+
+    def memberid(self) -> Any:
+        return self._consumer.memberid()

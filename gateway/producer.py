@@ -29,6 +29,7 @@ from gateway.producer_metrics import ProducerMetrics
 from gateway.producer_surface import CLOSED, ProducerSurface, ProducerTransactions
 from gateway.protocol.headers import Headers
 from gateway.reference_writer import ReferenceWriter
+from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
 
@@ -73,6 +74,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         auditor: Auditor | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        config = dict(config)
+        self._serializers = Serializers.pop_from(config)
         self.settings, conf = parse_producer_config(config)
         self.segment_bytes = self.settings.segment_bytes
         self.policy: Policy = policy if policy is not None else SizeThresholdPolicy()
@@ -141,6 +144,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """``Producer.produce`` plus ``route=`` to force a route for this one message."""
         if self._closed:  # before any store write: a closed producer could not send its envelope
             raise RuntimeError(CLOSED)
+        if self._serializers:  # the whole value, before the policy sees its size
+            key, value = self._serializers.serialize(topic, key, value, headers)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
         if route is None:
             chosen = self._routed(message)
