@@ -69,6 +69,7 @@ class ConsumerSettings:
     on_commit: Callable[..., Any] | None
     unresolved: UnresolvedSettings
     warning_interval_s: float
+    bad_segments_as_payload: bool = False
 
     def pipeline(self) -> ConsumerPipeline:
         return ConsumerPipeline(
@@ -80,6 +81,7 @@ class ConsumerSettings:
                 max_message_bytes=self.max_message_bytes,
             ),
             DeliveredOffsetTracker(self.max_tracked),
+            bad_segments_as_payload=self.bad_segments_as_payload,
         )
 
 
@@ -98,7 +100,8 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
     batch_bytes = pop_int(conf, "fetch.batch.bytes", 8_000_000, minimum=1)
     conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
-    conf.pop("treat.bad.segments.as.payload", None)  # LinkedIn's no-op key, accepted for portability
+    bad_as_payload = pop_bool(conf, "treat.bad.segments.as.payload", False)
+    _linkedin_resets(conf)
     error_mode = str(conf.pop("reference.error.mode", "raise")).lower()
     if error_mode not in ("raise", "deliver"):
         raise ValueError(f"reference.error.mode must be 'raise' or 'deliver', got {error_mode!r}")
@@ -126,8 +129,24 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         on_commit,
         unresolved,
         warning_interval_s,
+        bad_as_payload,
     )
     return settings, conf
+
+
+def _linkedin_resets(conf: dict[str, Any]) -> None:
+    """LinkedIn's reset keys: what librdkafka can do is accepted, ``liclosest`` is refused with the way out."""
+    if str(conf.get("auto.offset.reset", "")).lower() == "liclosest":
+        raise ValueError(
+            "auto.offset.reset=liclosest is LiKafkaConsumer's own policy (nearest end of the log); librdkafka"
+            " resets to one end only: use earliest (also what liclosest does without a committed offset) or"
+            " latest, or error to handle out-of-range offsets in the application"
+        )
+    if pop_bool(conf, "exception.on.invalid.offset.reset", False):
+        raise ValueError(
+            "exception.on.invalid.offset.reset=true goes with liclosest; use auto.offset.reset=error, which"
+            " reports an invalid offset as an error event"
+        )
 
 
 def _unresolved_settings(conf: dict[str, Any]) -> UnresolvedSettings:

@@ -113,8 +113,10 @@ class ConsumerPipeline:
         tracker: DeliveredOffsetTracker | None = None,
         *,
         fast_path: bool = True,
+        bad_segments_as_payload: bool = False,
     ) -> None:
         self._fast_path = fast_path
+        self._bad_as_payload = bad_segments_as_payload
         self._assembler = assembler if assembler is not None else MessageAssembler()
         self._tracker = tracker if tracker is not None else DeliveredOffsetTracker()
         self._commits = CommitTranslator(self._assembler, self._tracker)
@@ -153,7 +155,7 @@ class ConsumerPipeline:
             kind = classify(record.value, record.headers, offset)
         except InvalidSegmentError as exc:
             self.counters["records"] += 1
-            return self._invalid(tp, record, exc)
+            return self._as_payload(tp, record) if self._bad_as_payload else self._invalid(tp, record, exc)
         if kind is PLAIN_RECORD and self._fast_path:
             # Bookkeeping reduces to "delivered at offset, safe at offset + 1" when nothing is pending,
             # held or filtered in the partition; otherwise the full path runs (same answer, slower).
@@ -176,7 +178,7 @@ class ConsumerPipeline:
                 else Assembled(record.value, offset, offset, False)
             )
         except InvalidSegmentError as exc:
-            return self._invalid(tp, record, exc)
+            return self._as_payload(tp, record) if self._bad_as_payload else self._invalid(tp, record, exc)
         except LargeMessageDroppedError as exc:
             self._tracker.add_segment_offset(tp, offset)  # this segment is buffered; another message was dropped
             self.counters["segments"] += 1
@@ -252,6 +254,16 @@ class ConsumerPipeline:
                 )
         self.counters["plain.messages"] += 1
         return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
+
+    def _as_payload(self, tp: TopicPartitionKey, record: Record) -> list[Event]:
+        """``treat.bad.segments.as.payload``: a record that fails segment validation is a plain message."""
+        self.counters["bad.segments.as.payload"] = self.counters.get("bad.segments.as.payload", 0) + 1
+        offset = record.offset
+        message = self._track(tp, record, PLAIN_RECORD, Assembled(record.value, offset, offset, False))
+        events = self._drain_dropped(tp, record, None)
+        if message is not None:
+            events.append(message)
+        return events
 
     def _invalid(self, tp: TopicPartitionKey, record: Record, exc: InvalidSegmentError) -> list[Event]:
         self._tracker.add_segment_offset(tp, record.offset)  # consumed, never to be delivered

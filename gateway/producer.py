@@ -114,13 +114,16 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         wrap_small = self.settings.wrap_small
         if size <= self._plain_up_to and not wrap_small:
             return PLAIN  # the policy says plain for any topic at this size
-        if wrap_small and 0 < size <= self.segment_bytes:
+        if wrap_small and self.settings.chunking and 0 < size <= self.segment_bytes:
             return CHUNKED
         return None
 
     def _policy_route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
         segment_size = self.settings.segment_size_for(key, headers)
-        return self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
+        route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
+        if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
+            return PLAIN  # large.message.enabled=false, LinkedIn's way: Kafka takes the record or refuses it
+        return route
 
     def _routed(self, message: OutgoingMessage) -> Route:
         """:meth:`route_for` on the arguments ``produce`` has already checked and converted."""

@@ -43,6 +43,8 @@ class ProducerSettings:
     failure_threshold: int = 3
     failure_window_ms: int = 30_000
     probe_interval_ms: int = 5_000
+    chunking: bool = True
+    """``large.message.enabled``: false sends what the policy would chunk as one plain record."""
 
     @property
     def overhead(self) -> int:
@@ -84,6 +86,8 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     ``ValueError`` names the key for a value that is not a number or boolean, or is out of bounds.
     """
     conf = dict(config)
+    _linkedin_names(conf)
+    chunking = pop_bool(conf, "large.message.enabled", True)
     segment_bytes = pop_int(conf, "max.message.segment.bytes", DEFAULT_SEGMENT_BYTES, minimum=1)
     header_only = pop_bool(conf, "li.record.header.enable", False)
     timestamp_header = pop_bool(conf, "header.timestamp.enabled", True)
@@ -108,5 +112,25 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         failure_threshold,
         failure_window_ms,
         probe_interval_ms,
+        chunking,
     )
     return settings, conf
+
+
+LINKEDIN_ALIASES = {
+    "enable.record.header": "li.record.header.enable",
+    "large.message.segment.wrapping.required": "li.large.message.segment.wrapping.required",
+    "max.block.ms": "large.message.block.ms",
+}
+"""``LiKafkaProducer`` names (README spellings included) and the keys they mean here."""
+
+
+def _linkedin_names(conf: dict[str, Any]) -> None:
+    """Rename LinkedIn's keys to ours; both spellings with different values is an error."""
+    for theirs, ours in LINKEDIN_ALIASES.items():
+        if theirs not in conf:
+            continue
+        value = conf.pop(theirs)
+        if ours in conf and str(conf[ours]).lower() != str(value).lower():
+            raise ValueError(f"{theirs}={value!r} and {ours}={conf[ours]!r} say different things; set one")
+        conf[ours] = value

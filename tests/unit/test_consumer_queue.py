@@ -52,3 +52,14 @@ def test_librdkafkas_fetch_backoff_is_short_unless_set() -> None:
     assert conf["fetch.queue.backoff.ms"] == 500
     assert settings.batch_bytes == 9
     assert "fetch.batch.bytes" not in conf
+
+
+def test_linkedin_reset_keys_are_refused_with_the_way_out() -> None:
+    with pytest.raises(ValueError, match=r"liclosest is LiKafkaConsumer's own policy.*use earliest"):
+        parse_consumer_config({"group.id": "g", "auto.offset.reset": "liclosest"})
+    with pytest.raises(ValueError, match=r"use auto\.offset\.reset=error"):
+        parse_consumer_config({"group.id": "g", "exception.on.invalid.offset.reset": "true"})
+    settings, conf = parse_consumer_config(
+        {"group.id": "g", "exception.on.invalid.offset.reset": "false", "treat.bad.segments.as.payload": "true"}
+    )
+    assert settings.bad_segments_as_payload and "exception.on.invalid.offset.reset" not in conf

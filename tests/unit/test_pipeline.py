@@ -243,3 +243,22 @@ def test_tombstone_with_unreadable_lm_header_is_an_invalid_record_and_counted() 
     lm = segments(b"abc", 3)[0][1][0][1]
     (ok,) = p.feed(TP, Record(1, b"k", None, [(LM_HEADER, lm)]))
     assert isinstance(ok, PlainMessage) and ok.value is None
+
+
+def test_treat_bad_segments_as_payload_delivers_them_plain() -> None:
+    """A record with an unreadable ``_lm`` header: an error, or a plain message when asked."""
+    from gateway.errors import InvalidSegmentError as _Invalid
+    from gateway.pipeline import ConsumerPipeline as _Pipeline
+    from gateway.pipeline import InvalidRecord as _InvalidRecord
+    from gateway.pipeline import PlainMessage as _Plain
+    from gateway.protocol.records import Record as _Record
+
+    bad, headers = b"payload", [("_lm", b"\x00\x01")]
+    strict, lenient = _Pipeline(), _Pipeline(bad_segments_as_payload=True)
+    for p in (strict, lenient):
+        p.load_commit(("t", 0), None, None)
+    events = strict.feed(("t", 0), _Record(0, None, bad, headers))
+    assert [type(e) for e in events] == [_InvalidRecord] and isinstance(events[0].exception, _Invalid)
+    events = lenient.feed(("t", 0), _Record(0, None, bad, headers))
+    assert [type(e) for e in events] == [_Plain] and events[0].value == bad
+    assert lenient.metrics()["bad.segments.as.payload"] == 1

@@ -115,3 +115,23 @@ def test_each_store_gets_its_own_health_with_the_configured_thresholds() -> None
     a, b = settings.store_health(), settings.store_health()
     assert a is not b
     assert (a.failure_threshold, a.window_ms, a.probe_interval_ms) == (7, 9, 11)
+
+
+def test_linkedin_producer_keys_are_understood() -> None:
+    settings, conf = parse_producer_config(
+        {"enable.record.header": "true", "large.message.segment.wrapping.required": True, "max.block.ms": 5000}
+    )
+    assert (settings.header_only, settings.wrap_small, settings.block_s) == (True, True, 5.0)
+    assert not {"enable.record.header", "max.block.ms", "large.message.segment.wrapping.required"} & set(conf)
+    assert parse_producer_config({"large.message.enabled": "false"})[0].chunking is False
+    assert parse_producer_config({})[0].chunking is True
+    with pytest.raises(ValueError, match="say different things"):
+        parse_producer_config({"enable.record.header": "true", "li.record.header.enable": "false"})
+
+
+def test_large_message_enabled_false_sends_what_would_be_chunked_plain() -> None:
+    from gateway import HybridProducer, RouteKind
+
+    producer = HybridProducer({"bootstrap.servers": "127.0.0.1:1", "large.message.enabled": "false"})
+    assert producer.route_for("t", 5_000_000).kind is RouteKind.PLAIN
+    assert HybridProducer({"bootstrap.servers": "127.0.0.1:1"}).route_for("t", 5_000_000).kind is RouteKind.CHUNKED
