@@ -58,3 +58,15 @@ def test_every_documented_parameter_is_taken_in_order(theirs: type, ours: type) 
         assert set(required) <= set(documented), f"{ours.__name__}.{name} requires {required}"
         checked += 1
     assert checked == len(methods), "every method's docstring was read"
+
+
+def test_the_asyncio_clients_have_every_method_of_confluent_kafkas() -> None:
+    from confluent_kafka.aio import AIOConsumer, AIOProducer
+
+    from gateway.aio import AIOHybridConsumer, AIOHybridProducer
+
+    for theirs, ours in ((AIOProducer, AIOHybridProducer), (AIOConsumer, AIOHybridConsumer)):
+        missing = [n for n in [*_public(theirs), "__aenter__", "__aexit__"] if not hasattr(ours, n)]
+        assert missing == [], f"{ours.__name__} lacks {missing}"
+        for name in _public(theirs):
+            assert inspect.iscoroutinefunction(getattr(ours, name)), f"{ours.__name__}.{name} must be awaitable"

@@ -1,0 +1,16 @@
+"""asyncio clients: :class:`AIOHybridProducer` and :class:`AIOHybridConsumer`, after ``confluent_kafka.aio``.
+
+Each wraps the synchronous client and runs every call that may block (store writes and reads,
+librdkafka's polls and flushes, queue-full retries) on a worker thread, so the event loop never
+waits on I/O. The wrapped client is driven from one thread at a time (its bookkeeping is not
+shared between threads), which also keeps delivery reports in the order librdkafka serves them.
+
+One difference from ``confluent_kafka.aio.AIOProducer``: ``await producer.produce(...)`` resolves
+with the delivered message (the record that completes it) once the *whole* logical message is
+delivered, instead of returning a future to await a second time; a failed delivery raises
+``KafkaException`` with the error.
+"""
+
+from gateway.aio.clients import AIOHybridConsumer, AIOHybridProducer
+
+__all__ = ["AIOHybridConsumer", "AIOHybridProducer"]

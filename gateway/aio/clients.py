@@ -1,0 +1,193 @@
+"""The two asyncio clients; see :mod:`gateway.aio`."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import KafkaException, Message
+
+from gateway.consumer import HybridConsumer
+from gateway.policy import Policy
+from gateway.producer import HybridProducer
+from gateway.store import Store
+
+POLL_INTERVAL_S = 0.01
+"""How long each poll for delivery reports may hold the worker thread while messages are in flight."""
+
+
+class _Driven:
+    """A synchronous client driven from one worker thread, called from the event loop."""
+
+    def __init__(self, executor: Executor | None, name: str) -> None:
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=name)
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def _shutdown(self) -> None:
+        if self._own_executor:
+            self._executor.shutdown(wait=False)
+
+
+def _delegating(name: str) -> Callable[..., Any]:
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(getattr(self._client, name), *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"``{name}`` of the wrapped client, on its worker thread."
+    return method
+
+
+class AIOHybridProducer(_Driven):
+    """``HybridProducer`` for asyncio: ``msg = await producer.produce(topic, value, key)``."""
+
+    def __init__(
+        self,
+        producer_conf: Mapping[str, Any],
+        policy: Policy | None = None,
+        stores: Mapping[str, Store] | None = None,
+        *,
+        max_workers: int = 1,
+        executor: Executor | None = None,
+    ) -> None:
+        super().__init__(executor, "gateway-aio-producer")
+        del max_workers  # one worker drives the client; accepted for confluent_kafka.aio's signature
+        self._client = HybridProducer(producer_conf, policy=policy, stores=stores)
+        self._waiting = 0
+        self._poller: asyncio.Task[None] | None = None
+
+    @property
+    def inner(self) -> HybridProducer:
+        return self._client
+
+    async def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> Message:
+        """Resolves with the delivered message once all of it is in Kafka; raises ``KafkaException`` otherwise."""
+        loop = asyncio.get_running_loop()
+        delivered: asyncio.Future[Message] = loop.create_future()
+        user_callback = kwargs.pop("on_delivery", None) or kwargs.pop("callback", None)
+
+        def report(err: Any, msg: Any) -> None:  # on the worker thread, inside poll/flush
+            if user_callback is not None:
+                user_callback(err, msg)
+            loop.call_soon_threadsafe(_settle, delivered, err, msg)
+
+        await self._call(self._client.produce, topic, value, key, *args, on_delivery=report, **kwargs)
+        self._waiting += 1
+        self._ensure_poller()
+        try:
+            return await delivered
+        finally:
+            self._waiting -= 1
+
+    def _ensure_poller(self) -> None:
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll_while_waiting())
+
+    async def _poll_while_waiting(self) -> None:
+        while self._waiting > 0:
+            await self._call(self._client.poll, POLL_INTERVAL_S)
+            await asyncio.sleep(0)
+
+    async def close(self) -> None:
+        await self._call(self._client.close)
+        self._shutdown()
+
+    async def __aenter__(self) -> AIOHybridProducer:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+
+def _settle(future: asyncio.Future[Message], err: Any, msg: Any) -> None:
+    if future.done():
+        return
+    if err is not None:
+        future.set_exception(err if isinstance(err, BaseException) else KafkaException(err))
+    else:
+        future.set_result(msg)
+
+
+_PRODUCER_CALLS = (
+    "flush",
+    "poll",
+    "purge",
+    "list_topics",
+    "cluster_id",
+    "set_sasl_credentials",
+    "init_transactions",
+    "begin_transaction",
+    "commit_transaction",
+    "abort_transaction",
+    "send_offsets_to_transaction",
+    "produce_batch",
+)
+for _name in _PRODUCER_CALLS:
+    setattr(AIOHybridProducer, _name, _delegating(_name))
+
+
+class AIOHybridConsumer(_Driven):
+    """``HybridConsumer`` for asyncio: ``await consumer.subscribe([topic]); msg = await consumer.poll(1.0)``."""
+
+    def __init__(
+        self,
+        consumer_conf: Mapping[str, Any],
+        stores: Mapping[str, Store] | None = None,
+        *,
+        max_workers: int = 1,
+        executor: Executor | None = None,
+    ) -> None:
+        super().__init__(executor, "gateway-aio-consumer")
+        del max_workers  # one worker drives the client; accepted for confluent_kafka.aio's signature
+        self._client = HybridConsumer(consumer_conf, stores=stores)
+
+    @property
+    def inner(self) -> HybridConsumer:
+        return self._client
+
+    async def close(self) -> None:
+        await self._call(self._client.close)
+        self._shutdown()
+
+    async def __aenter__(self) -> AIOHybridConsumer:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+
+_CONSUMER_CALLS = (
+    "poll",
+    "consume",
+    "subscribe",
+    "unsubscribe",
+    "assign",
+    "unassign",
+    "incremental_assign",
+    "incremental_unassign",
+    "assignment",
+    "commit",
+    "committed",
+    "position",
+    "seek",
+    "pause",
+    "resume",
+    "store_offsets",
+    "offsets_for_times",
+    "get_watermark_offsets",
+    "list_topics",
+    "cluster_id",
+    "consumer_group_metadata",
+    "set_sasl_credentials",
+    "safe_offset",
+    "safe_offsets",
+    "memberid",
+)
+for _name in _CONSUMER_CALLS:
+    setattr(AIOHybridConsumer, _name, _delegating(_name))
