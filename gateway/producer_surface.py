@@ -95,14 +95,14 @@ class ProducerTransactions:
     def commit_transaction(self, timeout: float = -1) -> None:
         """Commit; on an error that requires an abort the writes stay tracked for ``abort_transaction``."""
         _call(self._producer.commit_transaction, timeout)
-        self._references.clear_acked_marks()
         self._references.transaction.committed()
+        self._references.clear_acked_marks()  # held while the transaction was open
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort in Kafka, then delete the payloads the transaction's reference messages stored."""
         _call(self._producer.abort_transaction, timeout)
-        self._references.clear_acked_marks()
         undo(self._references.transaction.aborted())
+        self._references.clear_acked_marks()  # what is left of them: deleting took the others
 
 
 def _call(method: Callable[..., Any], timeout: float | None, *args: Any) -> Any:

@@ -206,8 +206,12 @@ class ReferenceWriter:
         self._digests.close()
 
     def clear_acked_marks(self) -> None:
-        """Clear the pending marks of acknowledged writes, one call per store where the store can batch."""
-        if not self._acked:
+        """Clear the pending marks of acknowledged writes, one call per store where the store can batch.
+
+        Not while a transaction is open: an acknowledged envelope of an open transaction may still be
+        aborted (or its producer killed), and then only the mark lets ``gateway gc`` find the payload.
+        """
+        if not self._acked or self.transaction.open:
             return
         batches: dict[int, tuple[Store, list[str]]] = {}
         for store, locator in self._acked:

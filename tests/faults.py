@@ -231,7 +231,9 @@ def envelope_locators(cluster: KafkaService, topic: str) -> set[tuple[str, str]]
         deadline = time.monotonic() + 60
         while todo and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
-            if msg is None:
+            if msg is None:  # a transactional topic ends with a marker no poll returns: ask the position
+                todo -= {tp.partition for tp in consumer.position([TopicPartition(topic, p) for p in todo])
+                         if tp.offset >= ends[tp.partition]}  # fmt: skip
                 continue
             if msg.error() is None and looks_like_envelope(msg.value()):
                 envelope = decode_envelope(msg.value())
