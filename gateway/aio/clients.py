@@ -6,7 +6,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException, Message
 
@@ -14,6 +14,9 @@ from gateway.consumer import HybridConsumer
 from gateway.policy import Policy
 from gateway.producer import HybridProducer
 from gateway.store import Store
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 POLL_INTERVAL_S = 0.01
 """How long each poll for delivery reports may hold the worker thread while messages are in flight."""
@@ -30,9 +33,19 @@ class _Driven:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
-    def _shutdown(self) -> None:
+    _client: Any
+
+    async def close(self) -> None:
+        """Close the wrapped client (a producer flushes first) on the worker, then the worker itself."""
+        await self._call(self._client.close)
         if self._own_executor:
             self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
 
 
 def _delegating(name: str) -> Callable[..., Any]:
@@ -58,7 +71,7 @@ class AIOHybridProducer(_Driven):
     ) -> None:
         super().__init__(executor, "gateway-aio-producer")
         del max_workers  # one worker drives the client; accepted for confluent_kafka.aio's signature
-        self._client = HybridProducer(producer_conf, policy=policy, stores=stores)
+        self._client: HybridProducer = HybridProducer(producer_conf, policy=policy, stores=stores)
         self._waiting = 0
         self._poller: asyncio.Task[None] | None = None
 
@@ -93,16 +106,6 @@ class AIOHybridProducer(_Driven):
         while self._waiting > 0:
             await self._call(self._client.poll, POLL_INTERVAL_S)
             await asyncio.sleep(0)
-
-    async def close(self) -> None:
-        await self._call(self._client.close)
-        self._shutdown()
-
-    async def __aenter__(self) -> AIOHybridProducer:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.close()
 
 
 def _settle(future: asyncio.Future[Message], err: Any, msg: Any) -> None:
@@ -145,21 +148,11 @@ class AIOHybridConsumer(_Driven):
     ) -> None:
         super().__init__(executor, "gateway-aio-consumer")
         del max_workers  # one worker drives the client; accepted for confluent_kafka.aio's signature
-        self._client = HybridConsumer(consumer_conf, stores=stores)
+        self._client: HybridConsumer = HybridConsumer(consumer_conf, stores=stores)
 
     @property
     def inner(self) -> HybridConsumer:
         return self._client
-
-    async def close(self) -> None:
-        await self._call(self._client.close)
-        self._shutdown()
-
-    async def __aenter__(self) -> AIOHybridConsumer:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.close()
 
 
 _CONSUMER_CALLS = (
