@@ -58,7 +58,9 @@ class HybridConsumer(ConsumerSurface):
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
         self.stores: dict[str, Store] = dict(stores or {})
-        self._resolver = Resolver(self.stores, workers=settings.workers, budget=settings.budget)
+        self._resolver = Resolver(
+            self.stores, workers=settings.workers, budget=settings.budget, peer_max_bytes=settings.peer_max_bytes
+        )
         self._auditor = auditor
         if auditor is not None:
             auditor.start()

@@ -42,8 +42,11 @@ from typing import Any
 from gateway.assembler import MessageAssembler
 from gateway.config import pop_bool, pop_int
 from gateway.consumer_errors import ErrorPolicy, UnresolvedSettings
+from gateway.errors import ConfigurationError
 from gateway.offsets import DeliveredOffsetTracker
+from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.pipeline import ConsumerPipeline
+from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 FETCH_QUEUE_BACKOFF_MS = 10
@@ -70,6 +73,8 @@ class ConsumerSettings:
     unresolved: UnresolvedSettings
     warning_interval_s: float
     bad_segments_as_payload: bool = False
+    peers: PeerReader | None = None
+    peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
 
     def pipeline(self) -> ConsumerPipeline:
         return ConsumerPipeline(
@@ -82,6 +87,7 @@ class ConsumerSettings:
             ),
             DeliveredOffsetTracker(self.max_tracked),
             bad_segments_as_payload=self.bad_segments_as_payload,
+            peers=self.peers,
         )
 
 
@@ -110,6 +116,8 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     on_commit = conf.pop("on_commit", None)
     unresolved = _unresolved_settings(conf)
     warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
+    peers = peer_reader(conf)
+    peer_max_bytes = pop_int(conf, "large.message.peer.max.bytes", DEFAULT_PEER_MAX_BYTES, minimum=1)
     conf["enable.auto.commit"] = False
     settings = ConsumerSettings(
         capacity,
@@ -130,8 +138,19 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         unresolved,
         warning_interval_s,
         bad_as_payload,
+        peers,
+        peer_max_bytes,
     )
     return settings, conf
+
+
+def peer_reader(conf: dict[str, Any]) -> PeerReader | None:
+    """``large.message.peer.formats`` (and ``.bakdata.keys``) popped from ``conf``; ``None`` when no format is on."""
+    formats = parse_peer_formats(conf.pop("large.message.peer.formats", None))
+    keys = pop_bool(conf, "large.message.peer.bakdata.keys", False)
+    if keys and PeerFormat.BAKDATA not in formats:
+        raise ConfigurationError("large.message.peer.bakdata.keys needs 'bakdata' in large.message.peer.formats")
+    return PeerReader(formats, keys) if formats else None
 
 
 def _linkedin_resets(conf: dict[str, Any]) -> None:

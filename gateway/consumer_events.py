@@ -27,6 +27,7 @@ from gateway.pipeline import (
     error_text,
 )
 from gateway.protocol.headers import SAFE_OFFSET_HEADER, Headers, encode_safe_offset
+from gateway.protocol.peers import PeerRecord
 from gateway.references import ReferenceFetcher
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class EventHandler:
 
     def _resolve(self, msg: Any, message: ReferenceToResolve) -> Message | None:
         """An envelope record: fetch its payload and hand back the record with the payload as value."""
+        if message.peer is not None:
+            return self._resolve_peer(msg, message, message.peer)
         if message.envelope is None:  # the pipeline then says why
             return self._unresolved(msg, message, message.exception or EnvelopeFormatError(message.error or ""))
         key = (msg.topic(), msg.partition(), message.record.offset)
@@ -139,7 +142,20 @@ class EventHandler:
             payload = attempt(lambda: self._refs.resolve(key, envelope), self._policy)
         except GatewayError as exc:
             return self._unresolved(msg, message, exc)
-        msg.set_value(payload)
+        return self._resolved(msg, message, payload)
+
+    def _resolve_peer(self, msg: Any, message: ReferenceToResolve, peer: PeerRecord) -> Message | None:
+        """A record another library wrote: key and value as they resolve, that library's headers gone."""
+        try:
+            key, value = attempt(lambda: self._refs.resolve_peer(peer), self._policy)
+        except GatewayError as exc:
+            return self._unresolved(msg, message, exc)
+        if key is not message.record.key:
+            msg.set_key(key)
+        return self._resolved(msg, message, value)
+
+    def _resolved(self, msg: Any, message: ReferenceToResolve, value: bytes | None) -> Message:
+        msg.set_value(value)
         msg.set_headers(with_safe_offset(message))
         self._counters["reference.messages"] += 1
         return msg  # type: ignore[no-any-return]

@@ -41,6 +41,10 @@ class EnvelopeFormatError(ProtocolError):
     """A value marked as a reference envelope is truncated, garbled or of an unknown version."""
 
 
+class PeerFormatError(ProtocolError):
+    """A record that is unmistakably in another library's format (bakdata, kaf-s3, AWS) but cannot be read."""
+
+
 class LargeMessageError(GatewayError):
     """LinkedIn's ``LargeMessageException``: the parent of the large-message errors."""
 

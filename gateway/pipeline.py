@@ -14,12 +14,19 @@ from dataclasses import dataclass, field
 
 from gateway.assembler import INCOMPLETE, Assembled, DroppedMessage, MessageAssembler
 from gateway.commits import CommitTranslator, SeekPlan
-from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError, LargeMessageDroppedError
+from gateway.errors import (
+    EnvelopeFormatError,
+    GatewayError,
+    InvalidSegmentError,
+    LargeMessageDroppedError,
+    PeerFormatError,
+)
 from gateway.offsets import DeliveredOffsetTracker
 from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
 from gateway.protocol.headers import LM_HEADER, Headers, decode_lm, delivered_lm, encode_lm, without
+from gateway.protocol.peers import PeerReader, PeerRecord
 from gateway.protocol.records import Record, TopicPartitionKey
 
 
@@ -64,8 +71,12 @@ class ChunkCompleted(WholeMessage):
 class ReferenceToResolve(WholeMessage):
     """An envelope: ``envelope`` names the payload to fetch, or ``error`` says why it cannot be read.
 
-    ``value`` is ``None`` and ``headers`` no longer hold the envelope header.
+    ``value`` is ``None`` and ``headers`` no longer hold the envelope header. A record another
+    library wrote (``large.message.peer.formats``) comes as ``peer`` instead of ``envelope``: its
+    key and value as they resolve, and headers without that library's own.
     """
+
+    peer: PeerRecord | None = None
 
 
 @dataclass(slots=True)
@@ -114,8 +125,11 @@ class ConsumerPipeline:
         *,
         fast_path: bool = True,
         bad_segments_as_payload: bool = False,
+        peers: PeerReader | None = None,
     ) -> None:
-        self._fast_path = fast_path
+        # a peer's pointer is an ordinary-looking value: every record must be looked at
+        self._fast_path = fast_path and peers is None
+        self._peers = peers
         self._bad_as_payload = bad_segments_as_payload
         self._assembler = assembler if assembler is not None else MessageAssembler()
         self._tracker = tracker if tracker is not None else DeliveredOffsetTracker()
@@ -252,8 +266,29 @@ class ConsumerPipeline:
                     safe_now,
                     envelope=envelope,
                 )
+        if self._peers is not None and kind.kind is RecordKind.PLAIN:
+            peer = self._peer(record, headers, safe_now)
+            if peer is not None:
+                return peer
         self.counters["plain.messages"] += 1
         return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
+
+    def _peer(self, record: Record, headers: Headers | None, safe_now: int) -> ReferenceToResolve | None:
+        """A record in a peer library's format, to resolve like an envelope; ``None`` for a plain one."""
+        assert self._peers is not None
+        offset = record.offset
+        try:
+            peer = self._peers.read(record.key, record.value, headers)
+        except PeerFormatError as exc:
+            self.counters["peer.errors"] = self.counters.get("peer.errors", 0) + 1
+            return ReferenceToResolve(
+                record, None, headers, RouteKind.REFERENCE, offset, safe_now, error=error_text(exc), exception=exc
+            )
+        if peer is None:
+            return None
+        key = f"peer.{peer.format.value}.messages"
+        self.counters[key] = self.counters.get(key, 0) + 1
+        return ReferenceToResolve(record, None, peer.headers, RouteKind.REFERENCE, offset, safe_now, peer=peer)
 
     def _as_payload(self, tp: TopicPartitionKey, record: Record) -> list[Event]:
         """``treat.bad.segments.as.payload``: a record that fails segment validation is a plain message."""

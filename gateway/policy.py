@@ -108,6 +108,11 @@ class SizeThresholdPolicy:
                 names.add(store)
         return names
 
+    def store_for(self, topic: str) -> str | None:
+        """The store this policy names for ``topic``: where a compacted topic's large messages go."""
+        override = self.overrides.get(topic)
+        return override.store if override is not None and override.store is not None else self.store
+
     def always_plain_up_to(self, segment_size: int) -> int:
         """The largest value this policy sends plain on every topic: the producer skips the policy below it."""
         limits = [segment_size]

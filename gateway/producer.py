@@ -20,6 +20,7 @@ from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.chunked_writer import ChunkedWriter
 from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.compaction import CleanupPolicies, CompactedTopicError, admin_describe, reference_route
 from gateway.errors import ConfigurationError
 from gateway.histogram import HistogramSnapshot
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, headers_list
@@ -92,6 +93,11 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if auditor is not None:
             auditor.start()
         self._producer = Producer(conf)
+        self._cleanup = (
+            CleanupPolicies(admin_describe(conf), clock, self.settings.topic_config_refresh_s)
+            if self.settings.compaction_check
+            else None
+        )
         self._closed = False
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._send, metrics=self._metrics, clock=clock)
@@ -123,7 +129,16 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
         if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
             return PLAIN  # large.message.enabled=false, LinkedIn's way: Kafka takes the record or refuses it
+        if route.kind is RouteKind.CHUNKED and self._compacted(topic, size, segment_size):
+            return reference_route(self.policy, self.stores, topic, size, self._cleanup_policy(topic))
         return route
+
+    def _compacted(self, topic: str, size: int, segment_size: int) -> bool:
+        """True for a message of more than one segment on a compacted topic (see :mod:`gateway.compaction`)."""
+        return size > segment_size and self._cleanup is not None and self._cleanup.compacted(topic)
+
+    def _cleanup_policy(self, topic: str) -> str:
+        return (self._cleanup.policy(topic) if self._cleanup is not None else None) or "unknown"
 
     def _routed(self, message: OutgoingMessage) -> Route:
         """:meth:`route_for` on the arguments ``produce`` has already checked and converted."""
@@ -158,6 +173,13 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             chosen = Route.parse(route)
         else:
             raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
+        # on a compacted topic a reference never falls back to chunks, and chunks are never forced
+        compacted = self._compacted(message.topic, message.size, self.segment_bytes)
+        if compacted and chosen.kind is RouteKind.CHUNKED:
+            raise CompactedTopicError(
+                f"topic {topic!r} is compacted (cleanup.policy={self._cleanup_policy(topic)}): route=chunked"
+                " would lose all but the last segment of the message"
+            )
         auditor = self._auditor
         if auditor is not None:
             # stamp the record ourselves, so producer and consumer audit the same time bucket
@@ -169,7 +191,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:
-                chosen = self._references.send(chosen, route is not None, message)
+                chosen = self._references.send(chosen, route is not None or compacted, message)
             if chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:

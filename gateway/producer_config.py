@@ -44,6 +44,9 @@ class ProducerSettings:
     failure_window_ms: int = 30_000
     probe_interval_ms: int = 5_000
     chunking: bool = True
+    compaction_check: bool = True
+    """``large.message.compaction.check``: ask the brokers whether a topic is compacted before chunking on it."""
+    topic_config_refresh_s: float = 300.0
     """``large.message.enabled``: false sends what the policy would chunk as one plain record."""
 
     @property
@@ -98,6 +101,8 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     failure_threshold = pop_int(conf, "store.failure.threshold", 3, minimum=1)
     failure_window_ms = pop_int(conf, "store.failure.window.ms", 30_000, minimum=1)
     probe_interval_ms = pop_int(conf, "store.probe.interval.ms", 5_000, minimum=0)
+    compaction_check = pop_bool(conf, "large.message.compaction.check", True)
+    refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -113,6 +118,8 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         failure_window_ms,
         probe_interval_ms,
         chunking,
+        compaction_check,
+        refresh_s,
     )
     return settings, conf
 

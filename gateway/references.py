@@ -15,6 +15,7 @@ from gateway.errors import EnvelopeFormatError, InvalidSegmentError
 from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import Envelope, decode_envelope, looks_like_envelope
 from gateway.protocol.headers import Headers
+from gateway.protocol.peers import PeerRecord
 from gateway.resolver import Resolver
 
 ScanItem = tuple[Hashable, "bytes | None", "Headers | None"]
@@ -76,6 +77,10 @@ class ReferenceFetcher:
             return self.resolver.resolve(key, envelope)
         finally:
             self.schedule()
+
+    def resolve_peer(self, record: PeerRecord) -> tuple[bytes | None, bytes | None]:
+        """``(key, value)`` of a record another library wrote, its pointers followed."""
+        return self.resolver.resolve_peer(record)
 
     def discard(self, keep: Callable[[Hashable], bool]) -> None:
         """Forget every envelope whose key ``keep`` rejects (seek, revoke)."""

@@ -14,7 +14,9 @@ from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from gateway.errors import GatewayError, StoreUnavailableError
+from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.protocol.envelope import Envelope
+from gateway.protocol.peers import PeerPointer, PeerRecord
 from gateway.store import Store
 
 DEFAULT_WORKERS = 4
@@ -29,16 +31,22 @@ class Resolver:
     """
 
     def __init__(
-        self, stores: Mapping[str, Store], *, workers: int = DEFAULT_WORKERS, budget: int = DEFAULT_BUDGET
+        self,
+        stores: Mapping[str, Store],
+        *,
+        workers: int = DEFAULT_WORKERS,
+        budget: int = DEFAULT_BUDGET,
+        peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES,
     ) -> None:
         self.stores = dict(stores)
         self.budget = budget
+        self.peer_max_bytes = peer_max_bytes
         self._workers = max(1, workers)
         self._pool: ThreadPoolExecutor | None = None
         self._ahead: OrderedDict[Hashable, tuple[Envelope, Future[bytes]]] = OrderedDict()
         self._ahead_bytes = 0
         self._lock = threading.Lock()
-        self.counters = {"fetched": 0, "fetched.bytes": 0, "prefetched": 0, "errors": 0}
+        self.counters = {"fetched": 0, "fetched.bytes": 0, "prefetched": 0, "errors": 0, "peer.records": 0}
 
     def _store(self, envelope: Envelope) -> Store:
         store = self.stores.get(envelope.store)
@@ -93,6 +101,23 @@ class Resolver:
         self.counters["fetched"] += 1
         self.counters["fetched.bytes"] += len(payload)
         return payload
+
+    def resolve_peer(self, record: PeerRecord) -> tuple[bytes | None, bytes | None]:
+        """``(key, value)`` of a record another library wrote (not fetched ahead: such topics are draining)."""
+        try:
+            key, value = resolve_record(self.stores, record, self.peer_max_bytes)
+        except GatewayError:
+            self.counters["errors"] += 1
+            raise
+        except Exception as exc:  # a client error we did not map: still typed for the caller
+            self.counters["errors"] += 1
+            raise StoreUnavailableError(f"fetching a {record.format.value} payload failed: {exc}") from exc
+        self.counters["peer.records"] += 1
+        for part, resolved in ((record.key, key), (record.value, value)):
+            if isinstance(part, PeerPointer):
+                self.counters["fetched"] += 1
+                self.counters["fetched.bytes"] += len(resolved or b"")
+        return key, value
 
     def forget(self, key: Hashable) -> bool:
         """Drop the fetch ahead for ``key`` (its record was handled without it); True when one was held."""

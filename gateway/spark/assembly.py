@@ -30,6 +30,7 @@ from gateway.pipeline import (
     error_text,
 )
 from gateway.policy import RouteKind
+from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import Record
 
 ROUTE_PLAIN = RouteKind.PLAIN
@@ -72,6 +73,7 @@ class RangeAssembler:
         expiration_offset_gap: int,
         max_segments: int,
         max_message_bytes: int | None = None,
+        peers: PeerReader | None = None,
     ) -> None:
         self.tp = (topic, partition)
         self.emit_from = emit_from
@@ -80,6 +82,7 @@ class RangeAssembler:
                 capacity, expiration_offset_gap, max_segments=max_segments, max_message_bytes=max_message_bytes
             ),
             DeliveredOffsetTracker(),
+            peers=peers,
         )
         self.counters = RangeCounters()
 
@@ -163,6 +166,8 @@ class AssemblyLimits:
     max_message_bytes: int | None = None
     lookback_offsets: int | None = None
     """Default ``expiration_offset_gap + 1``: the read-back that makes ranges agree with one consumer."""
+    peers: PeerReader | None = None
+    """``large.message.peer.formats``: records other libraries wrote, resolved like envelopes."""
 
     @property
     def lookback(self) -> int:
@@ -201,6 +206,7 @@ def owned_messages(
             expiration_offset_gap=gap,
             max_segments=limits.max_segments,
             max_message_bytes=limits.max_message_bytes,
+            peers=limits.peers,
         )
         checked = not adaptive or start >= emit_from
         last_before: int | None = None

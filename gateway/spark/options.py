@@ -19,6 +19,10 @@ from typing import Any
 
 from gateway.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
 from gateway.config import parse_bool
+from gateway.consumer_config import peer_reader
+from gateway.errors import ConfigurationError
+from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES
+from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
@@ -233,6 +237,11 @@ class SourceOptions:
     s3_path_style: bool = True
     fetch_workers: int = DEFAULT_WORKERS
     fetch_budget: int = DEFAULT_BUDGET
+    # records other libraries wrote
+    peers: PeerReader | None = None
+    peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
+    peer_buckets: tuple[tuple[str, str], ...] = ()
+    """``peer.s3.buckets``: ``(bucket, prefix)`` of each place peers' objects may be read from."""
     # assembler
     buffer_capacity: int = DEFAULT_BUFFER_CAPACITY
     expiration_offset_gap: int = DEFAULT_EXPIRATION_OFFSET_GAP
@@ -343,6 +352,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         ending_timestamps=parse_timestamps(opts, "endingTimestamp", "endingOffsetsByTimestamp"),
         timestamp_strategy=strategy,
         include_headers=_bool(opts, "includeheaders", True),
+        **peer_fields(opts),
     )
     prefix = _str(opts, "groupidprefix")
     if group_id is None and prefix is not None:
@@ -388,6 +398,26 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     return fields
 
 
+def peer_fields(opts: Mapping[str, str]) -> dict[str, Any]:
+    """The :class:`SourceOptions` fields for records other libraries wrote (the consumer's keys, plus buckets)."""
+    try:
+        peers = peer_reader(dict(opts))
+    except ConfigurationError as exc:
+        raise OptionError(str(exc)) from None
+    buckets = []
+    for entry in (_str(opts, "peer.s3.buckets") or "").split(","):
+        bucket, _, prefix = entry.strip().partition("/")
+        if bucket:
+            buckets.append((bucket, prefix))
+    if buckets and not peers:
+        raise OptionError("peer.s3.buckets needs large.message.peer.formats")
+    return {
+        "peers": peers,
+        "peer_max_bytes": _required_int(opts, "large.message.peer.max.bytes", DEFAULT_PEER_MAX_BYTES, 1),
+        "peer_buckets": tuple(buckets),
+    }
+
+
 # -- option names ------------------------------------------------------------------------------
 
 _SPARK_OPTIONS = (
@@ -419,6 +449,10 @@ OWN_OPTIONS = (
     *STORE_OPTIONS,
     "reference.fetch.workers",
     "reference.fetch.budget.bytes",
+    "large.message.peer.formats",
+    "large.message.peer.bakdata.keys",
+    "large.message.peer.max.bytes",
+    "peer.s3.buckets",
     "message.assembler.buffer.capacity",
     "message.assembler.expiration.offset.gap",
     "message.assembler.max.segments.per.message",

@@ -35,6 +35,22 @@ MAX_BATCH_ROWS = 2_000
 MAX_BATCH_BYTES = 128 * 1024 * 1024
 
 
+def _s3_client_args(options: SourceOptions) -> dict[str, Any]:
+    from botocore.config import Config
+
+    kwargs: dict[str, Any] = {}
+    if options.s3_endpoint:
+        kwargs["endpoint_url"] = options.s3_endpoint
+    if options.s3_region:
+        kwargs["region_name"] = options.s3_region
+    if options.s3_access_key is not None:
+        kwargs["aws_access_key_id"] = options.s3_access_key
+        kwargs["aws_secret_access_key"] = options.s3_secret_key
+    if options.s3_path_style:
+        kwargs["config"] = Config(s3={"addressing_style": "path"})
+    return kwargs
+
+
 def build_stores(options: SourceOptions) -> dict[str, Any]:
     """The payload stores named in the options, opened in this process (executors open their own)."""
     stores: dict[str, Store] = {}
@@ -47,27 +63,27 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
             name=options.redis_name,
             close_client=True,
         )
+    if not options.s3_bucket and not options.peer_buckets:
+        return stores
+    import boto3
+
+    from stores import S3Store
+
     if options.s3_bucket:
-        import boto3
-        from botocore.config import Config
-
-        from stores import S3Store
-
-        kwargs: dict[str, Any] = {}
-        if options.s3_endpoint:
-            kwargs["endpoint_url"] = options.s3_endpoint
-        if options.s3_region:
-            kwargs["region_name"] = options.s3_region
-        if options.s3_access_key is not None:
-            kwargs["aws_access_key_id"] = options.s3_access_key
-            kwargs["aws_secret_access_key"] = options.s3_secret_key
-        if options.s3_path_style:
-            kwargs["config"] = Config(s3={"addressing_style": "path"})
         stores[options.s3_name] = S3Store(
-            boto3.client("s3", **kwargs),
+            boto3.client("s3", **_s3_client_args(options)),
             bucket=options.s3_bucket,
             prefix=options.s3_prefix,
             name=options.s3_name,
+            close_client=True,
+        )
+    for number, (bucket, prefix) in enumerate(options.peer_buckets, 1):
+        # stores for reading only: the objects peers' pointers name, confined to these places
+        stores[f"peer-{number}"] = S3Store(
+            boto3.client("s3", **_s3_client_args(options)),
+            bucket=bucket,
+            prefix=prefix,
+            name=f"peer-{number}",
             close_client=True,
         )
     return stores
@@ -105,9 +121,9 @@ class _Rows:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, message: WholeMessage, value: bytes | None, error: str | None) -> None:
+    def add(self, message: WholeMessage, key: bytes | None, value: bytes | None, error: str | None) -> None:
         record = message.record
-        self.keys.append(record.key)
+        self.keys.append(key)
         self.values.append(value)
         self.offsets.append(record.offset)
         self.timestamps.append(None if record.timestamp_ms is None else record.timestamp_ms * 1000)
@@ -116,7 +132,7 @@ class _Rows:
         self.routes.append(message.route.value)
         self.starts.append(message.starting_offset)
         self.errors.append(error)
-        self.nbytes += (len(value) if value is not None else 0) + (len(record.key) if record.key else 0)
+        self.nbytes += (len(value) if value is not None else 0) + (len(key) if key else 0)
 
     def full(self) -> bool:
         return len(self.offsets) >= MAX_BATCH_ROWS or self.nbytes >= MAX_BATCH_BYTES
@@ -154,7 +170,9 @@ def read_messages(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Recor
     """Every message owned by ``rng`` (see :mod:`gateway.spark`), as Arrow batches."""
     consumer = open_consumer(options)
     stores = build_stores(options)
-    resolver = Resolver(stores, workers=options.fetch_workers, budget=options.fetch_budget)
+    resolver = Resolver(
+        stores, workers=options.fetch_workers, budget=options.fetch_budget, peer_max_bytes=options.peer_max_bytes
+    )
     try:
         yield from _read(options, rng, consumer, ReferenceFetcher(resolver))
     finally:
@@ -191,8 +209,8 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: Referen
     for message in owned_messages(
         fetch, topic, partition, emit_from, until, low, _limits(options), on_batch=on_batch, on_restart=refs.clear
     ):
-        value, error = _resolve(message, refs, options.fail_on_data_loss)
-        rows.add(message, value, error)
+        key, value, error = _resolve(message, refs, options.fail_on_data_loss)
+        rows.add(message, key, value, error)
         if rows.full():
             yield rows.take()
     if len(rows):
@@ -206,25 +224,31 @@ def _limits(options: SourceOptions) -> AssemblyLimits:
         options.max_segments,
         options.max_message_bytes,
         options.lookback_offsets,
+        options.peers,
     )
 
 
-def _resolve(message: WholeMessage, refs: ReferenceFetcher, fail: bool) -> tuple[bytes | None, str | None]:
-    """The row's value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column."""
+def _resolve(
+    message: WholeMessage, refs: ReferenceFetcher, fail: bool
+) -> tuple[bytes | None, bytes | None, str | None]:
+    """The row's key and value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column."""
     error = message.error
-    if isinstance(message, ReferenceToResolve) and message.envelope is not None:
-        try:
-            return refs.resolve(message.record.offset, message.envelope), None
-        except GatewayError as exc:
-            error = error_text(exc)
+    key = message.record.key
+    try:
+        if isinstance(message, ReferenceToResolve) and message.peer is not None:
+            return *refs.resolve_peer(message.peer), None
+        if isinstance(message, ReferenceToResolve) and message.envelope is not None:
+            return key, refs.resolve(message.record.offset, message.envelope), None
+    except GatewayError as exc:
+        error = error_text(exc)
     if error is None:
-        return message.value, None
+        return key, message.value, None
     if fail:
         raise DataLossError(
             f"{message.route.value} message at offset {message.record.offset} cannot be delivered: {error}"
             " (set failOnDataLoss=false to get the row with its error instead)"
         )
-    return None, error
+    return key, None, error
 
 
 def _data_loss(message: str, fail: bool) -> None:

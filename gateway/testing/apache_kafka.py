@@ -73,6 +73,8 @@ _TEST_SPEED = {
     # fewer internal partitions: the first group and transaction start faster, semantics unchanged
     "offsets.topic.num.partitions": "4",
     "transaction.state.log.num.partitions": "4",
+    # the log cleaner looks for dirty logs every 15 s by default: a compaction test would mostly wait
+    "log.cleaner.backoff.ms": "500",
 }
 
 

@@ -42,6 +42,8 @@ CAPABILITIES: frozenset[str] = frozenset(
         # Apache Kafka's own Java clients work against it, as Spark's Kafka source needs (kafka-clients
         # 3.9's AdminClient never gets past listNodes on the librdkafka mock; noida and tansu are unmeasured)
         "java_clients",
+        # the log cleaner compacts topics with cleanup.policy=compact, and DescribeConfigs reports it
+        "compaction",
     }
 )
 

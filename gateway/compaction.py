@@ -1,0 +1,133 @@
+"""Large messages on compacted topics: never chunk there, go by reference instead.
+
+All segments of a chunked message share the record key, so compaction keeps only the last segment
+of a key and the message is lost; LinkedIn's client leaves compacted topics unsupported for that
+reason. A reference is one record per message, so compaction keeps exactly the latest envelope of
+each key, and a tombstone is an ordinary null record. The payloads an envelope no longer points at
+(superseded, or deleted by a tombstone) are orphans that ``gateway reconcile`` finds by comparing
+the store with the live envelopes; stores give compacted topics no TTL, because a compacted topic
+keeps its latest record forever.
+
+The producer learns a topic's ``cleanup.policy`` from the brokers (``DescribeConfigs``), only when a
+message would take more than one segment, and caches the answer for ``refresh_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.errors import ConfigurationError
+from gateway.policy import Route
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REFRESH_MS = 300_000
+DESCRIBE_TIMEOUT_S = 5.0
+RETRY_UNKNOWN_S = 30.0
+"""How long "cannot say" is believed: a topic that did not exist yet may have been created since."""
+
+
+class CompactedTopicError(ConfigurationError):
+    """A message too large for one record, for a compacted topic, with no store to send it to by reference."""
+
+
+def is_compacting(cleanup_policy: str) -> bool:
+    """``compact`` or ``compact,delete`` (either order, any spacing)."""
+    return "compact" in {part.strip().lower() for part in cleanup_policy.split(",")}
+
+
+@dataclass(slots=True)
+class _Known:
+    policy: str | None
+    until: float
+
+
+class CleanupPolicies:
+    """``cleanup.policy`` per topic, asked of the brokers through ``describe`` and cached.
+
+    ``describe(topic)`` returns the policy, or raises when the brokers cannot say (no
+    ``DescribeConfigs`` permission, a backend without it, a topic not created yet): the topic then
+    counts as not compacted until the next refresh, with one warning, which is LinkedIn's behaviour.
+    """
+
+    def __init__(self, describe: Callable[[str], str], clock: Clock, refresh_s: float) -> None:
+        self._describe = describe
+        self._clock = clock
+        self._refresh_s = refresh_s
+        self._known: dict[str, _Known] = {}
+        self._warned: set[str] = set()
+
+    def policy(self, topic: str) -> str | None:
+        now = self._clock.monotonic()
+        known = self._known.get(topic)
+        if known is None or known.until <= now:
+            try:
+                found: str | None = self._describe(topic)
+            except Exception as exc:  # noqa: BLE001 -- any failure means "not known"; we say so once
+                if topic not in self._warned:  # a known "cannot say" is routine (the mock cluster); others are not
+                    self._warned.add(topic)
+                    level = logging.INFO if isinstance(exc, LookupError) else logging.WARNING
+                    log.log(level, "cleanup.policy of topic %r unknown (%s); treated as not compacted", topic, exc)
+                known = self._known[topic] = _Known(None, now + min(self._refresh_s, RETRY_UNKNOWN_S))
+                return None
+            known = self._known[topic] = _Known(found, now + self._refresh_s)
+        return known.policy
+
+    def compacted(self, topic: str) -> bool:
+        policy = self.policy(topic)
+        return policy is not None and is_compacting(policy)
+
+
+def reference_route(policy: Any, stores: Mapping[str, object], topic: str, size: int, cleanup: str) -> Route:
+    """The reference route a message too large for one record takes on a compacted topic.
+
+    The policy's store for the topic (``store_for``) when it has one, else the producer's only
+    store; with neither, :class:`CompactedTopicError` before anything is written.
+    """
+    store_for = getattr(policy, "store_for", None)
+    store = store_for(topic) if callable(store_for) else None
+    if store is None and len(stores) == 1:
+        store = next(iter(stores))
+    if store is None or store not in stores:
+        raise CompactedTopicError(
+            f"topic {topic!r} is compacted (cleanup.policy={cleanup}): a {size}-byte message cannot be chunked"
+            " there, since compaction keeps only the last segment of a key; give the producer a store"
+            " (SizeThresholdPolicy(store=...)) so that such messages go by reference"
+        )
+    return Route.reference(store)
+
+
+def admin_describe(conf: Mapping[str, Any]) -> Callable[[str], str]:
+    """``describe`` for :class:`CleanupPolicies` on an ``AdminClient`` made, when first needed, from ``conf``."""
+    admin: list[Any] = []
+
+    def describe(topic: str) -> str:
+        from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        if not admin:
+            keep = {k: v for k, v in conf.items() if k not in _NOT_FOR_ADMIN and not k.startswith("on_")}
+            admin.append(AdminClient(keep))
+        metadata = admin[0].list_topics(topic=topic, timeout=DESCRIBE_TIMEOUT_S)
+        if metadata.controller_id not in metadata.brokers:  # librdkafka's mock cluster: no DescribeConfigs
+            raise LookupError("the cluster names no live controller, so topic configs cannot be described")
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            raise LookupError(f"topic metadata: {described.error if described is not None else 'absent'}")
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        future = admin[0].describe_configs([resource], request_timeout=DESCRIBE_TIMEOUT_S)[resource]
+        entries = future.result(timeout=DESCRIBE_TIMEOUT_S + 1)
+        entry = entries.get("cleanup.policy")
+        if entry is None or entry.value is None:
+            raise LookupError("the brokers returned no cleanup.policy")
+        return str(entry.value)
+
+    return describe
+
+
+_NOT_FOR_ADMIN = frozenset(
+    {"transactional.id", "enable.idempotence", "delivery.report.only.error", "dr_cb", "dr_msg_cb"}
+)

@@ -1,0 +1,70 @@
+"""Fetching the objects peer libraries' pointers name, through the stores the reader was given.
+
+The confinement rule is the envelopes' rule: a pointer arrives in a record anyone with write
+access to the topic can forge, so it is only followed into a configured store that holds it (an
+``S3Store`` whose bucket and prefix contain the object). A pointer outside every one is a
+:class:`~gateway.errors.LocatorError` raised before any request. Integrity: kaf-s3 records the
+SHA-256 of the uncompressed payload and the stored object's ETag, and both are checked; bakdata
+and AWS record nothing to check by, so their payloads are only bounded in size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+from gateway.errors import LocatorError, PayloadIntegrityError
+from gateway.protocol.compression import decompress
+from gateway.protocol.peers import PeerPart, PeerPointer, PeerRecord
+
+DEFAULT_PEER_MAX_BYTES = 268_435_456
+"""``large.message.peer.max.bytes``: the largest object (and decompressed payload) a peer pointer may name."""
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """A store that can serve objects it did not write (``S3Store``)."""
+
+    name: str
+
+    def holds_object(self, bucket: str, key: str) -> bool: ...
+
+    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]: ...
+
+
+def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore:
+    """The configured store holding ``pointer``'s object, or :class:`LocatorError` (no I/O)."""
+    for store in stores.values():
+        if isinstance(store, ObjectStore) and store.holds_object(pointer.bucket, pointer.key):
+            return store
+    raise LocatorError(
+        f"{pointer.format.value} pointer {pointer.uri[:300]!r} is outside every configured store: give the reader"
+        " an S3Store for that bucket and prefix to read it"
+    )
+
+
+def fetch_pointer(stores: Mapping[str, object], pointer: PeerPointer, max_bytes: int) -> bytes:
+    """The payload behind ``pointer``, decompressed and checked against what the peer recorded."""
+    data, etag = store_for(stores, pointer).get_object(pointer.key, max_bytes)
+    if pointer.etag is not None and etag is not None and pointer.etag != etag:
+        raise PayloadIntegrityError(
+            f"object {pointer.uri!r} has ETag {etag}, the pointer recorded {pointer.etag}: it was replaced"
+        )
+    payload = decompress(data, pointer.compression, max_bytes)
+    if pointer.sha256 is not None and hashlib.sha256(payload).digest() != pointer.sha256:
+        raise PayloadIntegrityError(f"object {pointer.uri!r} does not match the SHA-256 its pointer recorded")
+    return payload
+
+
+def resolve_part(stores: Mapping[str, object], part: PeerPart, max_bytes: int) -> bytes | None:
+    return fetch_pointer(stores, part, max_bytes) if isinstance(part, PeerPointer) else part
+
+
+def resolve_record(
+    stores: Mapping[str, object], record: PeerRecord, max_bytes: int
+) -> tuple[bytes | None, bytes | None]:
+    """``(key, value)`` of a peer's record; every pointer is checked for confinement before any is fetched."""
+    for pointer in record.pointers():
+        store_for(stores, pointer)
+    return resolve_part(stores, record.key, max_bytes), resolve_part(stores, record.value, max_bytes)

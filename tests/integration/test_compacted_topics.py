@@ -1,0 +1,155 @@
+"""Large messages on compacted topics, on a broker whose log cleaner really compacts.
+
+The topic is set up to compact as soon as it can (1 s segments, dirty ratio 0.01, no compaction
+lag, tombstones kept 1 s): 20 keys updated 10 times with values from 100 B to 5 MB, three keys
+deleted, a compaction waited for, then a fresh consumer must read exactly the latest value of every
+live key, and after ``reconcile`` the store must hold exactly the payloads of the live envelopes.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
+from gateway.compaction import CompactedTopicError
+from gateway.protocol.classify import RecordKind, classify
+from gateway.protocol.envelope import decode_envelope
+from gateway.testing import KafkaService
+from stores import RedisStore
+
+pytestmark = pytest.mark.requires("compaction")
+
+SEGMENT = 200_000
+COMPACT_FAST = {
+    "cleanup.policy": "compact",
+    "segment.ms": "1000",
+    "min.cleanable.dirty.ratio": "0.01",
+    "min.compaction.lag.ms": "0",
+    "delete.retention.ms": "1000",
+}
+DELETED = (3, 7, 11)
+
+
+def _size(key: int, version: int) -> int:
+    if key % 5 == 0 and version in (3, 9):
+        return 5_000_000
+    return (100, 2_000, 60_000, 400_000, 1_200_000)[(key + version) % 5]
+
+
+def _value(key: int, version: int) -> bytes:
+    head = f"k{key}v{version}:".encode()
+    return (head * (_size(key, version) // len(head) + 1))[: _size(key, version)]
+
+
+@pytest.fixture
+def compacted(kafka: KafkaService) -> Any:
+    name = f"c-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(name, 1, COMPACT_FAST)
+    yield name
+    kafka.delete_topic(name)
+
+
+def _raw_records(kafka: KafkaService, topic: str) -> list[tuple[bytes | None, bytes | None, Any]]:
+    consumer = Consumer({**kafka.consumer_config(), "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple[bytes | None, bytes | None, Any]] = []
+    try:
+        while True:
+            msg = consumer.poll(10.0)
+            assert msg is not None, "no end of partition within 10 s"
+            if msg.error():
+                break
+            out.append((msg.key(), msg.value(), msg.headers()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_a_large_message_goes_by_reference_and_never_in_chunks(
+    kafka: KafkaService, compacted: str, redis_client: Any
+) -> None:
+    store = RedisStore(redis_client, prefix=compacted)
+    config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+    # the policy would chunk it (no reference threshold): the compacted topic overrules that
+    with HybridProducer(config, policy=SizeThresholdPolicy(store="redis"), stores={"redis": store}) as producer:
+        assert producer.route_for(compacted, 3 * SEGMENT).store == "redis"
+        producer.produce(compacted, b"x" * (3 * SEGMENT), key=b"k")
+        with pytest.raises(CompactedTopicError, match="route=chunked"):
+            producer.produce(compacted, b"x" * (3 * SEGMENT), key=b"k", route="chunked")
+        producer.produce(compacted, b"small", key=b"k")  # one record: plain, as anywhere
+        assert producer.flush(30) == 0
+        assert producer.metrics()["chunked.messages"] == 0
+    with HybridProducer(config) as bare, pytest.raises(CompactedTopicError, match="give the producer a store"):
+        bare.produce(compacted, b"x" * (3 * SEGMENT), key=b"k")
+    assert len(list(store.list_locators(compacted))) == 1
+
+
+def test_twenty_keys_updated_ten_times_compact_to_the_latest_values(
+    kafka: KafkaService, compacted: str, redis_client: Any, redis_server: Any, spark: Any
+) -> None:
+    from gateway.spark.reconcile import reconcile
+
+    store = RedisStore(redis_client, prefix=compacted)
+    policy = SizeThresholdPolicy(reference_above=2_000_000, store="redis")
+    latest: dict[bytes, bytes] = {}
+    config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+    with HybridProducer(config, policy=policy, stores={"redis": store}) as producer:
+        for version in range(10):
+            for key in range(20):
+                name = f"key-{key:02d}".encode()
+                latest[name] = _value(key, version)
+                producer.produce(compacted, latest[name], key=name)
+            producer.flush(60)
+        for key in DELETED:
+            producer.produce(compacted, None, key=f"key-{key:02d}".encode())  # a tombstone, passed through
+            del latest[f"key-{key:02d}".encode()]
+        assert producer.flush(60) == 0
+        assert producer.metrics()["chunked.messages"] == 0
+        written = len(list(store.list_locators(compacted)))
+        # the segment holding everything rolls once a record arrives after segment.ms
+        deadline = time.monotonic() + 90
+        records = _raw_records(kafka, compacted)
+        while len(records) > len(latest) + len(DELETED) + 1 and time.monotonic() < deadline:
+            time.sleep(1.5)
+            producer.produce(compacted, b"roll", key=b"~roll")
+            producer.flush(30)
+            records = _raw_records(kafka, compacted)
+    assert len(records) <= len(latest) + len(DELETED) + 1, f"not compacted: {len(records)} records remain"
+
+    conf = {**kafka.consumer_config(), "enable.partition.eof": True}
+    state: dict[bytes, bytes] = {}
+    with HybridConsumer(conf, stores={"redis": store}) as consumer:
+        consumer.assign([TopicPartition(compacted, 0, 0)])
+        while True:
+            msg = consumer.poll(10.0)
+            assert msg is not None
+            if msg.error():
+                break
+            if msg.value() is None:
+                state.pop(msg.key(), None)
+            elif msg.key() != b"~roll":
+                state[msg.key()] = msg.value()
+    assert sorted(state) == sorted(latest)
+    assert all(state[k] == latest[k] for k in latest), "a key's value is not its latest, byte for byte"
+
+    live = {
+        decode_envelope(value).locator
+        for _, value, headers in _raw_records(kafka, compacted)
+        if value is not None and classify(value, headers).kind is RecordKind.ENVELOPE
+    }
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": compacted,
+        "redis.url": redis_server.url,
+        "redis.prefix": compacted,
+    }
+    report = reconcile(spark, options, grace_seconds=0, delete=True)
+    assert report.dangling == [] and report.failed == []
+    stored = {locator for locator, _ in store.list_locators(compacted)}
+    assert stored == live, f"{len(stored - live)} superseded payloads left, {len(live - stored)} live ones lost"
+    assert len(report.deleted) == written - len(live) > 50  # 80 written, 8 live in the layout above

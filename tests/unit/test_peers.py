@@ -1,0 +1,194 @@
+"""Reading what bakdata's serde, kaf-s3 and AWS's payload offloading wrote (pure: no store, no broker).
+
+The records here are built from each format's description; tests/integration/test_peer_formats.py
+reads records the peers' own code wrote.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import struct
+
+import cramjam
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.errors import ConfigurationError, LocatorError, PayloadIntegrityError, PeerFormatError
+from gateway.peer_payloads import fetch_pointer, resolve_record
+from gateway.protocol.compression import XERIAL_MAGIC, decompress
+from gateway.protocol.peers import (
+    BAKDATA_KEY_HEADER,
+    BAKDATA_VALUE_HEADER,
+    PeerFormat,
+    PeerPointer,
+    PeerReader,
+    parse_peer_formats,
+)
+
+ALL = PeerReader(frozenset(PeerFormat))
+AWS_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+
+
+def test_formats_parse_and_unknown_is_named() -> None:
+    assert parse_peer_formats(" bakdata , KAFS3,aws,") == frozenset(PeerFormat)
+    assert parse_peer_formats(None) == frozenset()
+    with pytest.raises(ConfigurationError, match="'kafka-s3'"):
+        parse_peer_formats("bakdata,kafka-s3")
+
+
+@given(st.binary(max_size=200))
+def test_bakdata_byte_flag_inline_is_the_rest_of_the_value(data: bytes) -> None:
+    found = PeerReader(frozenset({PeerFormat.BAKDATA})).read(b"k", b"\x00" + data, None)
+    assert found is not None and found.value == data and found.key == b"k"
+
+
+def test_bakdata_byte_flag_backed_and_keys() -> None:
+    reader = PeerReader(frozenset({PeerFormat.BAKDATA}), bakdata_keys=True)
+    found = reader.read(b"\x00key", b"\x01s3://bucket-a/base/t/values/abc", [("h", b"1")])
+    assert found is not None
+    assert found.key == b"key"
+    assert found.value == PeerPointer(PeerFormat.BAKDATA, "bucket-a", "base/t/values/abc")
+    assert found.headers == [("h", b"1")]
+    with pytest.raises(PeerFormatError, match="key starts with 7"):
+        reader.read(b"\x07key", b"\x00v", None)
+
+
+def test_bakdata_headers_protocol_strips_its_headers_and_reads_compression() -> None:
+    headers = [
+        ("a", b"x"),
+        (BAKDATA_VALUE_HEADER, b"\x01"),
+        ("__large.message.backed.compression", b"\x04"),
+        (BAKDATA_KEY_HEADER, b"\x00"),
+    ]
+    found = ALL.read(b"plain-key", b"s3://bucket-a/t/values/1", headers)
+    assert found is not None and found.format is PeerFormat.BAKDATA
+    assert found.key == b"plain-key" and found.headers == [("a", b"x")]
+    assert isinstance(found.value, PeerPointer) and found.value.compression == "zstd"
+    # the doubled-dot name older releases wrote
+    old = [(BAKDATA_VALUE_HEADER, b"\x01"), ("__large.message.backed..compression", b"\x01")]
+    pointer = ALL.read(None, b"s3://bucket-a/k", old)
+    assert pointer is not None and isinstance(pointer.value, PeerPointer) and pointer.value.compression == "gzip"
+
+
+@pytest.mark.parametrize(
+    ("value", "headers", "match"),
+    [
+        (b"abs://container/k", [(BAKDATA_VALUE_HEADER, b"\x01")], "only s3://"),
+        (b"s3://B_ad/k", [(BAKDATA_VALUE_HEADER, b"\x01")], "invalid bucket"),
+        (b"s3://bucket-a/k", [(BAKDATA_VALUE_HEADER, b"\x02")], "one byte 0 or 1"),
+        (b"s3://bucket-a/k", [(BAKDATA_VALUE_HEADER, b"\x01"), ("__large.message.backed.compression", b"\x09")], "id"),
+        (b"\xff\xfe", [(BAKDATA_VALUE_HEADER, b"\x01")], "UTF-8"),
+        (b"s3://bucket-a/a\nb", [(BAKDATA_VALUE_HEADER, b"\x01")], "invalid object key"),
+    ],
+)
+def test_bakdata_broken_records_are_typed_errors(value: bytes, headers: list[tuple[str, bytes]], match: str) -> None:
+    with pytest.raises(PeerFormatError, match=match):
+        ALL.read(None, value, headers)
+
+
+def test_kafs3_reference_as_kafs3_writes_it() -> None:
+    digest = hashlib.sha256(b"payload").hexdigest()
+    obj = {"s3_bucket": "bucket-a", "s3_key": "p/1", "etag": '"abc"', "sha256": digest, "compression": "gzip"}
+    found = ALL.read(b"k", json.dumps(obj).encode(), None)
+    assert found is not None and found.format is PeerFormat.KAFS3
+    assert found.value == PeerPointer(PeerFormat.KAFS3, "bucket-a", "p/1", bytes.fromhex(digest), "abc", "gzip")
+
+
+def test_aws_pointer_both_class_names() -> None:
+    for name in (AWS_CLASS, "com.amazon.sqs.javamessaging.MessageS3Pointer"):
+        found = ALL.read(None, json.dumps([name, {"s3BucketName": "bucket-a", "s3Key": "u-1"}]).encode(), None)
+        assert found is not None and found.value == PeerPointer(PeerFormat.AWS, "bucket-a", "u-1")
+    with pytest.raises(PeerFormatError, match="s3Key"):
+        ALL.read(None, json.dumps([AWS_CLASS, {"s3BucketName": "bucket-a"}]).encode(), None)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"s3_bucket": "b"}',  # one of the two keys: an ordinary JSON object, as kaf-s3 reads it
+        b'{"not json',
+        b'["other", {"s3BucketName": "bucket-a", "s3Key": "k"}]',
+        b"[1, 2, 3]",
+        b"hello",
+        b"\x02rest",
+        b"",
+    ],
+)
+def test_ordinary_values_are_not_peers(value: bytes) -> None:
+    assert ALL.read(None, value, None) is None
+
+
+def test_a_format_that_is_off_is_not_read() -> None:
+    reader = PeerReader(frozenset({PeerFormat.AWS}))
+    assert reader.read(None, b"\x01s3://bucket-a/k", None) is None
+    assert reader.read(None, b'{"s3_bucket": "bucket-a", "s3_key": "k"}', None) is None
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd", "lz4", "snappy"])
+@given(data=st.binary(max_size=5000))
+def test_decompress_round_trips(codec: str, data: bytes) -> None:
+    if codec == "gzip":
+        packed = gzip.compress(data)
+    elif codec == "snappy":  # xerial's framing, as Kafka's snappy codec writes it
+        block = bytes(cramjam.snappy.compress_raw(data))
+        packed = XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">I", len(block)) + block
+    else:
+        packed = bytes(getattr(cramjam, codec).compress(data))
+    assert decompress(packed, codec, len(data)) == data
+
+
+def test_decompress_bounds_the_output() -> None:
+    bomb = gzip.compress(b"\x00" * 1_000_000)
+    with pytest.raises(PayloadIntegrityError, match="beyond the limit of 1000"):
+        decompress(bomb, "gzip", 1000)
+    with pytest.raises(PayloadIntegrityError, match="truncated"):
+        decompress(bomb[:-20], "gzip", 10_000_000)
+    with pytest.raises(PayloadIntegrityError, match="zstd"):
+        decompress(b"garbage", "zstd", 1000)
+
+
+class _Objects:
+    """An object store as the resolver sees one; counts requests to prove confinement makes none."""
+
+    def __init__(self, bucket: str, prefix: str, objects: dict[str, tuple[bytes, str]]) -> None:
+        self.name, self.bucket, self.prefix, self.objects, self.gets = "peer", bucket, prefix, objects, 0
+
+    def holds_object(self, bucket: str, key: str) -> bool:
+        return bucket == self.bucket and key.startswith(self.prefix)
+
+    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]:
+        self.gets += 1
+        return self.objects[key]
+
+
+def test_pointers_outside_every_store_make_no_request() -> None:
+    store = _Objects("bucket-a", "allowed/", {"allowed/x": (b"data", "e")})
+    stores = {"peer": store}
+    assert fetch_pointer(stores, PeerPointer(PeerFormat.AWS, "bucket-a", "allowed/x"), 100) == b"data"
+    for outside in (PeerPointer(PeerFormat.AWS, "bucket-b", "allowed/x"), PeerPointer(PeerFormat.AWS, "bucket-a", "x")):
+        with pytest.raises(LocatorError, match="outside every configured store"):
+            fetch_pointer(stores, outside, 100)
+    # a record with a good key pointer and a bad value pointer fetches nothing
+    found = ALL.read(
+        b"s3://bucket-a/allowed/x",
+        b"s3://bucket-b/other",
+        [(BAKDATA_KEY_HEADER, b"\x01"), (BAKDATA_VALUE_HEADER, b"\x01")],
+    )
+    assert found is not None
+    with pytest.raises(LocatorError):
+        resolve_record(stores, found, 100)
+    assert store.gets == 1
+
+
+def test_kafs3_checksums_are_verified() -> None:
+    payload = b"the payload"
+    store = _Objects("bucket-a", "", {"k": (gzip.compress(payload), "etag-1")})
+    good = PeerPointer(PeerFormat.KAFS3, "bucket-a", "k", hashlib.sha256(payload).digest(), "etag-1", "gzip")
+    assert fetch_pointer({"p": store}, good, 1000) == payload
+    with pytest.raises(PayloadIntegrityError, match="SHA-256"):
+        fetch_pointer({"p": store}, PeerPointer(PeerFormat.KAFS3, "bucket-a", "k", b"\x00" * 32, None, "gzip"), 1000)
+    with pytest.raises(PayloadIntegrityError, match="replaced"):
+        fetch_pointer({"p": store}, PeerPointer(PeerFormat.KAFS3, "bucket-a", "k", None, "etag-0", "gzip"), 1000)
