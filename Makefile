@@ -8,13 +8,14 @@ STAMP  := $(VENV)/.installed
 MVN    ?= mvn -q -B
 KAFKA_LIB := tests/kafka/target/lib/.fetched
 SPARK_LIB := tests/spark/target/lib/.fetched
+PEERS_LIB := tests/peerwriters/target/lib/.fetched
 
-.PHONY: demo test bench setup system kafka spark-kafka lint
+.PHONY: demo test bench setup system kafka spark-kafka peer-writers lint
 
 demo: setup
 	$(BIN)/gateway demo
 
-test: setup kafka spark-kafka
+test: setup kafka spark-kafka peer-writers
 	bash .ci/test
 
 bench: setup kafka spark-kafka
@@ -38,6 +39,12 @@ $(KAFKA_LIB): tests/kafka/pom.xml
 spark-kafka: $(SPARK_LIB)
 $(SPARK_LIB): tests/spark/pom.xml $(STAMP)
 	$(MVN) -f tests/spark/pom.xml package -Dspark.version=$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+	touch $@
+
+# bakdata's serde and AWS's payload offloading, run by the peer-format tests to write their formats.
+peer-writers: $(PEERS_LIB)
+$(PEERS_LIB): tests/peerwriters/pom.xml $(wildcard tests/peerwriters/src/main/java/gateway/peers/*.java)
+	$(MVN) -f tests/peerwriters/pom.xml package
 	touch $@
 
 # redis-server comes from Debian; the tests and the demo start their own instance on a free port.

@@ -77,6 +77,11 @@ class CleanupPolicies:
             known = self._known[topic] = _Known(found, now + self._refresh_s)
         return known.policy
 
+    def close(self) -> None:
+        close = getattr(self._describe, "close", None)
+        if callable(close):
+            close()
+
     def compacted(self, topic: str) -> bool:
         policy = self.policy(topic)
         return policy is not None and is_compacting(policy)
@@ -101,31 +106,34 @@ def reference_route(policy: Any, stores: Mapping[str, object], topic: str, size:
     return Route.reference(store)
 
 
-def admin_describe(conf: Mapping[str, Any]) -> Callable[[str], str]:
-    """``describe`` for :class:`CleanupPolicies` on an ``AdminClient`` made, when first needed, from ``conf``."""
-    admin: list[Any] = []
+class AdminDescriber:
+    """``describe`` for :class:`CleanupPolicies`: an ``AdminClient`` made from ``conf`` when first needed."""
 
-    def describe(topic: str) -> str:
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self._conf = {k: v for k, v in conf.items() if k not in _NOT_FOR_ADMIN and not k.startswith("on_")}
+        self._admin: Any = None
+
+    def __call__(self, topic: str) -> str:
         from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
-        if not admin:
-            keep = {k: v for k, v in conf.items() if k not in _NOT_FOR_ADMIN and not k.startswith("on_")}
-            admin.append(AdminClient(keep))
-        metadata = admin[0].list_topics(topic=topic, timeout=DESCRIBE_TIMEOUT_S)
+        if self._admin is None:
+            self._admin = AdminClient(self._conf)
+        metadata = self._admin.list_topics(topic=topic, timeout=DESCRIBE_TIMEOUT_S)
         if metadata.controller_id not in metadata.brokers:  # librdkafka's mock cluster: no DescribeConfigs
             raise LookupError("the cluster names no live controller, so topic configs cannot be described")
         described = metadata.topics.get(topic)
         if described is None or described.error is not None:
             raise LookupError(f"topic metadata: {described.error if described is not None else 'absent'}")
         resource = ConfigResource(ResourceType.TOPIC, topic)
-        future = admin[0].describe_configs([resource], request_timeout=DESCRIBE_TIMEOUT_S)[resource]
-        entries = future.result(timeout=DESCRIBE_TIMEOUT_S + 1)
-        entry = entries.get("cleanup.policy")
+        future = self._admin.describe_configs([resource], request_timeout=DESCRIBE_TIMEOUT_S)[resource]
+        entry = future.result(timeout=DESCRIBE_TIMEOUT_S + 1).get("cleanup.policy")
         if entry is None or entry.value is None:
             raise LookupError("the brokers returned no cleanup.policy")
         return str(entry.value)
 
-    return describe
+    def close(self) -> None:
+        """Let the admin client go with the producer (it would otherwise go on reconnecting)."""
+        self._admin = None
 
 
 _NOT_FOR_ADMIN = frozenset(

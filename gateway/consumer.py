@@ -90,6 +90,7 @@ class HybridConsumer(ConsumerSurface):
         self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
+        self._keys_read = settings.peers is not None
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._one: list[Message] = []
 
@@ -174,7 +175,8 @@ class HybridConsumer(ConsumerSurface):
         tp = (msg.topic(), msg.partition())
         if self._pipeline.needs_commit(tp):  # first record of this partition: with the others queued
             self._offsets.load_commits([msg, *self._queue.raw])
-        record = Record(msg.offset(), None, msg.value(), msg.headers())  # key, timestamp: msg keeps them
+        # key and timestamp stay with msg; only a peer's record (bakdata) may need its key decoded
+        record = Record(msg.offset(), msg.key() if self._keys_read else None, msg.value(), msg.headers())
         try:
             events = self._pipeline.feed(tp, record)
             out = self._events.handle(msg, events)

@@ -20,7 +20,7 @@ from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.chunked_writer import ChunkedWriter
 from gateway.clock import SYSTEM_CLOCK, Clock
-from gateway.compaction import CleanupPolicies, CompactedTopicError, admin_describe, reference_route
+from gateway.compaction import AdminDescriber, CleanupPolicies, CompactedTopicError, reference_route
 from gateway.errors import ConfigurationError
 from gateway.histogram import HistogramSnapshot
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, headers_list
@@ -94,7 +94,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             auditor.start()
         self._producer = Producer(conf)
         self._cleanup = (
-            CleanupPolicies(admin_describe(conf), clock, self.settings.topic_config_refresh_s)
+            CleanupPolicies(AdminDescriber(conf), clock, self.settings.topic_config_refresh_s)
             if self.settings.compaction_check
             else None
         )
@@ -173,8 +173,12 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             chosen = Route.parse(route)
         else:
             raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
-        # on a compacted topic a reference never falls back to chunks, and chunks are never forced
-        compacted = self._compacted(message.topic, message.size, self.segment_bytes)
+        # on a compacted topic a reference never expires nor falls back to chunks, and more than one
+        # segment is refused even when forced (the brokers are asked only for such messages)
+        large = chosen.kind is RouteKind.REFERENCE or (
+            chosen.kind is RouteKind.CHUNKED and message.size > self.segment_bytes
+        )
+        compacted = large and self._cleanup is not None and self._cleanup.compacted(message.topic)
         if compacted and chosen.kind is RouteKind.CHUNKED:
             raise CompactedTopicError(
                 f"topic {topic!r} is compacted (cleanup.policy={self._cleanup_policy(topic)}): route=chunked"
@@ -191,7 +195,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:
-                chosen = self._references.send(chosen, route is not None or compacted, message)
+                chosen = self._references.send(chosen, route is not None, message, persistent=compacted)
             if chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
@@ -270,6 +274,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             return False
         self.flush(timeout)
         self._references.close()
+        if self._cleanup is not None:
+            self._cleanup.close()
         if self._auditor is not None:
             self._auditor.close()
             self._producer.flush(10 if timeout < 0 else timeout)

@@ -14,6 +14,7 @@ whole route is unit-tested with an in-memory store.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
 from collections.abc import Mapping
@@ -67,13 +68,15 @@ class ReferenceWriter:
         """Acknowledged writes whose pending mark is still set, waiting for :meth:`clear_acked_marks`."""
         return len(self._acked)
 
-    def send(self, route: Route, forced: bool, message: OutgoingMessage) -> Route:
+    def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
         """Send ``message`` by reference; returns the route it must take instead, or ``route`` when it was sent.
 
         A store that is marked unhealthy, or whose write fails for want of a connection, makes the
         answer ``CHUNKED`` for a message under ``fallback_cap``; a larger message, or one whose route
         was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
+        ``persistent`` (a compacted topic's message) implies forced, and asks the store for no expiry.
         """
+        forced = forced or persistent
         name = route.store or ""
         store = self.stores.get(name)
         if store is None:
@@ -89,7 +92,10 @@ class ReferenceWriter:
         pending = self._digests.begin(payload, store)
         started = self._clock.monotonic()
         try:
-            locator = store.put(message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known())
+            extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
+            locator = store.put(
+                message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known(), **extra
+            )
         except StoreError as exc:
             self.metrics.store_put_failures += 1
             health.failure(now + self._ms_since(started))
@@ -229,3 +235,11 @@ class ReferenceWriter:
                 log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
                 still.extend((store, locator) for locator in locators)
         self._acked = still
+
+
+def _takes_persistent(store: Store) -> bool:
+    """Whether ``store.put`` names ``persistent`` (stores written before it existed do not; they have no TTL)."""
+    try:
+        return "persistent" in inspect.signature(store.put).parameters
+    except (TypeError, ValueError):
+        return False

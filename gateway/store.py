@@ -35,12 +35,16 @@ class Store(Protocol):
         *,
         pending_since_ms: int | None = None,
         sha256: bytes | None = None,
+        persistent: bool = False,
     ) -> str:
         """Write ``payload`` and return its locator.
 
         With ``pending_since_ms`` the write is journalled as pending at that time, in a way that a
         crash at any point leaves either nothing or a pending entry. ``sha256`` is the payload's
         digest when the caller already has it (for the envelope), so the store need not hash again.
+        ``persistent`` payloads belong to a compacted topic, which keeps its latest record forever:
+        the store must not expire them (``gateway reconcile`` removes them once superseded). The
+        producer passes it only to stores whose ``put`` names it.
         """
         ...
 

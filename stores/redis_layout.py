@@ -86,6 +86,10 @@ class RedisLocator:
     def index_key(self, prefix: str) -> str:
         return f"{self.head(prefix)}:written"
 
+    def kept_index_key(self, prefix: str) -> str:
+        """The index of persistent payloads, which TTL pruning of ``:written`` never touches."""
+        return f"{self.head(prefix)}:kept"
+
     def entries_for(self, size: int) -> int:
         return entries_for(size, self.entry_bytes)
 

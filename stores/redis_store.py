@@ -275,8 +275,11 @@ class RedisStore(StoreLifecycle):
         *,
         pending_since_ms: int | None = None,
         sha256: bytes | None = None,
+        persistent: bool = False,
     ) -> str:
         """Write the payload's entries, its pending mark and its index entry in one MULTI/EXEC.
+
+        A ``persistent`` payload (a compacted topic's) gets no TTL and goes in the ``:kept`` index.
 
         In the slotted layout all of them share the bucket's hash tag, so the transaction runs on
         the one master that owns the slot. ``sha256`` is accepted for the :class:`Store` contract
@@ -295,20 +298,21 @@ class RedisStore(StoreLifecycle):
         locator = shape.text(self.prefix)
         keys = shape.keys(self.prefix)
         pending_key, index_key = shape.pending_key(self.prefix), shape.index_key(self.prefix)
+        ttl = None if persistent else self.ttl_seconds
         started = time.perf_counter()
         written = now_ms()
 
         def write(pipe: Pipeline) -> None:
             step = self.entry_bytes
             if count == 1:
-                pipe.set(keys[0], payload, ex=self.ttl_seconds)
+                pipe.set(keys[0], payload, ex=ttl)
             else:
                 view = memoryview(payload)
                 for i, key in enumerate(keys):
-                    pipe.set(key, view[i * step : (i + 1) * step], ex=self.ttl_seconds)
+                    pipe.set(key, view[i * step : (i + 1) * step], ex=ttl)
             if pending_since_ms is not None:
                 pipe.zadd(pending_key, {locator: pending_since_ms})
-            pipe.zadd(index_key, {locator: written})
+            pipe.zadd(shape.kept_index_key(self.prefix) if persistent else index_key, {locator: written})
             if self.ttl_seconds is not None:  # index entries of expired payloads go as new ones arrive
                 pipe.zremrangebyscore(index_key, "-inf", f"({written - self.ttl_seconds * 1000}")
 
@@ -369,6 +373,7 @@ class RedisStore(StoreLifecycle):
             pipe.unlink(*parsed.keys(self.prefix))
             pipe.zrem(parsed.pending_key(self.prefix), locator)
             pipe.zrem(parsed.index_key(self.prefix), locator)
+            pipe.zrem(parsed.kept_index_key(self.prefix), locator)
 
         self._transaction(remove)
         self._done("delete", started, locator)
@@ -422,14 +427,15 @@ class RedisStore(StoreLifecycle):
         still be listed until the next write to their bucket prunes them.
         """
         self._check_open()
-        heads = self._heads()
-        sizes = cast("list[int]", self._pipelined([partial(_zcard, f"{head}:written") for head in heads]))
+        indexes = [f"{head}:{name}" for head in self._heads() for name in ("written", "kept")]
+        sizes = cast("list[int]", self._pipelined([partial(_zcard, key) for key in indexes]))
         seen: set[str] = set()
-        for head, size in zip(heads, sizes, strict=True):
+        for index, size in zip(indexes, sizes, strict=True):
             if size:
                 # Prefix, tag and topic hold no glob metacharacters, so they go into MATCH unescaped.
+                head = index.rsplit(":", 1)[0]
                 match = f"{head}:{validate_topic(topic)}:*" if topic is not None else None
-                yield from self._scan_index(f"{head}:written", match, seen)
+                yield from self._scan_index(index, match, seen)
 
     def _scan_index(self, key: str, match: str | None, seen: set[str]) -> Iterator[tuple[str, int]]:
         cursor = 0

@@ -221,12 +221,16 @@ class S3Store(StoreLifecycle):
         *,
         pending_since_ms: int | None = None,
         sha256: bytes | None = None,
+        persistent: bool = False,
     ) -> str:
         """Marker (if journalled), then the object with its SHA-256 and size in metadata.
 
         ``sha256``, when given, is trusted as the payload's digest (the producer computed it for the
         envelope); the consumer checks the envelope's digest against the bytes in any case.
+        ``persistent`` changes nothing here: S3 expires objects by a lifecycle rule on the prefix,
+        not per object, so a compacted topic's payloads need a store whose prefix has no rule.
         """
+        del persistent
         self._check_open()
         locator = self.locator_for(topic, message_id)
         parsed = S3Locator(self.bucket, self.key_for(topic, message_id), topic, message_id)

@@ -89,6 +89,24 @@ def test_a_large_message_goes_by_reference_and_never_in_chunks(
     assert len(list(store.list_locators(compacted))) == 1
 
 
+def test_payloads_of_a_compacted_topic_never_expire(
+    kafka: KafkaService, compacted: str, topic: str, redis_client: Any
+) -> None:
+    store = RedisStore(redis_client, prefix=compacted, ttl_seconds=600)
+    policy = SizeThresholdPolicy(reference_above=1_000, store="redis")  # below one segment: the policy's choice
+    with HybridProducer(kafka.producer_config(), policy=policy, stores={"redis": store}) as producer:
+        producer.produce(compacted, b"c" * 5_000, key=b"k")
+        producer.produce(topic, b"d" * 5_000, key=b"k")
+        assert producer.flush(30) == 0
+    ttls = {}
+    for name in (compacted, topic):
+        (locator, _), *rest = store.list_locators(name)
+        assert rest == []
+        ttls[name] = redis_client.ttl(locator.split("#")[0] + ":0")
+    assert ttls[compacted] == -1  # no expiry: compaction keeps the envelope forever
+    assert 0 < ttls[topic] <= 600
+
+
 def test_twenty_keys_updated_ten_times_compact_to_the_latest_values(
     kafka: KafkaService, compacted: str, redis_client: Any, redis_server: Any, spark: Any
 ) -> None:

@@ -1,10 +1,10 @@
 """Records other libraries wrote, interleaved with our three routes on one topic, read back byte-identical.
 
 Who writes what:
-* bakdata: ``com.bakdata.kafka:large-message-serde`` itself, run by tests/peers (a small Java program
+* bakdata: ``com.bakdata.kafka:large-message-serde`` itself, run by tests/peerwriters (a small Java program
   built from Maven Central), both protocols, inline and stored, gzip/snappy/lz4/zstd, keys too;
 * kaf-s3: ``kaf-s3-connector``'s own ``S3Producer`` (PyPI), inline and offloaded, plain and gzip;
-* AWS: ``payloadoffloading-common``'s own ``S3BackedPayloadStore`` (Maven Central), run by tests/peers:
+* AWS: ``payloadoffloading-common``'s own ``S3BackedPayloadStore`` (Maven Central), run by tests/peerwriters:
   it uploads the payload and returns the pointer JSON, which is what the extended clients send.
 """
 
@@ -26,7 +26,7 @@ from gateway.testing import KafkaService
 from gateway.testing.s3_server import S3Server
 from stores import RedisStore, S3Store
 
-PEERS_DIR = Path(__file__).resolve().parents[1] / "peers"
+PEERS_DIR = Path(__file__).resolve().parents[1] / "peerwriters"
 FORMATS = "bakdata,kafs3,aws"
 
 
@@ -36,9 +36,9 @@ def _payload(tag: str, size: int) -> bytes:
 
 
 def _java(main: str, spec: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
-    """Run a tests/peers program on ``spec``; its stdout is one JSON line per record written."""
+    """Run a tests/peerwriters program on ``spec``; its stdout is one JSON line per record written."""
     if not (PEERS_DIR / "target" / "lib").is_dir():
-        pytest.fail("tests/peers is not built: run `make peers` (make test does)")
+        pytest.fail("tests/peerwriters is not built: run `make peer-writers` (make test does)")
     spec_file = tmp_path / f"{main}-{uuid.uuid4().hex[:6]}.json"
     spec_file.write_text(json.dumps(spec))
     classpath = f"{PEERS_DIR / 'target' / 'classes'}{os.pathsep}{PEERS_DIR / 'target' / 'lib' / '*'}"
@@ -136,7 +136,8 @@ def _write_kafs3(topic: str, kafka: KafkaService, s3: S3Server, bucket: str, exp
 def _write_aws(
     topic: str, kafka: KafkaService, s3: S3Server, bucket: str, tmp_path: Path, expected: list[tuple[Any, Any]]
 ) -> None:
-    values = [(b"aws-1", _payload("aws-1", 1_200_000)), (b"aws-2", _payload("aws-2", 10))]
+    # the payload store takes text: the extended clients offload message bodies, which are strings
+    values = [(b"aws-1", b"aws-1 text " * 110_000), (b"aws-2", "\u00e9t\u00e9 \u2603".encode())]
     spec = {
         "bootstrap": kafka.bootstrap_servers,
         "topic": topic,
@@ -189,7 +190,7 @@ def _read_all(consumer: HybridConsumer, count: int) -> list[tuple[Any, Any]]:
     return got
 
 
-@pytest.mark.requires("java_clients")  # tests/peers runs Java clients, which the mock cannot serve
+@pytest.mark.requires("java_clients")  # tests/peerwriters runs Java clients, which the mock cannot serve
 def test_every_peer_format_beside_our_routes_reads_back_byte_identical(
     kafka: KafkaService,
     mixed_topic: tuple[str, list[tuple[Any, Any]]],
@@ -202,7 +203,7 @@ def test_every_peer_format_beside_our_routes_reads_back_byte_identical(
         "redis": RedisStore(redis_client, prefix=topic),
         "peers": S3Store(s3_server.client(), bucket=peer_bucket, prefix="", name="peers"),
     }
-    conf = {**kafka.consumer_config(), "large.message.peer.formats": FORMATS, "large.message.peer.bakdata.keys": False}
+    conf = {**kafka.consumer_config(), "large.message.peer.formats": FORMATS, "large.message.peer.bakdata.keys": True}
     with HybridConsumer(conf, stores=stores) as consumer:
         consumer.subscribe([topic])
         got = _read_all(consumer, len(expected))
@@ -270,6 +271,7 @@ def test_spark_reader_reads_peer_formats(
         .option("s3.secret.key", "testing")
         .option("s3.region", "us-east-1")
         .option("large.message.peer.formats", FORMATS)
+        .option("large.message.peer.bakdata.keys", "true")
         .option("peer.s3.buckets", f"{peer_bucket}/")
         .load()
         .orderBy("offset")

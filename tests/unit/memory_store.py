@@ -33,6 +33,7 @@ class MemoryStore:
         *,
         pending_since_ms: int | None = None,
         sha256: bytes | None = None,
+        persistent: bool = False,
     ) -> str:
         self.calls.append("put")
         if self.fail_put is not None:

@@ -138,6 +138,14 @@ def test_decompress_round_trips(codec: str, data: bytes) -> None:
     else:
         packed = bytes(getattr(cramjam, codec).compress(data))
     assert decompress(packed, codec, len(data)) == data
+    # bakdata stores Kafka's whole output buffer: the stream, then zeros up to the input's length
+    assert decompress(packed + bytes(len(data) + 7), codec, len(data)) == data
+
+
+def test_bytes_after_a_stream_that_are_not_padding_are_refused() -> None:
+    for codec, packed in (("gzip", gzip.compress(b"x" * 100)), ("zstd", bytes(cramjam.zstd.compress(b"x" * 100)))):
+        with pytest.raises(PayloadIntegrityError, match="not padding"):
+            decompress(packed + b"\x00\x01", codec, 1000)
 
 
 def test_decompress_bounds_the_output() -> None:

@@ -1,0 +1,91 @@
+"""The producer's routing on compacted topics, on every backend: the brokers' answer is replaced
+by a describer that says which topics are compacted, so the mock cluster (which has no
+DescribeConfigs) runs it too; tests/integration/test_compacted_topics.py asks Apache Kafka itself."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import gateway.producer
+from gateway import HybridProducer, SizeThresholdPolicy
+from gateway.compaction import CompactedTopicError
+from gateway.errors import StoreUnavailableError
+from gateway.testing import KafkaService
+from stores import RedisStore
+
+SEGMENT = 100_000
+
+
+@pytest.fixture
+def compacted_topics(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """Topics the producer will be told are compacted."""
+    compacted: set[str] = set()
+
+    def describer(conf: Any) -> Callable[[str], str]:
+        return lambda topic: "compact,delete" if topic in compacted else "delete"
+
+    monkeypatch.setattr(gateway.producer, "AdminDescriber", describer)
+    return compacted
+
+
+def _producer(kafka: KafkaService, redis: RedisStore | None, **policy: Any) -> HybridProducer:
+    return HybridProducer(
+        {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT},
+        policy=SizeThresholdPolicy(**policy),
+        stores={"redis": redis} if redis is not None else None,
+    )
+
+
+def test_more_than_one_segment_goes_by_reference_and_one_segment_stays_as_it_is(
+    kafka: KafkaService, topic: str, compacted_topics: set[str], redis_client: Any
+) -> None:
+    compacted_topics.add(topic)
+    store = RedisStore(redis_client, prefix=topic, ttl_seconds=3600)
+    with _producer(kafka, store, store="redis") as producer:
+        assert producer.route_for(topic, SEGMENT).kind.value == "plain"
+        assert producer.route_for(topic, SEGMENT + 1) == producer.route_for(topic, 50 * SEGMENT)
+        assert str(producer.route_for(topic, SEGMENT + 1)) == "reference:redis"
+        producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        producer.produce(topic, None, key=b"k")  # a tombstone stays a null record
+        with pytest.raises(CompactedTopicError, match="route=chunked"):
+            producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k", route="chunked")
+        assert producer.flush(30) == 0
+        metrics = producer.metrics()
+    assert metrics["chunked.messages"] == 0 and metrics["reference.messages"] == 1
+    (locator, _), *rest = store.list_locators(topic)
+    assert rest == [] and redis_client.ttl(locator.split("#")[0] + ":0") == -1
+
+
+def test_without_a_store_the_message_fails_before_anything_is_sent(
+    kafka: KafkaService, topic: str, compacted_topics: set[str]
+) -> None:
+    compacted_topics.add(topic)
+    with _producer(kafka, None) as producer:
+        with pytest.raises(CompactedTopicError, match="compaction keeps only the last segment"):
+            producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        assert producer.metrics()["chunked.messages"] == 0
+
+
+def test_a_down_store_fails_fast_instead_of_chunking(
+    kafka: KafkaService, topic: str, compacted_topics: set[str], redis_client: Any
+) -> None:
+    compacted_topics.add(topic)
+    store = RedisStore(redis_client, prefix=topic)
+    with _producer(kafka, store, store="redis") as producer:
+        now = int(time.time() * 1000)
+        for _ in range(3):  # three failures mark it unhealthy until the next probe, 5 s on
+            producer.health["redis"].failure(now)
+        with pytest.raises(StoreUnavailableError):
+            producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        assert producer.metrics()["chunked.messages"] == 0
+
+
+def test_other_topics_chunk_as_before(kafka: KafkaService, topic: str, compacted_topics: set[str]) -> None:
+    with _producer(kafka, None) as producer:
+        producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        assert producer.flush(30) == 0
+        assert producer.metrics()["chunked.messages"] == 1

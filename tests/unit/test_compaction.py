@@ -1,0 +1,79 @@
+"""The compaction decisions without a broker: what counts as compacted, caching, the reference route."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from gateway.compaction import (
+    RETRY_UNKNOWN_S,
+    CleanupPolicies,
+    CompactedTopicError,
+    is_compacting,
+    reference_route,
+)
+from gateway.policy import Route, SizeThresholdPolicy, TopicOverride
+from tests.unit.fake_clock import ManualClock
+
+
+@pytest.mark.parametrize(
+    ("policy", "compacting"),
+    [("compact", True), ("delete,compact", True), (" Compact , delete", True), ("delete", False), ("", False)],
+)
+def test_what_counts_as_compacting(policy: str, compacting: bool) -> None:
+    assert is_compacting(policy) is compacting
+
+
+def test_answers_are_cached_for_the_refresh_interval() -> None:
+    clock = ManualClock()
+    asked: list[str] = []
+    answers = {"t": "compact"}
+
+    def describe(topic: str) -> str:
+        asked.append(topic)
+        return answers[topic]
+
+    policies = CleanupPolicies(describe, clock.clock(), refresh_s=60)
+    assert policies.compacted("t") and policies.compacted("t")
+    assert asked == ["t"]
+    answers["t"] = "delete"
+    clock.advance(59)
+    assert policies.compacted("t")
+    clock.advance(2)
+    assert not policies.compacted("t")
+    assert asked == ["t", "t"]
+
+
+def test_a_broker_that_cannot_say_means_not_compacted_asked_again_soon_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock()
+    calls = []
+
+    def describe(topic: str) -> str:
+        calls.append(topic)
+        raise PermissionError("DescribeConfigs denied")
+
+    policies = CleanupPolicies(describe, clock.clock(), refresh_s=300)
+    with caplog.at_level(logging.INFO, logger="gateway.compaction"):
+        assert not policies.compacted("t")
+        clock.advance(RETRY_UNKNOWN_S - 1)
+        assert not policies.compacted("t")
+        clock.advance(2)
+        assert not policies.compacted("t")
+    assert len(calls) == 2
+    warnings = [r for r in caplog.records if "treated as not compacted" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+
+
+def test_the_reference_route_is_the_policys_store_for_the_topic_or_the_only_store() -> None:
+    stores = {"redis": object(), "s3": object()}
+    policy = SizeThresholdPolicy(store="redis", overrides={"docs": TopicOverride(store="s3")})
+    assert reference_route(policy, stores, "t", 10, "compact") == Route.reference("redis")
+    assert reference_route(policy, stores, "docs", 10, "compact") == Route.reference("s3")
+    assert reference_route(SizeThresholdPolicy(), {"only": object()}, "t", 10, "compact") == Route.reference("only")
+    with pytest.raises(CompactedTopicError, match="give the producer a store"):
+        reference_route(SizeThresholdPolicy(), stores, "t", 10, "compact")
+    with pytest.raises(CompactedTopicError):
+        reference_route(SizeThresholdPolicy(store="gone"), stores, "t", 10, "compact")
