@@ -200,3 +200,25 @@ def test_kafs3_checksums_are_verified() -> None:
         fetch_pointer({"p": store}, PeerPointer(PeerFormat.KAFS3, "bucket-a", "k", b"\x00" * 32, None, "gzip"), 1000)
     with pytest.raises(PayloadIntegrityError, match="replaced"):
         fetch_pointer({"p": store}, PeerPointer(PeerFormat.KAFS3, "bucket-a", "k", None, "etag-0", "gzip"), 1000)
+
+
+def test_the_pipeline_hands_peer_records_out_to_resolve_and_reports_broken_ones() -> None:
+    from gateway.pipeline import ConsumerPipeline, PlainMessage, ReferenceToResolve
+    from gateway.protocol.records import Record
+
+    aws = json.dumps([AWS_CLASS, {"s3BucketName": "bucket-a", "s3Key": "k"}]).encode()
+    broken = json.dumps([AWS_CLASS, {"s3BucketName": "bucket-a"}]).encode()
+    tp = ("t", 0)
+    for peers in (None, PeerReader(frozenset({PeerFormat.AWS}))):
+        pipeline = ConsumerPipeline(peers=peers)
+        pipeline.load_commit(tp, None, None)
+        events = [
+            pipeline.feed(tp, Record(i, b"k", value, None))[-1] for i, value in enumerate((b"plain", aws, broken))
+        ]
+        if peers is None:
+            assert all(isinstance(e, PlainMessage) for e in events)
+            continue
+        plain, peer, bad = events
+        assert isinstance(plain, PlainMessage) and plain.value == b"plain"
+        assert isinstance(peer, ReferenceToResolve) and peer.peer is not None and peer.safe_offset == 2
+        assert isinstance(bad, ReferenceToResolve) and bad.peer is None and "PeerFormatError" in (bad.error or "")
