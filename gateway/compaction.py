@@ -35,9 +35,18 @@ class CompactedTopicError(ConfigurationError):
     """A message too large for one record, for a compacted topic, with no store to send it to by reference."""
 
 
+def _parts(cleanup_policy: str) -> set[str]:
+    return {part.strip().lower() for part in cleanup_policy.split(",")}
+
+
 def is_compacting(cleanup_policy: str) -> bool:
     """``compact`` or ``compact,delete`` (either order, any spacing)."""
-    return "compact" in {part.strip().lower() for part in cleanup_policy.split(",")}
+    return "compact" in _parts(cleanup_policy)
+
+
+def keeps_forever(cleanup_policy: str) -> bool:
+    """Compact only: the latest record of a key is never deleted, so neither may its payload expire."""
+    return _parts(cleanup_policy) == {"compact"}
 
 
 @dataclass(slots=True)
@@ -85,6 +94,10 @@ class CleanupPolicies:
     def compacted(self, topic: str) -> bool:
         policy = self.policy(topic)
         return policy is not None and is_compacting(policy)
+
+    def keeps_forever(self, topic: str) -> bool:
+        policy = self.policy(topic)
+        return policy is not None and keeps_forever(policy)
 
 
 def reference_route(policy: Any, stores: Mapping[str, object], topic: str, size: int, cleanup: str) -> Route:

@@ -173,8 +173,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             chosen = Route.parse(route)
         else:
             raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
-        # on a compacted topic a reference never expires nor falls back to chunks, and more than one
-        # segment is refused even when forced (the brokers are asked only for such messages)
+        # on a compact-only topic a reference never expires; on any compacted topic it never falls back
+        # to several segments, and several are refused even when forced (the brokers are asked only
+        # for references and such messages)
         large = chosen.kind is RouteKind.REFERENCE or (
             chosen.kind is RouteKind.CHUNKED and message.size > self.segment_bytes
         )
@@ -195,7 +196,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:
-                chosen = self._references.send(chosen, route is not None, message, persistent=compacted)
+                no_chunks = compacted and message.size > self.segment_bytes  # a fallback would need several
+                persistent = compacted and self._cleanup is not None and self._cleanup.keeps_forever(message.topic)
+                chosen = self._references.send(chosen, route is not None or no_chunks, message, persistent=persistent)
             if chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:

@@ -74,9 +74,8 @@ class ReferenceWriter:
         A store that is marked unhealthy, or whose write fails for want of a connection, makes the
         answer ``CHUNKED`` for a message under ``fallback_cap``; a larger message, or one whose route
         was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
-        ``persistent`` (a compacted topic's message) implies forced, and asks the store for no expiry.
+        ``persistent`` (a compact-only topic's message) asks the store for no expiry.
         """
-        forced = forced or persistent
         name = route.store or ""
         store = self.stores.get(name)
         if store is None:

@@ -5,6 +5,7 @@ DescribeConfigs) runs it too; tests/integration/test_compacted_topics.py asks Ap
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -22,11 +23,13 @@ SEGMENT = 100_000
 
 @pytest.fixture
 def compacted_topics(monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """Topics the producer will be told are compacted."""
+    """Topics the producer will be told are compact-only; ``<topic>-cd`` ones are ``compact,delete``."""
     compacted: set[str] = set()
 
     def describer(conf: Any) -> Callable[[str], str]:
-        return lambda topic: "compact,delete" if topic in compacted else "delete"
+        return lambda topic: (
+            "compact" if topic in compacted else "compact,delete" if topic.endswith("-cd") else "delete"
+        )
 
     monkeypatch.setattr(gateway.producer, "AdminDescriber", describer)
     return compacted
@@ -58,6 +61,23 @@ def test_more_than_one_segment_goes_by_reference_and_one_segment_stays_as_it_is(
     assert metrics["chunked.messages"] == 0 and metrics["reference.messages"] == 1
     (locator, _), *rest = store.list_locators(topic)
     assert rest == [] and redis_client.ttl(locator.split("#")[0] + ":0") == -1
+
+
+def test_on_compact_delete_topics_payloads_keep_the_stores_ttl(
+    kafka: KafkaService, compacted_topics: set[str], redis_client: Any
+) -> None:
+    topic = f"t-{uuid.uuid4().hex[:8]}-cd"
+    kafka.create_topic(topic, 1)
+    store = RedisStore(redis_client, prefix=topic, ttl_seconds=3600)
+    try:
+        with _producer(kafka, store, store="redis") as producer:
+            producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+            assert producer.flush(30) == 0
+            assert producer.metrics()["chunked.messages"] == 0
+        (locator, _), *rest = store.list_locators(topic)
+        assert rest == [] and 0 < redis_client.ttl(locator.split("#")[0] + ":0") <= 3600
+    finally:
+        kafka.delete_topic(topic)
 
 
 def test_without_a_store_the_message_fails_before_anything_is_sent(

@@ -11,6 +11,7 @@ from gateway.compaction import (
     CleanupPolicies,
     CompactedTopicError,
     is_compacting,
+    keeps_forever,
     reference_route,
 )
 from gateway.policy import Route, SizeThresholdPolicy, TopicOverride
@@ -23,6 +24,7 @@ from tests.unit.fake_clock import ManualClock
 )
 def test_what_counts_as_compacting(policy: str, compacting: bool) -> None:
     assert is_compacting(policy) is compacting
+    assert keeps_forever(policy) is (compacting and "delete" not in policy)
 
 
 def test_answers_are_cached_for_the_refresh_interval() -> None:
