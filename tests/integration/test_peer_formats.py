@@ -280,3 +280,33 @@ def test_spark_reader_reads_peer_formats(
     )
     assert [r.error for r in rows] == [None] * len(expected)
     assert [tuple(None if b is None else bytes(b) for b in (r.key, r.value)) for r in rows] == expected
+
+
+def test_spark_reader_reports_a_pointer_outside_every_store_in_the_error_column(
+    spark: Any, kafka: KafkaService, topic: str, s3_server: S3Server, peer_bucket: str, s3_client: Any
+) -> None:
+    from confluent_kafka import Producer
+
+    s3_client.put_object(Bucket=peer_bucket, Key="allowed/x", Body=b"readable")
+    s3_client.put_object(Bucket=peer_bucket, Key="secret/x", Body=b"not yours")
+    raw = Producer(kafka.producer_config())
+    for key in ("allowed/x", "secret/x"):
+        pointer = ["software.amazon.payloadoffloading.PayloadS3Pointer", {"s3BucketName": peer_bucket, "s3Key": key}]
+        raw.produce(topic, json.dumps(pointer).encode(), partition=0)
+    raw.flush(30)
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": topic,
+        "s3.endpoint": s3_server.endpoint_url,
+        "s3.access.key": "testing",
+        "s3.secret.key": "testing",
+        "s3.region": "us-east-1",
+        "large.message.peer.formats": "aws",
+        "peer.s3.buckets": f"{peer_bucket}/allowed/",
+    }
+    lenient = spark.read.format("hybrid-kafka").options(**options, failOnDataLoss="false").load()
+    rows = lenient.orderBy("offset").select("value", "error").collect()
+    assert bytes(rows[0].value) == b"readable" and rows[0].error is None
+    assert rows[1].value is None and "outside every configured store" in rows[1].error
+    with pytest.raises(Exception, match="outside every configured store"):
+        spark.read.format("hybrid-kafka").options(**options).load().collect()
