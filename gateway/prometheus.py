@@ -59,6 +59,14 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec("gateway_consumer_reference_dead_lettered_total", "counter", "client", "records sent to the DLQ"),
     _spec("gateway_consumer_warnings_suppressed_total", "counter", "client", "rate-limited warnings not logged"),
     _spec("gateway_consumer_resolver_events_total", "counter", "client event", "payload fetches by outcome"),
+    _spec("gateway_consumer_peer_messages_total", "counter", "client format", "records other libraries wrote"),
+    _spec("gateway_consumer_peer_errors_total", "counter", "client", "peer records that could not be read"),
+    _spec(
+        "gateway_consumer_bad_segments_as_payload_total",
+        "counter",
+        "client",
+        "records failing segment checks, delivered as values",
+    ),
     _spec("gateway_consumer_resolver_bytes_total", "counter", "client", "payload bytes fetched from stores"),
     _spec("gateway_consumer_buffered_bytes", "gauge", "client", "chunk bytes the assembler holds"),
     _spec("gateway_consumer_accounted_bytes", "gauge", "client", "bytes counted against the buffer capacity"),
@@ -97,6 +105,8 @@ _CONSUMER = {
     "reference.skipped": ("gateway_consumer_reference_skipped_total", ()),
     "reference.dead.lettered": ("gateway_consumer_reference_dead_lettered_total", ()),
     "warnings.suppressed": ("gateway_consumer_warnings_suppressed_total", ()),
+    "peer.errors": ("gateway_consumer_peer_errors_total", ()),
+    "bad.segments.as.payload": ("gateway_consumer_bad_segments_as_payload_total", ()),
     "resolver.fetched.bytes": ("gateway_consumer_resolver_bytes_total", ()),
     "assembler.buffered.bytes": ("gateway_consumer_buffered_bytes", ()),
     "assembler.accounted.bytes": ("gateway_consumer_accounted_bytes", ()),
@@ -143,6 +153,8 @@ def _series(kind: str, key: str) -> tuple[str, tuple[str, ...]] | None:
     if kind == "consumer":
         if match := re.fullmatch(r"(plain|chunked|reference)\.messages", key):
             return "gateway_consumer_messages_total", (match[1],)
+        if match := re.fullmatch(r"peer\.(.+)\.messages", key):
+            return "gateway_consumer_peer_messages_total", (match[1],)
         if key.startswith("resolver.") and key not in _CONSUMER:
             return "gateway_consumer_resolver_events_total", (key.removeprefix("resolver."),)
         return _CONSUMER.get(key)

@@ -110,5 +110,8 @@ def test_every_metrics_key_is_exported_or_carried_by_a_histogram(
         for obj in (producer, consumer, store):
             lost = [k for k in obj.metrics() if _series(_kind(obj), k) is None and not carried_by_histograms.match(k)]
             assert lost == [], (_kind(obj), lost)
+        # keys that appear only once their event happened
+        for key in ("peer.bakdata.messages", "peer.errors", "bad.segments.as.payload", "dropped.evicted"):
+            assert _series("consumer", key) is not None, key
     finally:
         consumer.close()
