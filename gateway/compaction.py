@@ -21,7 +21,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.errors import ConfigurationError
-from gateway.policy import Route
+from gateway.policy import Route, RouteKind
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,66 @@ class CleanupPolicies:
     def keeps_forever(self, topic: str) -> bool:
         policy = self.policy(topic)
         return policy is not None and keeps_forever(policy)
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceTerms:
+    """How a reference goes out: ``no_chunks`` forbids the chunked fallback, ``persistent`` any expiry."""
+
+    no_chunks: bool = False
+    persistent: bool = False
+
+
+ORDINARY = ReferenceTerms()
+
+
+class CompactionGuard:
+    """What compaction changes for one producer: the one place that decides it.
+
+    ``policies`` is ``None`` when the check is off (``large.message.compaction.check=false``).
+    """
+
+    def __init__(
+        self, policies: CleanupPolicies | None, policy: Any, stores: Mapping[str, object], segment_bytes: int
+    ) -> None:
+        self._policies = policies
+        self._policy = policy
+        self._stores = stores
+        self._segment_bytes = segment_bytes
+
+    def reroute(self, topic: str, size: int, segment_size: int, route: Route) -> Route:
+        """The policy's ``route``, or a reference where chunks of several segments would be compacted away."""
+        if route.kind is RouteKind.CHUNKED and size > segment_size and self._compacted(topic):
+            return reference_route(self._policy, self._stores, topic, size, self._cleanup(topic))
+        return route
+
+    def terms(self, topic: str, size: int, chosen: Route) -> ReferenceTerms:
+        """The terms of the chosen route; :class:`CompactedTopicError` for several segments on a compacted topic.
+
+        The brokers are asked only for references and for messages of several segments.
+        """
+        several = size > self._segment_bytes
+        if chosen.kind is RouteKind.PLAIN or (chosen.kind is RouteKind.CHUNKED and not several):
+            return ORDINARY
+        if not self._compacted(topic):
+            return ORDINARY
+        if chosen.kind is RouteKind.CHUNKED:
+            raise CompactedTopicError(
+                f"topic {topic!r} is compacted (cleanup.policy={self._cleanup(topic)}): route=chunked"
+                " would lose all but the last segment of the message"
+            )
+        assert self._policies is not None
+        return ReferenceTerms(no_chunks=several, persistent=self._policies.keeps_forever(topic))
+
+    def close(self) -> None:
+        if self._policies is not None:
+            self._policies.close()
+
+    def _compacted(self, topic: str) -> bool:
+        return self._policies is not None and self._policies.compacted(topic)
+
+    def _cleanup(self, topic: str) -> str:
+        return (self._policies.policy(topic) if self._policies is not None else None) or "unknown"
 
 
 def reference_route(policy: Any, stores: Mapping[str, object], topic: str, size: int, cleanup: str) -> Route:

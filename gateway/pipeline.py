@@ -109,6 +109,25 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def peer_event(
+    reader: PeerReader, record: Record, headers: Headers | None, safe_now: int, counters: dict[str, int]
+) -> ReferenceToResolve | None:
+    """A plain record in a peer library's format, to resolve like an envelope; ``None`` for an ordinary one."""
+    offset = record.offset
+    try:
+        peer = reader.read(record.key, record.value, headers)
+    except PeerFormatError as exc:
+        counters["peer.errors"] = counters.get("peer.errors", 0) + 1
+        return ReferenceToResolve(
+            record, None, headers, RouteKind.REFERENCE, offset, safe_now, error=error_text(exc), exception=exc
+        )
+    if peer is None:
+        return None
+    key = f"peer.{peer.format.value}.messages"
+    counters[key] = counters.get(key, 0) + 1
+    return ReferenceToResolve(record, None, peer.headers, RouteKind.REFERENCE, offset, safe_now, peer=peer)
+
+
 class ConsumerPipeline:
     """Per-partition state of a chunk-aware reader; one per consumer or per Spark range task.
 
@@ -267,28 +286,11 @@ class ConsumerPipeline:
                     envelope=envelope,
                 )
         if self._peers is not None and kind.kind is RecordKind.PLAIN:
-            peer = self._peer(record, headers, safe_now)
+            peer = peer_event(self._peers, record, headers, safe_now, self.counters)
             if peer is not None:
                 return peer
         self.counters["plain.messages"] += 1
         return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
-
-    def _peer(self, record: Record, headers: Headers | None, safe_now: int) -> ReferenceToResolve | None:
-        """A record in a peer library's format, to resolve like an envelope; ``None`` for a plain one."""
-        assert self._peers is not None
-        offset = record.offset
-        try:
-            peer = self._peers.read(record.key, record.value, headers)
-        except PeerFormatError as exc:
-            self.counters["peer.errors"] = self.counters.get("peer.errors", 0) + 1
-            return ReferenceToResolve(
-                record, None, headers, RouteKind.REFERENCE, offset, safe_now, error=error_text(exc), exception=exc
-            )
-        if peer is None:
-            return None
-        key = f"peer.{peer.format.value}.messages"
-        self.counters[key] = self.counters.get(key, 0) + 1
-        return ReferenceToResolve(record, None, peer.headers, RouteKind.REFERENCE, offset, safe_now, peer=peer)
 
     def _as_payload(self, tp: TopicPartitionKey, record: Record) -> list[Event]:
         """``treat.bad.segments.as.payload``: a record that fails segment validation is a plain message."""

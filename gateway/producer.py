@@ -20,7 +20,7 @@ from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.chunked_writer import ChunkedWriter
 from gateway.clock import SYSTEM_CLOCK, Clock
-from gateway.compaction import AdminDescriber, CleanupPolicies, CompactedTopicError, reference_route
+from gateway.compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.errors import ConfigurationError
 from gateway.histogram import HistogramSnapshot
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, headers_list
@@ -93,11 +93,12 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if auditor is not None:
             auditor.start()
         self._producer = Producer(conf)
-        self._cleanup = (
+        policies = (
             CleanupPolicies(AdminDescriber(conf), clock, self.settings.topic_config_refresh_s)
             if self.settings.compaction_check
             else None
         )
+        self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
         self._closed = False
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._send, metrics=self._metrics, clock=clock)
@@ -129,16 +130,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
         if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
             return PLAIN  # large.message.enabled=false, LinkedIn's way: Kafka takes the record or refuses it
-        if route.kind is RouteKind.CHUNKED and self._compacted(topic, size, segment_size):
-            return reference_route(self.policy, self.stores, topic, size, self._cleanup_policy(topic))
-        return route
-
-    def _compacted(self, topic: str, size: int, segment_size: int) -> bool:
-        """True for a message of more than one segment on a compacted topic (see :mod:`gateway.compaction`)."""
-        return size > segment_size and self._cleanup is not None and self._cleanup.compacted(topic)
-
-    def _cleanup_policy(self, topic: str) -> str:
-        return (self._cleanup.policy(topic) if self._cleanup is not None else None) or "unknown"
+        return self._compaction.reroute(topic, size, segment_size, route)
 
     def _routed(self, message: OutgoingMessage) -> Route:
         """:meth:`route_for` on the arguments ``produce`` has already checked and converted."""
@@ -173,18 +165,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             chosen = Route.parse(route)
         else:
             raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
-        # on a compact-only topic a reference never expires; on any compacted topic it never falls back
-        # to several segments, and several are refused even when forced (the brokers are asked only
-        # for references and such messages)
-        large = chosen.kind is RouteKind.REFERENCE or (
-            chosen.kind is RouteKind.CHUNKED and message.size > self.segment_bytes
-        )
-        compacted = large and self._cleanup is not None and self._cleanup.compacted(message.topic)
-        if compacted and chosen.kind is RouteKind.CHUNKED:
-            raise CompactedTopicError(
-                f"topic {topic!r} is compacted (cleanup.policy={self._cleanup_policy(topic)}): route=chunked"
-                " would lose all but the last segment of the message"
-            )
+        terms = self._compaction.terms(topic, message.size, chosen)  # raises for chunks compaction would lose
         auditor = self._auditor
         if auditor is not None:
             # stamp the record ourselves, so producer and consumer audit the same time bucket
@@ -196,9 +177,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:
-                no_chunks = compacted and message.size > self.segment_bytes  # a fallback would need several
-                persistent = compacted and self._cleanup is not None and self._cleanup.keeps_forever(message.topic)
-                chosen = self._references.send(chosen, route is not None or no_chunks, message, persistent=persistent)
+                forced = route is not None or terms.no_chunks
+                chosen = self._references.send(chosen, forced, message, persistent=terms.persistent)
             if chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
@@ -277,8 +257,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             return False
         self.flush(timeout)
         self._references.close()
-        if self._cleanup is not None:
-            self._cleanup.close()
+        self._compaction.close()
         if self._auditor is not None:
             self._auditor.close()
             self._producer.flush(10 if timeout < 0 else timeout)
