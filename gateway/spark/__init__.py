@@ -54,9 +54,34 @@ from gateway.spark.source import ENVELOPE_FORMAT, FORMAT, EnvelopeScanDataSource
 
 
 def register(spark: Any) -> None:
-    """Make ``hybrid-kafka`` and ``hybrid-kafka-envelopes`` available on ``spark`` (idempotent)."""
+    """Make ``hybrid-kafka`` and ``hybrid-kafka-envelopes`` available on ``spark`` (idempotent).
+
+    Also makes ``append`` the default save mode of ``hybrid-kafka`` writes, so that
+    ``df.write.format("hybrid-kafka")...save()`` works as it does with Spark's ``kafka`` sink, which
+    takes the default mode (ErrorIfExists) as an append. Python data sources otherwise refuse every
+    mode but append and overwrite at analysis time. An explicit ``.mode(...)`` still wins.
+    """
     spark.dataSource.register(HybridKafkaDataSource)
     spark.dataSource.register(EnvelopeScanDataSource)
+    _append_by_default()
+
+
+def _append_by_default() -> None:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    original = DataFrameWriter.format
+    if getattr(original, "_hybrid_kafka_append", False):
+        return
+
+    def format(self: Any, source: str) -> Any:
+        writer = original(self, source)
+        if source == FORMAT:
+            writer.mode("append")
+        return writer
+
+    format._hybrid_kafka_append = True  # type: ignore[attr-defined]
+    format.__doc__ = original.__doc__
+    DataFrameWriter.format = format  # type: ignore[method-assign]
 
 
 __all__ = [

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from gateway.protocol.records import TopicPartitionKey
 from gateway.spark.kafkaio import offsets_for_times, open_consumer, subscribed_partitions, watermarks
-from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, parse_options
+from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions, parse_options
 from gateway.spark.planning import (
     DataLossError,
     OffsetRange,
@@ -114,6 +114,8 @@ class HybridKafkaDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from gateway.spark.sink import HybridKafkaWriter, check_columns, parse_sink_options
 
+        if overwrite:  # as Spark's kafka sink: a topic cannot be truncated by a write
+            raise OptionError("hybrid-kafka cannot overwrite a topic: write with mode append (the default)")
         options = parse_sink_options(self.options)
         check_columns(schema, options)
         return HybridKafkaWriter(options)

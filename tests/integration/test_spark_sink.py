@@ -204,3 +204,23 @@ def test_a_task_killed_mid_write_leaves_nothing_gc_cannot_account_for(
     written = {locator for locator, _ in stores["redis"].list_locators(topic)}
     assert written == {locator for _, locator in envelope_locators(kafka, topic)}
     assert len(written) <= 5
+
+
+def test_save_without_a_mode_appends_as_sparks_kafka_sink_does(spark: Any, kafka: KafkaService, topic: str) -> None:
+    """The API's own example: ``df.write.format("hybrid-kafka")...save()``, with no ``mode``."""
+    frame = spark.createDataFrame([(b"a", b"1"), (b"b", b"2")], "key binary, value binary")
+    for _ in range(2):
+        frame.write.format("hybrid-kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers).option(
+            "topic", topic
+        ).save()
+    consumer = HybridConsumer({**kafka.consumer_config(), "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        messages, errors = consume_all(consumer, 4, timeout=60)
+    finally:
+        consumer.close()
+    assert errors == [] and sorted(m.key() for m in messages) == [b"a", b"a", b"b", b"b"]
+    with pytest.raises(Exception, match="ErrorIfExists"):
+        frame.write.format("hybrid-kafka").mode("error").option("topic", topic).save()
+    with pytest.raises(Exception, match="OptionError: hybrid-kafka cannot overwrite a topic"):
+        frame.write.format("hybrid-kafka").mode("overwrite").option("topic", topic).save()
