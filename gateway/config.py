@@ -37,6 +37,14 @@ def pop_int(conf: MutableMapping[str, Any], key: str, default: int, minimum: int
     return number
 
 
+def pop_choice(conf: MutableMapping[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (case-insensitive), naming them all when the value is none of them."""
+    value = str(conf.pop(key, default)).strip().lower()
+    if value not in choices:
+        raise ValueError(f"{key} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def peek_int(conf: MutableMapping[str, Any], key: str, default: int) -> int:
     """A librdkafka key we need to know but must leave in place."""
     value = conf.get(key, default)

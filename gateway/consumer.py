@@ -32,6 +32,7 @@ from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
 from gateway.plain_runs import take_plain_run
+from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
@@ -53,6 +54,7 @@ class HybridConsumer(ConsumerSurface):
     ) -> None:
         config = dict(config)
         self._deserializers = Deserializers.pop_from(config)
+        self._deserialize = bool(self._deserializers)  # read on every poll: an attribute, not a __bool__ call
         settings, conf = parse_consumer_config(config)
         if settings.on_commit is not None:
             conf["on_commit"] = self._on_commit
@@ -92,6 +94,7 @@ class HybridConsumer(ConsumerSurface):
         self._closed = False
         self._keys_read = settings.peers is not None
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
+        self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
         self._one: list[Message] = []
 
     # -- fetching and processing -------------------------------------------------------------
@@ -102,23 +105,44 @@ class HybridConsumer(ConsumerSurface):
         carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
         a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
         """
+        raw = self._queue.raw
+        if raw and self._runs_now and self._deferred is None and not self._ready:
+            head = raw[0]  # the hot path: a plain record at the head of the queue, delivered by bookkeeping
+            if (
+                head.error() is None
+                and is_plainly_plain(head.value(), head.headers())
+                and self._pipeline.deliver_plain((head.topic(), head.partition()), head.offset())
+            ):
+                raw.popleft()
+                if self._auto_commit:
+                    self._auto_commit_when_due()
+                plain: Message = self._deserializers.apply(head) if self._deserialize else head
+                return plain
         if self._deferred is not None:
             exc, self._deferred = self._deferred, None
             raise exc
         msg = self._ready.popleft() if self._ready else self._next_whole(timeout)
-        return msg if msg is None or not self._deserializers else self._deserializers.apply(msg)
+        return msg if msg is None or not self._deserialize else self._deserializers.apply(msg)
 
-    def _next_whole(self, timeout: float) -> Message | None:
-        """The next whole message from the queue (fetching as needed), before any deserializer."""
+    def _auto_commit_when_due(self) -> None:
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self._auto_commit_s
             self._offsets.commit_quietly(asynchronous=True)
+
+    def _fetch(self, timeout: float) -> bool:
+        """One batch into the queue; whether plain runs may be taken is decided again for it."""
+        fetched = self._queue.fetch(timeout)
+        self._runs_now = self._plain_runs and not tracing.enabled()  # a traced message gets its span on the full path
+        return fetched
+
+    def _next_whole(self, timeout: float) -> Message | None:
+        """The next whole message from the queue (fetching as needed), before any deserializer."""
+        self._auto_commit_when_due()
         deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
         raw = self._queue.raw
-        runs = self._plain_runs and not tracing.enabled()  # a traced message gets its span on the full path
         while True:
             while raw:
-                if runs and take_plain_run(raw, self._pipeline, self._one, 1):
+                if self._runs_now and take_plain_run(raw, self._pipeline, self._one, 1):
                     return self._one.pop()
                 out = self._handle(raw.popleft())
                 if out is not None:
@@ -126,7 +150,7 @@ class HybridConsumer(ConsumerSurface):
             if deadline is None and timeout is not None and timeout >= 0:
                 deadline = time.monotonic() + timeout
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self._queue.fetch(remaining) and deadline is not None and time.monotonic() >= deadline:
+            if not self._fetch(remaining) and deadline is not None and time.monotonic() >= deadline:
                 return None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
@@ -143,17 +167,16 @@ class HybridConsumer(ConsumerSurface):
             return out
         out.append(first)
         raw = self._queue.raw
-        runs = self._plain_runs and not tracing.enabled()
         try:
             while self._ready and len(out) < num_messages:
                 self._hand_out(out, self._ready.popleft())
             while len(out) < num_messages:
-                if not raw and not self._queue.fetch(0):
+                if not raw and not self._fetch(0):
                     break
                 while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
                     taken = len(out)
-                    if runs and take_plain_run(raw, self._pipeline, out, num_messages):
-                        if self._deserializers:
+                    if self._runs_now and take_plain_run(raw, self._pipeline, out, num_messages):
+                        if self._deserialize:
                             self._deserializers.apply_from(out, taken, self._ready)
                         continue
                     msg = self._handle(raw.popleft())
@@ -165,7 +188,7 @@ class HybridConsumer(ConsumerSurface):
 
     def _hand_out(self, out: list[Message], msg: Message) -> None:
         out.append(msg)
-        if self._deserializers:
+        if self._deserialize:
             self._deserializers.apply_from(out, len(out) - 1, self._ready)
 
     def _handle(self, msg: Any) -> Message | None:
@@ -268,6 +291,9 @@ class HybridConsumer(ConsumerSurface):
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)
         self._closed = True
+        self._runs_now = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
+        self._queue.clear()
+        self._ready.clear()
         self._resolver.close()
         self._events.close()
         if self._auditor is not None:

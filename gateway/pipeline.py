@@ -21,7 +21,7 @@ from gateway.errors import (
     LargeMessageDroppedError,
     PeerFormatError,
 )
-from gateway.offsets import DeliveredOffsetTracker
+from gateway.offsets import DeliveredOffsetTracker, HighWatermark
 from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
@@ -189,20 +189,10 @@ class ConsumerPipeline:
         except InvalidSegmentError as exc:
             self.counters["records"] += 1
             return self._as_payload(tp, record) if self._bad_as_payload else self._invalid(tp, record, exc)
-        if kind is PLAIN_RECORD and self._fast_path:
+        if kind is PLAIN_RECORD and self.deliver_plain(tp, offset):
             # Bookkeeping reduces to "delivered at offset, safe at offset + 1" when nothing is pending,
             # held or filtered in the partition; otherwise the full path runs (same answer, slower).
-            hw = self._high_watermarks.get(tp)
-            if (
-                hw is not None
-                and tp not in self._busy
-                and not self._assembler.has_pending(tp)
-                and (hw.current if hw.current != -1 else hw.initial) <= offset
-            ):
-                self._tracker.track_plain(tp, offset)
-                hw.current = offset
-                self.fast_plain += 1
-                return [PlainMessage(record, record.value, record.headers, RouteKind.PLAIN, offset, offset + 1)]
+            return [PlainMessage(record, record.value, record.headers, RouteKind.PLAIN, offset, offset + 1)]
         self.counters["records"] += 1
         try:
             result = (
@@ -359,20 +349,40 @@ class ConsumerPipeline:
         held back or filtered in it, and ``offset`` is past what was delivered. It stays true for
         the plain records that follow in the partition until anything else is fed.
         """
+        return self._open_high_watermark(tp, offset) is not None
+
+    def _open_high_watermark(self, tp: TopicPartitionKey, offset: int) -> HighWatermark | None:
+        """``tp``'s high watermark when :meth:`plain_run_open` holds, else None."""
         hw = self._high_watermarks.get(tp)
-        return (
-            self._fast_path
-            and hw is not None
-            and tp not in self._busy
-            and not self._assembler.has_pending(tp)
-            and (hw.current if hw.current != -1 else hw.initial) <= offset
-        )
+        if (
+            hw is None
+            or not self._fast_path
+            or tp in self._busy
+            or self._assembler.has_pending(tp)
+            or (hw.current if hw.current != -1 else hw.initial) > offset
+        ):
+            return None
+        return hw
 
     def plain_run_delivered(self, tp: TopicPartitionKey, last_offset: int, count: int) -> None:
         """``count`` plain records of ``tp`` up to ``last_offset`` were handed out (see :meth:`plain_run_open`)."""
         self._tracker.track_plain(tp, last_offset)
         self._high_watermarks[tp].current = last_offset
         self.fast_plain += count
+
+    def deliver_plain(self, tp: TopicPartitionKey, offset: int) -> bool:
+        """One plain record handed out by bookkeeping alone, when :meth:`plain_run_open` allows it.
+
+        ``poll``'s hot path: the check and the bookkeeping of a one-record run in a single call.
+        False changes nothing, and the record takes the full path.
+        """
+        hw = self._open_high_watermark(tp, offset)
+        if hw is None:
+            return False
+        self._tracker.track_plain(tp, offset)
+        hw.current = offset
+        self.fast_plain += 1
+        return True
 
     def metrics(self) -> dict[str, int]:
         """``counters`` with the fast path folded in, and what the assembler holds now."""

@@ -109,6 +109,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             fallback_cap=self.settings.fallback_cap,
             metrics=self._metrics,
             clock=clock,
+            checksum=self.settings.checksum,
         )
 
     # -- routing ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import peek_int, pop_bool, pop_int
+from gateway.config import peek_int, pop_bool, pop_choice, pop_int
+from gateway.digests import CHECKSUM_SETTINGS
 from gateway.errors import ConfigurationError
 from gateway.health import StoreHealth
 from gateway.outgoing import headers_size
@@ -44,10 +45,12 @@ class ProducerSettings:
     failure_window_ms: int = 30_000
     probe_interval_ms: int = 5_000
     chunking: bool = True
+    """``large.message.enabled``: false sends what the policy would chunk as one plain record."""
     compaction_check: bool = True
     """``large.message.compaction.check``: ask the brokers whether a topic is compacted before chunking on it."""
     topic_config_refresh_s: float = 300.0
-    """``large.message.enabled``: false sends what the policy would chunk as one plain record."""
+    checksum: str = "auto"
+    """``reference.checksum``: the payload digest in envelopes (see :mod:`gateway.digests`)."""
 
     @property
     def overhead(self) -> int:
@@ -103,6 +106,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     probe_interval_ms = pop_int(conf, "store.probe.interval.ms", 5_000, minimum=0)
     compaction_check = pop_bool(conf, "large.message.compaction.check", True)
     refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
+    checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -120,6 +124,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         chunking,
         compaction_check,
         refresh_s,
+        checksum,
     )
     return settings, conf
 

@@ -51,6 +51,7 @@ class ReferenceWriter:
         fallback_cap: int,
         metrics: ProducerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        checksum: str = "auto",
     ) -> None:
         self.stores = stores
         self.health = health
@@ -59,7 +60,7 @@ class ReferenceWriter:
         self._send = send
         self._clock = clock
         self._acked: list[tuple[Store, str]] = []
-        self._digests = PayloadDigester()
+        self._digests = PayloadDigester(checksum)
         self.transaction = TransactionLedger()
         """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
 
@@ -93,7 +94,7 @@ class ReferenceWriter:
         try:
             extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
             locator = store.put(
-                message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known(), **extra
+                message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
             )
         except StoreError as exc:
             self.metrics.store_put_failures += 1
@@ -105,7 +106,9 @@ class ReferenceWriter:
         put_ms = int(put_seconds * 1000)
         self.metrics.store_put(name, put_seconds)
         health.success(now + put_ms)
-        envelope = encode_envelope(Envelope(name, locator, len(payload), pending.result(), message_id))
+        envelope = encode_envelope(
+            Envelope(name, locator, len(payload), pending.result(), message_id, checksum=pending.checksum)
+        )
         self._send_envelope(store, locator, envelope, message)
         self.transaction.wrote(store, locator)
         self.metrics.reference(name, len(payload), len(envelope) + message.key_size)

@@ -2,8 +2,8 @@
 
 The consumer finds envelopes in a fetched batch before it hands any message out, so payloads for
 the next messages are already on their way while the application works on the current one.
-Verification (size, then SHA-256) runs in the worker threads: ``hashlib`` releases the GIL, so
-large payloads hash in parallel with the consumer loop.
+Verification (size, then the envelope's BLAKE3 or SHA-256) runs in the worker threads: both
+release the GIL, so large payloads hash in parallel with the consumer loop.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ Layout of version 1 (every integer big-endian, 904 bytes at most)::
          6     1  version          1
          7     1  flags            0 (reserved; any set bit is refused)
          8     8  payload_size     u64, at most 2**53
-        16     1  checksum_alg     1 = SHA-256 (the algorithm fixes the digest length)
-        17    32  checksum         SHA-256 of the whole payload
+        16     1  checksum_alg     1 = SHA-256, 2 = BLAKE3 (the algorithm fixes the digest length)
+        17    32  checksum         the whole payload's digest by that algorithm
         49    16  message_id       UUID bytes
         65     1  store_len        1..64
         66     n  store            ASCII [a-z0-9_.-]
@@ -40,12 +40,20 @@ Why the magic cannot be mistaken for anything we also carry:
   construction, so producers must not send such values on the plain route.
 
 Two checks with two jobs: CRC-32 over the envelope catches a garbled pointer before it reaches a
-store (every single-byte error and every burst up to 32 bits is detected), and SHA-256 over the
-payload catches a wrong payload behind a good pointer. SHA-256 rather than a CRC or xxhash because a
-store is a separate system that someone else may write to: it resists deliberate substitution, not
-only corruption; hashlib runs it through OpenSSL (SHA-NI where the CPU has it, about 1-2 GB/s);
-anyone can check it with ``sha256sum`` or ``aws s3api`` metadata; and it is what kaf-s3 records, so
-the two can be compared. The algorithm byte leaves room for another digest without a new version.
+store (every single-byte error and every burst up to 32 bits is detected), and a cryptographic
+digest of the payload catches a wrong payload behind a good pointer. Cryptographic rather than a
+CRC or xxhash because a store is a separate system that someone else may write to: it resists
+deliberate substitution, not only corruption. Two algorithms are read, both 256-bit:
+
+* SHA-256 (``checksum_alg`` 1): OpenSSL runs it at 1.2-1.6 GB/s per core even with SHA-NI; anyone
+  can check it with ``sha256sum`` or ``aws s3api`` metadata, and it is what kaf-s3 records. A store
+  that keeps the digest in its own metadata (S3) is written with it.
+* BLAKE3 (``checksum_alg`` 2): as strong, and 4-5 times faster on the same core (5.5-7 GB/s
+  measured with AVX-512), which is the difference between hashing costing as much as a loopback
+  Redis transfer and costing a fifth of it. The default for stores that take no digest (Redis).
+
+The algorithm byte is why a new digest needs no new version; a reader that does not know an
+algorithm refuses the envelope by name rather than accepting an unchecked payload.
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import blake3
+
 from gateway.errors import EnvelopeFormatError, PayloadIntegrityError
 
 ENVELOPE_HEADER = "_gw.ref"
@@ -68,7 +78,10 @@ VERSION = 1
 SUPPORTED_VERSIONS = frozenset({VERSION})
 
 CHECKSUM_SHA256 = 1
-_DIGEST_SIZES = {CHECKSUM_SHA256: 32}
+CHECKSUM_BLAKE3 = 2
+_DIGEST_SIZES = {CHECKSUM_SHA256: 32, CHECKSUM_BLAKE3: 32}
+CHECKSUM_NAMES = {CHECKSUM_SHA256: "SHA-256", CHECKSUM_BLAKE3: "BLAKE3"}
+DEFAULT_CHECKSUM = CHECKSUM_BLAKE3
 
 MAX_PAYLOAD_SIZE = 2**53
 """Exact in a float64, so sizes survive JSON, JavaScript and metrics systems; far above any store's limit."""
@@ -95,6 +108,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 Value = bytes | bytearray | memoryview
 
 
+def digest_of(checksum: int, payload: Value) -> bytes:
+    """The payload's digest by algorithm ``checksum`` (both release the GIL on large inputs)."""
+    if checksum == CHECKSUM_BLAKE3:
+        return blake3.blake3(payload).digest()
+    if checksum == CHECKSUM_SHA256:
+        return hashlib.sha256(payload).digest()
+    raise EnvelopeFormatError(f"unknown checksum algorithm {checksum}")
+
+
 def validate_store_name(name: str) -> str:
     """The store name as the envelope can carry it; raises :class:`EnvelopeFormatError` otherwise."""
     if not isinstance(name, str) or _STORE_NAME.fullmatch(name) is None:
@@ -118,7 +140,7 @@ def _validate_locator(locator: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """A pointer to a payload: which store, where in it, and what the payload must hash to.
+    """A pointer to a payload: which store, where in it, and what the payload must hash to (by ``checksum``).
 
     Construction validates every field, so an ``Envelope`` that exists can always be encoded and an
     invalid one cannot travel; the error is :class:`EnvelopeFormatError`, a ``ValueError``.
@@ -127,9 +149,10 @@ class Envelope:
     store: str
     locator: str
     size: int
-    sha256: bytes
+    digest: bytes
     message_id: uuid.UUID
     version: int = VERSION
+    checksum: int = CHECKSUM_SHA256
 
     def __post_init__(self) -> None:
         if self.version not in SUPPORTED_VERSIONS:
@@ -138,15 +161,20 @@ class Envelope:
         _validate_locator(self.locator)
         if isinstance(self.size, bool) or not isinstance(self.size, int) or not 0 <= self.size <= MAX_PAYLOAD_SIZE:
             raise EnvelopeFormatError(f"payload size must be an int in [0, 2**53], got {self.size!r}")
-        if not isinstance(self.sha256, bytes) or len(self.sha256) != 32:
-            raise EnvelopeFormatError("sha256 must be 32 bytes")
+        if self.checksum not in _DIGEST_SIZES:
+            raise EnvelopeFormatError(f"unknown checksum algorithm {self.checksum!r}")
+        size = _DIGEST_SIZES[self.checksum]
+        if not isinstance(self.digest, bytes) or len(self.digest) != size:
+            raise EnvelopeFormatError(f"a {CHECKSUM_NAMES[self.checksum]} digest must be {size} bytes")
         if not isinstance(self.message_id, uuid.UUID):
             raise EnvelopeFormatError(f"message_id must be a uuid.UUID, got {type(self.message_id).__name__}")
 
     @classmethod
-    def for_payload(cls, payload: Value, *, store: str, locator: str, message_id: uuid.UUID) -> Envelope:
+    def for_payload(
+        cls, payload: Value, *, store: str, locator: str, message_id: uuid.UUID, checksum: int = DEFAULT_CHECKSUM
+    ) -> Envelope:
         """The envelope describing ``payload``: size and digest are computed here so they cannot disagree."""
-        return cls(store, locator, len(payload), hashlib.sha256(payload).digest(), message_id)
+        return cls(store, locator, len(payload), digest_of(checksum, payload), message_id, VERSION, checksum)
 
     def verify(self, payload: Value) -> None:
         """Raise :class:`PayloadIntegrityError` unless ``payload`` is the one this envelope was made for.
@@ -157,8 +185,10 @@ class Envelope:
             raise PayloadIntegrityError(
                 f"payload at {self.locator!r} has {len(payload)} bytes, the envelope says {self.size}"
             )
-        if hashlib.sha256(payload).digest() != self.sha256:
-            raise PayloadIntegrityError(f"payload at {self.locator!r} does not match the envelope's SHA-256")
+        if digest_of(self.checksum, payload) != self.digest:
+            raise PayloadIntegrityError(
+                f"payload at {self.locator!r} does not match the envelope's {CHECKSUM_NAMES[self.checksum]}"
+            )
 
 
 def envelope_header(version: int = VERSION) -> tuple[str, bytes]:
@@ -174,7 +204,7 @@ def encode_envelope(env: Envelope) -> bytes:
     locator = _validate_locator(env.locator)
     body = b"".join(
         (
-            _FIXED.pack(MAGIC, env.version, 0, env.size, CHECKSUM_SHA256, env.sha256, env.message_id.bytes, len(store)),
+            _FIXED.pack(MAGIC, env.version, 0, env.size, env.checksum, env.digest, env.message_id.bytes, len(store)),
             store,
             _U16.pack(len(locator)),
             locator,
@@ -262,11 +292,14 @@ def decode_envelope(value: Value | None) -> Envelope:
         locator = data[locator_at : locator_at + locator_len].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EnvelopeFormatError(f"envelope text field is not valid: {exc.reason}") from exc
-    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version)
+    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version, algorithm)
 
 
 __all__ = [
+    "CHECKSUM_BLAKE3",
+    "CHECKSUM_NAMES",
     "CHECKSUM_SHA256",
+    "DEFAULT_CHECKSUM",
     "ENVELOPE_HEADER",
     "MAGIC",
     "MAX_ENVELOPE_BYTES",
@@ -276,6 +309,7 @@ __all__ = [
     "VERSION",
     "Envelope",
     "decode_envelope",
+    "digest_of",
     "encode_envelope",
     "envelope_header",
     "is_envelope_record",

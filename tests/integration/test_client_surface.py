@@ -40,6 +40,22 @@ def test_a_closed_producer_refuses_before_writing_anything(kafka: KafkaService, 
         consumer.poll(0)
 
 
+def test_a_closed_consumer_refuses_poll_with_records_still_queued(kafka: KafkaService, topic: str) -> None:
+    with _producer(kafka) as producer:
+        for i in range(5):
+            producer.produce(topic, b"plain %d" % i)
+    consumer = HybridConsumer(kafka.consumer_config())
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    time.sleep(2)  # librdkafka prefetches all five, so the first fetch takes them together
+    messages, _ = consume_all(consumer, 1)
+    assert messages[0].value() == b"plain 0"
+    assert len(consumer._queue.raw) == 4  # fetched with it, waiting to be handed out
+    consumer.close()
+    for call in (lambda: consumer.poll(0), lambda: consumer.consume(5, 0)):
+        with pytest.raises(RuntimeError):
+            call()
+
+
 def test_produce_batch_routes_each_message(kafka: KafkaService, topic: str) -> None:
     reports: list[Any] = []
     batch = [

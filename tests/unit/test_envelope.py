@@ -12,12 +12,16 @@ import time
 import uuid
 import zlib
 
+import blake3
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import EnvelopeFormatError, PayloadIntegrityError
 from gateway.protocol.envelope import (
+    CHECKSUM_BLAKE3,
+    CHECKSUM_SHA256,
+    DEFAULT_CHECKSUM,
     ENVELOPE_HEADER,
     MAGIC,
     MAX_ENVELOPE_BYTES,
@@ -45,7 +49,8 @@ digests = st.binary(min_size=32, max_size=32)
 
 @st.composite
 def envelopes(draw: st.DrawFn) -> Envelope:
-    return Envelope(draw(store_names), draw(locator_text), draw(sizes), draw(digests), draw(st.uuids()))
+    checksum = draw(st.sampled_from([CHECKSUM_SHA256, CHECKSUM_BLAKE3]))
+    return Envelope(draw(store_names), draw(locator_text), draw(sizes), draw(digests), draw(st.uuids()), 1, checksum)
 
 
 def sample(locator: str = "gw:orders:00000000-0000-0000-0000-000000000001#1", store: str = "redis") -> Envelope:
@@ -94,11 +99,11 @@ def raw(
 def test_layout_is_pinned_field_by_field() -> None:
     env = sample()
     assert encode_envelope(env) == raw(
-        digest=env.sha256, mid=env.message_id.bytes, locator=env.locator.encode(), size=5
+        digest=env.digest, mid=env.message_id.bytes, locator=env.locator.encode(), size=5
     )
     value = encode_envelope(env)
     assert value[:6] == b"\x1bGWREF" and value[6] == 1 and value[7] == 0
-    assert int.from_bytes(value[8:16], "big") == 5 and value[16] == 1 and value[17:49] == env.sha256
+    assert int.from_bytes(value[8:16], "big") == 5 and value[16] == 1 and value[17:49] == env.digest
     assert value[49:65] == env.message_id.bytes and value[65] == len("redis") and value[66:71] == b"redis"
     assert int.from_bytes(value[-4:], "big") == zlib.crc32(value[:-4])
 
@@ -133,13 +138,29 @@ def test_round_trip(env: Envelope) -> None:
 
 def test_for_payload_and_verify() -> None:
     payload = os.urandom(1000)
-    env = Envelope.for_payload(payload, store="s3", locator="s3://b/k", message_id=uuid.uuid4())
-    assert env.size == 1000 and env.sha256 == hashlib.sha256(payload).digest()
-    env.verify(payload)
-    with pytest.raises(PayloadIntegrityError, match="bytes"):
-        env.verify(payload[:-1])
-    with pytest.raises(PayloadIntegrityError, match="SHA-256"):
-        env.verify(bytes([payload[0] ^ 1]) + payload[1:])
+    sha = Envelope.for_payload(payload, store="s3", locator="s3://b/k", message_id=uuid.uuid4(), checksum=1)
+    assert sha.size == 1000 and sha.digest == hashlib.sha256(payload).digest() and sha.checksum == CHECKSUM_SHA256
+    b3 = Envelope.for_payload(payload, store="redis", locator="gw/k", message_id=uuid.uuid4())
+    assert b3.checksum == CHECKSUM_BLAKE3 == DEFAULT_CHECKSUM and b3.digest == blake3.blake3(payload).digest()
+    for env, name in ((sha, "SHA-256"), (b3, "BLAKE3")):
+        env.verify(payload)
+        with pytest.raises(PayloadIntegrityError, match="bytes"):
+            env.verify(payload[:-1])
+        with pytest.raises(PayloadIntegrityError, match=name):
+            env.verify(bytes([payload[0] ^ 1]) + payload[1:])
+
+
+def test_the_checksum_byte_travels_and_unknown_ones_are_refused() -> None:
+    b3 = Envelope.for_payload(b"hello", store="redis", locator="gw/k", message_id=uuid.UUID(int=3))
+    value = encode_envelope(b3)
+    assert value[16] == CHECKSUM_BLAKE3 and value[17:49] == blake3.blake3(b"hello").digest()
+    assert decode_envelope(value) == b3
+    for unknown in (0, 3, 255):
+        forged = bytearray(value[:-4])
+        forged[16] = unknown
+        forged += struct.pack(">I", zlib.crc32(forged))
+        with pytest.raises(EnvelopeFormatError, match="unknown checksum algorithm"):
+            decode_envelope(bytes(forged))
 
 
 @pytest.mark.parametrize(
@@ -161,9 +182,11 @@ def test_for_payload_and_verify() -> None:
         {"size": MAX_PAYLOAD_SIZE + 1},
         {"size": True},
         {"size": 1.0},
-        {"sha256": b"\0" * 31},
-        {"sha256": b"\0" * 33},
-        {"sha256": "0" * 32},
+        {"digest": b"\0" * 31},
+        {"digest": b"\0" * 33},
+        {"digest": "0" * 32},
+        {"checksum": 0},
+        {"checksum": 3},
         {"message_id": "00000000-0000-0000-0000-000000000001"},
         {"version": 0},
         {"version": 2},
@@ -174,7 +197,7 @@ def test_invalid_fields_are_refused_at_construction(kwargs: dict[str, object]) -
         "store": "redis",
         "locator": "loc",
         "size": 1,
-        "sha256": b"\0" * 32,
+        "digest": b"\0" * 32,
         "message_id": uuid.UUID(int=1),
     }
     fields.update(kwargs)
@@ -249,7 +272,7 @@ def test_every_truncation_and_every_byte_change_is_detected(env: Envelope) -> No
         (raw(flags=1), "flags"),
         (raw(flags=0x80), "flags"),
         (raw(alg=0), "algorithm"),
-        (raw(alg=2), "algorithm"),
+        (raw(alg=3), "algorithm"),
         (raw(size=MAX_PAYLOAD_SIZE + 1), "2\\*\\*53"),
         (raw(size=2**64 - 1), "2\\*\\*53"),
         (raw(store=b""), "store name length"),

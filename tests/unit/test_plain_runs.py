@@ -104,3 +104,34 @@ def test_bulk_and_one_by_one_agree(records: list[tuple[int, bytes | None]], limi
     for p in (0, 1, 2):
         assert fast.delivered(("t", p)) == slow.delivered(("t", p))
         assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), value_st), max_size=40))
+def test_deliver_plain_one_by_one_agrees_with_feed(records: list[tuple[int, bytes | None]]) -> None:
+    """poll()'s hot path: a plainly plain record delivered by deliver_plain, the rest fed."""
+    offsets = {0: 0, 1: 0, 2: 0}
+    slow, fast = _loaded(0, 1, 2), _loaded(0, 1, 2)
+    slow_out, fast_out = [], []
+    for p, value in records:
+        o = offsets[p]
+        offsets[p] += 1
+        if _messages(slow.feed(("t", p), Record(o, None, value, None))):
+            slow_out.append((p, o))
+        quick = is_plainly_plain(value, None) and fast.deliver_plain(("t", p), o)
+        if quick or _messages(fast.feed(("t", p), Record(o, None, value, None))):
+            fast_out.append((p, o))
+    assert fast_out == slow_out
+    for p in (0, 1, 2):
+        assert fast.delivered(("t", p)) == slow.delivered(("t", p))
+        assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
+
+
+def test_deliver_plain_refuses_what_needs_the_full_path() -> None:
+    tp = ("t", 0)
+    assert not ConsumerPipeline().deliver_plain(tp, 0)  # commit not loaded yet
+    pipeline = _loaded(0)
+    assert pipeline.deliver_plain(tp, 3)
+    assert not pipeline.deliver_plain(tp, 2)  # behind what was delivered (a re-read after a seek)
+    pipeline.feed(tp, Record(4, None, encode_segment(uuid.uuid4(), 0, 2, 10, b"12345"), None))
+    assert not pipeline.deliver_plain(tp, 5)  # a message is pending: the full path adds _so
+    assert pipeline.delivered(tp) == 3

@@ -7,6 +7,7 @@ import logging
 import re
 from typing import Any
 
+import blake3
 import pytest
 from confluent_kafka import KafkaError, Message
 
@@ -15,7 +16,7 @@ from gateway.health import StoreHealth
 from gateway.outgoing import OutgoingMessage
 from gateway.policy import CHUNKED, Route
 from gateway.producer_metrics import ProducerMetrics
-from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
+from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope
 from gateway.reference_writer import CLEAR_MARKS_EVERY, ReferenceWriter
 from tests.unit.fake_clock import ManualClock
 from tests.unit.memory_store import BatchingMemoryStore, MemoryStore
@@ -78,7 +79,8 @@ def test_writes_the_payload_pending_and_queues_an_envelope_that_points_at_it() -
     assert kwargs["headers"][:-1] == [("h", b"v")] and kwargs["headers"][-1][0] == ENVELOPE_HEADER
     envelope = decode_envelope(kwargs["value"])
     assert envelope.store == "mem" and envelope.size == len(b"payload bytes")
-    assert envelope.sha256 == hashlib.sha256(b"payload bytes").digest()
+    assert envelope.checksum == CHECKSUM_SHA256  # the store records a digest: SHA-256, the one S3 metadata keeps
+    assert envelope.digest == hashlib.sha256(b"payload bytes").digest()
     assert store.get(envelope.locator) == b"payload bytes"
     assert store.pending == {envelope.locator: 1_000_000}, "journalled pending at the clock's time"
     m = w.metrics.snapshot()
@@ -301,6 +303,42 @@ def test_a_large_payloads_digest_is_the_same_whether_hashed_first_or_beside_the_
     value = bytes(range(256)) * (OVERLAP_FROM_BYTES // 256 + 1)
     w.send(ROUTE, False, message(value))
     envelope = decode_envelope(sent.records[0][1]["value"])
-    assert envelope.sha256 == hashlib.sha256(value).digest()
+    expected = hashlib.sha256(value).digest() if needs_digest else blake3.blake3(value).digest()
+    assert envelope.digest == expected
+    assert envelope.checksum == (CHECKSUM_SHA256 if needs_digest else CHECKSUM_BLAKE3)
     assert f"digest given: {needs_digest}" in store.calls
     w.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "needs_digest", "checksum"),
+    [
+        ("auto", True, CHECKSUM_SHA256),
+        ("auto", False, CHECKSUM_BLAKE3),
+        ("sha256", False, CHECKSUM_SHA256),
+        ("blake3", True, CHECKSUM_BLAKE3),
+    ],
+)
+def test_reference_checksum_picks_the_envelopes_algorithm(setting: str, needs_digest: bool, checksum: int) -> None:
+    class Store(MemoryStore):
+        needs_digest_to_write = needs_digest
+
+        def put(self, *args: Any, sha256: bytes | None = None, **kwargs: Any) -> str:
+            self.calls.append(f"sha256 given: {sha256 is not None}")
+            return super().put(*args, sha256=sha256, **kwargs)
+
+    store = Store()
+    sent = Sent()
+    w = ReferenceWriter({"mem": store}, {"mem": StoreHealth()}, sent, fallback_cap=0, checksum=setting)
+    w.send(ROUTE, False, message(b"some payload"))
+    envelope = decode_envelope(sent.records[0][1]["value"])
+    assert envelope.checksum == checksum
+    envelope.verify(b"some payload")
+    # the store is handed the digest only when it is a SHA-256 (never a BLAKE3 under that name)
+    assert f"sha256 given: {checksum == CHECKSUM_SHA256}" in store.calls
+    w.close()
+
+
+def test_an_unknown_reference_checksum_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"reference.checksum must be one of auto, sha256, blake3"):
+        ReferenceWriter({}, {}, Sent(), fallback_cap=0, checksum="md5")
