@@ -509,7 +509,8 @@ def section_ratio(data: dict[str, Any], img: str) -> str:
             "route writes, pre-built before the clock starts, and a raw consumer that reads them without "
             "reassembly. `redis.raw+env` / `s3.raw+env` write the payload with a bare redis-py `SET` / boto3 "
             "`put_object` and then produce an envelope-sized record; their consumers read the record and `GET` the "
-            "payload one at a time. The gateway additionally hashes (SHA-256), journals the write as pending, "
+            "payload one at a time. The gateway additionally hashes (BLAKE3 for Redis, SHA-256 for S3), "
+            "journals the write as pending, "
             "clears the mark on acknowledgement, and on the consumer fetches ahead in 4 threads and verifies.",
             "",
             backend_line(data),
@@ -806,7 +807,8 @@ def section_method(data: dict[str, Any]) -> str:
             f"{env['raised_message_max_bytes']:,} and its consumer's fetch limits to 200 MB. Consumers use "
             "`assign()` at offset 0 (no group join), `fetch.wait.max.ms=10`.",
             "- Payload MB/s everywhere (10^6 bytes/s of payload, whatever the route writes to Kafka), so ratios are "
-            "ratios of time. Consumers verify the byte count; the gateway also verifies SHA-256 of references.",
+            "ratios of time. Consumers verify the byte count; the gateway also verifies "
+            "the digest (BLAKE3 or SHA-256) of references.",
             f"- Memory: {env['memory_method']}.",
             "",
         ]
