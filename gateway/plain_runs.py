@@ -10,10 +10,16 @@ the test cannot vouch for ends the run and takes the full path.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice, repeat, starmap
 from typing import Any
 
+from confluent_kafka import Message
+
 from gateway.pipeline import ConsumerPipeline
-from gateway.protocol.classify import is_plainly_plain
+from gateway.protocol.classify import are_plainly_plain, is_plainly_plain
+
+BATCH_FROM = 16
+"""Fewer records than this go one by one: the batch test's fixed cost would not pay off."""
 
 
 def take_plain_run(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
@@ -51,3 +57,33 @@ def take_plain_run(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any], 
         room -= 1
     pipeline.plain_run_delivered(tp, last.offset(), moved)
     return moved
+
+
+def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
+    """Move the first ``limit - len(out)`` records of ``raw`` to ``out`` if all of them are plain and of one partition.
+
+    All or nothing: returns how many were moved, 0 when any record needs another look (the caller
+    then goes on with :func:`take_plain_run`).
+    """
+    n = min(limit - len(out), len(raw))
+    if n < BATCH_FROM:
+        return 0
+    head = list(raw) if n == len(raw) else list(islice(raw, n))
+    if any(map(Message.error, head)):
+        return 0
+    if not are_plainly_plain(list(map(Message.value, head)), list(map(Message.headers, head))):
+        return 0
+    partitions, topics = set(map(Message.partition, head)), set(map(Message.topic, head))
+    if len(partitions) != 1 or len(topics) != 1:
+        return 0
+    first, last = head[0], head[-1]
+    tp = (first.topic(), first.partition())
+    if not pipeline.plain_run_open(tp, first.offset()):
+        return 0
+    if n == len(raw):
+        raw.clear()
+    else:
+        deque(starmap(raw.popleft, repeat((), n)), maxlen=0)  # n poplefts without a Python loop
+    out.extend(head)
+    pipeline.plain_run_delivered(tp, last.offset(), n)
+    return n

@@ -16,7 +16,7 @@ from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import Envelope, decode_envelope, looks_like_envelope
 from gateway.protocol.headers import Headers
 from gateway.protocol.peers import PeerRecord
-from gateway.resolver import Resolver
+from gateway.resolver import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, Resolver
 
 ScanItem = tuple[Hashable, "bytes | None", "Headers | None"]
 
@@ -52,13 +52,39 @@ class ReferenceFetcher:
         self.schedule()
 
     def schedule(self) -> None:
-        """Start fetches in record order until the byte budget says stop."""
+        """Start fetches in record order until the byte budget says stop.
+
+        Consecutive small payloads of one store that can return several at once go as one group:
+        a round trip each would be most of their cost.
+        """
         while self._queue:
             key = self._queue[0]
             envelope = self._pending.get(key)
+            if envelope is not None and self.resolver.groups(envelope):
+                group = self._group_at_head(envelope.store)
+                taken = self.resolver.prefetch_many(group)
+                for _ in range(taken):
+                    self._queue.popleft()
+                if taken < len(group):
+                    return  # over budget: resume here when a payload has been taken
+                continue
             if envelope is not None and not self.resolver.prefetch(key, envelope):
                 return  # over budget: resume here when a payload has been taken
             self._queue.popleft()
+
+    def _group_at_head(self, store: str) -> list[tuple[Hashable, Envelope]]:
+        """The queued envelopes from the head on that can share one request to ``store``."""
+        group: list[tuple[Hashable, Envelope]] = []
+        size = 0
+        for key in self._queue:
+            envelope = self._pending.get(key)
+            if envelope is None or envelope.store != store or not self.resolver.groups(envelope):
+                break
+            if group and (len(group) >= GROUP_MAX_ITEMS or size + envelope.size > GROUP_MAX_BYTES):
+                break
+            group.append((key, envelope))
+            size += envelope.size
+        return group
 
     def done(self, key: Hashable) -> None:
         """The reader handled the record at ``key``: it is no longer worth fetching ahead.

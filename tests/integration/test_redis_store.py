@@ -259,6 +259,30 @@ def test_entries_that_do_not_match_the_locator_are_an_integrity_error(redis_clie
         store.get(locator.replace("#3x", "#2x"))
 
 
+def test_get_many_answers_each_locator_as_get_would_in_one_pipeline(redis_client: redis.Redis) -> None:
+    store = RedisStore(redis_client, entry_bytes=100)
+    small, split, gone = os.urandom(50), os.urandom(250), os.urandom(10)
+    locators = [store.put(TOPIC, uuid.uuid4(), p) for p in (small, split, gone)]
+    store.delete(locators[2])
+    before = int(redis_client.info("stats")["total_commands_processed"])
+    answers = store.get_many(
+        [
+            (locators[0], 50),
+            (locators[1], 250),
+            (locators[2], 10),
+            (locators[0], 51),  # the size the envelope claims disagrees with the locator
+            ("../etc/passwd", None),
+        ]
+    )
+    commands = int(redis_client.info("stats")["total_commands_processed"]) - before
+    assert answers[0] == small and answers[1] == split
+    assert isinstance(answers[2], PayloadNotFoundError)
+    assert isinstance(answers[3], LocatorError | PayloadIntegrityError)
+    assert isinstance(answers[4], LocatorError)
+    assert commands == 1 + 4  # INFO itself, then one MGET per valid locator, pipelined; none for the invalid ones
+    assert store.get_many([]) == []
+
+
 def test_list_locators(store: RedisStore) -> None:
     t0 = int(time.time() * 1000)
     a1 = store.put("a", uuid.uuid4(), b"1")

@@ -38,7 +38,9 @@ def _defaults() -> dict[str, Any]:
         (consumer_config, consumer_config.parse_consumer_config),
     ):
         readers = [
-            name for name in ("pop_int", "pop_bool", "peek_int", "pop_str", "pop_float", "pop_choice") if hasattr(module, name)
+            name
+            for name in ("pop_int", "pop_bool", "peek_int", "pop_str", "pop_float", "pop_choice")
+            if hasattr(module, name)
         ]
         with ExitStack() as patches:
             for name in readers:

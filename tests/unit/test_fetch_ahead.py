@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
+from gateway.errors import GatewayError, PayloadIntegrityError, PayloadNotFoundError, StoreUnavailableError
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.references import ReferenceFetcher
-from gateway.resolver import Resolver
+from gateway.resolver import GROUP_BELOW, Resolver
 from tests.unit.memory_store import MemoryStore
 
 
@@ -63,6 +66,97 @@ def test_a_payload_fetched_ahead_is_still_used_when_its_record_is_resolved() -> 
         assert refs.resolve(0, envelope) == b"p" * 100
         refs.done(0)
         assert refs.resolver.counters["prefetched"] == 1 and refs.resolver.counters["fetched"] == 1
+        assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
+    finally:
+        refs.resolver.close()
+
+
+class GroupingMemoryStore(MemoryStore):
+    """A store that answers several gets in one call, as ``RedisStore.get_many`` does."""
+
+    fail_many: Exception | None = None
+
+    def get_many(self, requests: list[tuple[str, int | None]]) -> list[bytes | GatewayError]:
+        self.calls.append(f"get_many:{len(requests)}")
+        if self.fail_many is not None:
+            raise self.fail_many
+        out: list[bytes | GatewayError] = []
+        for locator, _ in requests:
+            try:
+                out.append(self.get(locator))
+            except GatewayError as exc:
+                out.append(exc)
+        return out
+
+
+def test_small_payloads_are_fetched_ahead_in_one_request_and_each_keeps_its_own_error() -> None:
+    store = GroupingMemoryStore()
+    refs = ReferenceFetcher(Resolver({"mem": store}, workers=2, budget=1_000_000))
+    try:
+        envelopes = [stored(store, bytes([i]) * 1000) for i in range(10)]
+        del store.payloads[envelopes[3].locator]  # gone: that record alone reports it
+        store.payloads[envelopes[5].locator] = b"\xff" * 1000  # replaced behind its envelope
+        refs.scan(scan_item(i, e) for i, e in enumerate(envelopes))
+        assert refs.resolver.counters["prefetched"] == 10
+        for i, envelope in enumerate(envelopes):
+            if i == 3:
+                with pytest.raises(PayloadNotFoundError):
+                    refs.resolve(i, envelope)
+            elif i == 5:
+                with pytest.raises(PayloadIntegrityError):
+                    refs.resolve(i, envelope)
+            else:
+                assert refs.resolve(i, envelope) == bytes([i]) * 1000
+        assert [c for c in store.calls if c.startswith("get_many")] == ["get_many:10"]
+        assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
+    finally:
+        refs.resolver.close()
+
+
+def test_groups_stop_at_the_budget_and_at_a_large_payload_and_resume() -> None:
+    store = GroupingMemoryStore()
+    refs = ReferenceFetcher(Resolver({"mem": store}, workers=2, budget=5_000))
+    try:
+        envelopes = [stored(store, bytes([i]) * 1000) for i in range(8)]
+        big = stored(store, b"b" * GROUP_BELOW)
+        refs.scan([*(scan_item(i, e) for i, e in enumerate(envelopes)), scan_item(8, big)])
+        assert store.calls == ["put"] * 9 + ["get_many:5"]  # the budget holds five
+        for i in range(8):
+            assert refs.resolve(i, envelopes[i]) == bytes([i]) * 1000
+        assert refs.resolve(8, big) == b"b" * GROUP_BELOW  # alone, not in a group
+        assert [c for c in store.calls if c.startswith("get_many")] == [
+            "get_many:5",
+            "get_many:1",
+            "get_many:1",
+            "get_many:1",
+        ]
+    finally:
+        refs.resolver.close()
+
+
+def test_a_group_whose_request_fails_fails_each_resolve_typed() -> None:
+    store = GroupingMemoryStore()
+    store.fail_many = StoreUnavailableError("redis is down")
+    refs = ReferenceFetcher(Resolver({"mem": store}, workers=2, budget=1_000_000))
+    try:
+        envelopes = [stored(store, bytes([i]) * 100) for i in range(3)]
+        refs.scan(scan_item(i, e) for i, e in enumerate(envelopes))
+        for i, envelope in enumerate(envelopes):
+            with pytest.raises(StoreUnavailableError, match="redis is down"):
+                refs.resolve(i, envelope)
+    finally:
+        refs.resolver.close()
+
+
+def test_a_grouped_payload_forgotten_before_it_arrives_is_dropped() -> None:
+    store = GroupingMemoryStore()
+    refs = ReferenceFetcher(Resolver({"mem": store}, workers=2, budget=1_000_000))
+    try:
+        envelopes = [stored(store, bytes([i]) * 100) for i in range(3)]
+        refs.scan(scan_item(i, e) for i, e in enumerate(envelopes))
+        refs.done(1)  # handled without it (a duplicate)
+        assert refs.resolve(0, envelopes[0]) == bytes([0]) * 100
+        assert refs.resolve(2, envelopes[2]) == bytes([2]) * 100
         assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
     finally:
         refs.resolver.close()

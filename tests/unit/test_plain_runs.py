@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.pipeline import ChunkCompleted, ConsumerPipeline, PlainMessage, ReferenceToResolve
-from gateway.plain_runs import take_plain_run
+from gateway.plain_runs import BATCH_FROM, take_plain_batch, take_plain_run
 from gateway.protocol import encode_segment
-from gateway.protocol.classify import PLAIN_RECORD, classify, is_plainly_plain
+from gateway.protocol.classify import PLAIN_RECORD, are_plainly_plain, classify, is_plainly_plain
 from gateway.protocol.envelope import MAGIC
 from gateway.protocol.records import Record
 
@@ -135,3 +135,61 @@ def test_deliver_plain_refuses_what_needs_the_full_path() -> None:
     pipeline.feed(tp, Record(4, None, encode_segment(uuid.uuid4(), 0, 2, 10, b"12345"), None))
     assert not pipeline.deliver_plain(tp, 5)  # a message is pending: the full path adds _so
     assert pipeline.delivered(tp) == 3
+
+
+@given(st.lists(st.tuples(value_st, headers_st), max_size=30))
+def test_a_plainly_plain_batch_is_plainly_plain_record_by_record(records: list[Any]) -> None:
+    values = [v for v, _ in records]
+    headers = [h for _, h in records]
+    if are_plainly_plain(values, headers):
+        assert all(is_plainly_plain(v, h) for v, h in records)
+        assert all(classify(v, h) is PLAIN_RECORD for v, h in records)
+
+
+def test_the_batch_test_refuses_what_it_cannot_vouch_for() -> None:
+    assert are_plainly_plain([b"a", b"", b"{json}"], [None, None, None])
+    assert not are_plainly_plain([b"a", None], [None, None])  # a tombstone goes one by one
+    assert not are_plainly_plain([b"a"], [[("h", b"1")]])
+    assert not are_plainly_plain([b"a"], [[]])  # an empty header list is not "no headers"
+    assert not are_plainly_plain([MAGIC + b"x"], [None])
+    assert not are_plainly_plain([b"\x00abc"], [None])
+    assert not are_plainly_plain([b"\x80"], [None])
+
+
+@given(st.lists(st.tuples(st.integers(0, 1), value_st), min_size=0, max_size=60), st.integers(1, 80))
+def test_batch_then_runs_agree_with_feeding_one_by_one(records: list[tuple[int, bytes | None]], limit: int) -> None:
+    offsets = {0: 0, 1: 0}
+    msgs = []
+    for p, value in records:
+        msgs.append((p, offsets[p], value))
+        offsets[p] += 1
+    slow, fast = _loaded(0, 1), _loaded(0, 1)
+    slow_out = [(p, o, v) for p, o, v in msgs if _messages(slow.feed(("t", p), Record(o, None, v, None)))]
+    raw = deque(_msg(p, o, v) for p, o, v in msgs)
+    fast_out: list[Any] = []
+    fresh = True
+    while raw:
+        batch: list[Any] = []
+        moved = take_plain_batch(raw, fast, batch, limit) if fresh else 0
+        fresh = False
+        if not moved and not take_plain_run(raw, fast, batch, limit):
+            m = raw.popleft()
+            if _messages(fast.feed(("t", m.partition()), Record(m.offset(), None, m.value(), None))):
+                batch = [m]
+        fast_out.extend((m.partition(), m.offset(), m.value()) for m in batch)
+    assert fast_out == slow_out
+    for p in (0, 1):
+        assert fast.delivered(("t", p)) == slow.delivered(("t", p))
+        assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
+
+
+def test_a_plain_batch_of_one_partition_moves_whole_or_not_at_all() -> None:
+    pipeline = _loaded(0, 1)
+    raw = deque(_msg(0, i, b"v%d" % i) for i in range(40))
+    out: list[Any] = []
+    assert take_plain_batch(raw, pipeline, out, 25) == 25 and len(raw) == 15
+    assert [m.offset() for m in out] == list(range(25))
+    assert pipeline.delivered(("t", 0)) == 24 and pipeline.metrics()["plain.messages"] == 25
+    assert take_plain_batch(raw, pipeline, out, 25 + BATCH_FROM - 1) == 0  # too few for a batch
+    mixed = deque([*(_msg(0, 100 + i, b"a") for i in range(20)), _msg(1, 0, b"b")])
+    assert take_plain_batch(mixed, pipeline, [], 100) == 0 and len(mixed) == 21  # two partitions: nothing moved
