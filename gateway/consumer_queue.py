@@ -33,14 +33,15 @@ class RecordQueue:
         first = self._consumer.poll(timeout)
         if first is None:
             return False
-        batch = [first]
         more = self._more_after(first)
-        if more:
-            batch.extend(self._consumer.consume(more, 0))
-        self.raw.extend(batch)
+        rest = self._consumer.consume(more, 0) if more else []
+        self.raw.append(first)
+        self.raw.extend(rest)
         if self.refs.enabled:
             self.refs.scan(
-                ((m.topic(), m.partition(), m.offset()), m.value(), m.headers()) for m in batch if m.error() is None
+                ((m.topic(), m.partition(), m.offset()), m.value(), m.headers())
+                for m in (first, *rest)
+                if m.error() is None
             )
         return True
 

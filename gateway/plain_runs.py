@@ -68,7 +68,8 @@ def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any]
     n = min(limit - len(out), len(raw))
     if n < BATCH_FROM:
         return 0
-    head = list(raw) if n == len(raw) else list(islice(raw, n))
+    whole = n == len(raw)
+    head: deque[Any] | list[Any] = raw if whole else list(islice(raw, n))  # the whole queue is read in place
     if any(map(Message.error, head)):
         return 0
     if not are_plainly_plain(list(map(Message.value, head)), list(map(Message.headers, head))):
@@ -80,10 +81,10 @@ def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any]
     tp = (first.topic(), first.partition())
     if not pipeline.plain_run_open(tp, first.offset()):
         return 0
-    if n == len(raw):
+    out.extend(head)
+    if whole:
         raw.clear()
     else:
         deque(starmap(raw.popleft, repeat((), n)), maxlen=0)  # n poplefts without a Python loop
-    out.extend(head)
     pipeline.plain_run_delivered(tp, last.offset(), n)
     return n

@@ -121,6 +121,7 @@ def is_plainly_plain(value: bytes | None, headers: Sequence[Header] | None) -> b
 
 _PLAIN_FIRST_BYTES = bytes(b for b in range(1, 0x80) if b != _MAGIC_FIRST)
 _FIRST_BYTE = slice(0, 1)
+_FIRST = operator.itemgetter(0)
 
 
 def are_plainly_plain(values: Sequence[bytes | None], header_lists: Sequence[object]) -> bool:
@@ -133,5 +134,8 @@ def are_plainly_plain(values: Sequence[bytes | None], header_lists: Sequence[obj
     count = len(values)
     if header_lists.count(None) != count or values.count(None):
         return False
-    firsts = b"".join(map(operator.itemgetter(_FIRST_BYTE), values))  # type: ignore[arg-type]
+    try:
+        firsts = bytes(map(_FIRST, values))  # type: ignore[arg-type]
+    except IndexError:  # an empty value (plain): take the slower way that allows it
+        firsts = b"".join(map(operator.itemgetter(_FIRST_BYTE), values))  # type: ignore[arg-type]
     return not firsts.translate(None, _PLAIN_FIRST_BYTES)
