@@ -364,8 +364,13 @@ class RedisStore(StoreLifecycle):
         if not wanted:
             return answers
         started = time.perf_counter()
-        replies = self._pipelined([partial(_mget, self._read_keys(parsed)) for _, _, parsed, _ in wanted])
-        for (at, locator, parsed, expected_size), reply in zip(wanted, replies, strict=True):
+        # one GET per key rather than an MGET per payload: a cluster pipeline refuses MGET
+        keys = [self._read_keys(parsed) for _, _, parsed, _ in wanted]
+        replies = self._pipelined([partial(_get, key) for group in keys for key in group])
+        at_reply = 0
+        for (at, locator, parsed, expected_size), group in zip(wanted, keys, strict=True):
+            reply = replies[at_reply : at_reply + len(group)]
+            at_reply += len(group)
             try:
                 answers[at] = self._payload_from(locator, parsed, reply, expected_size, started)
             except GatewayError as exc:
@@ -570,8 +575,8 @@ def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster
     return RedisCluster.from_url(url, **kwargs)
 
 
-def _mget(keys: list[str], pipe: Pipeline) -> object:
-    return pipe.mget(keys)
+def _get(key: str, pipe: Pipeline) -> object:
+    return pipe.get(key)
 
 
 def _zrem(key: str, members: list[str], pipe: Pipeline) -> object:

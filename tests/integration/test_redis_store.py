@@ -279,7 +279,8 @@ def test_get_many_answers_each_locator_as_get_would_in_one_pipeline(redis_client
     assert isinstance(answers[2], PayloadNotFoundError)
     assert isinstance(answers[3], LocatorError | PayloadIntegrityError)
     assert isinstance(answers[4], LocatorError)
-    assert commands == 1 + 4  # INFO itself, then one MGET per valid locator, pipelined; none for the invalid ones
+    # INFO itself, then one GET per entry and sentinel of each valid locator, pipelined; none for the invalid one
+    assert commands == 1 + (2 + 4 + 2 + 2)
     assert store.get_many([]) == []
 
 
