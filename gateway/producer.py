@@ -94,7 +94,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             auditor.start()
         self._producer = Producer(conf)
         policies = (
-            CleanupPolicies(AdminDescriber(conf), clock, self.settings.topic_config_refresh_s)
+            CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, self.settings.topic_config_refresh_s)
             if self.settings.compaction_check
             else None
         )

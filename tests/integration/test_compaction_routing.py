@@ -26,7 +26,7 @@ def compacted_topics(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     """Topics the producer will be told are compact-only; ``<topic>-cd`` ones are ``compact,delete``."""
     compacted: set[str] = set()
 
-    def describer(conf: Any) -> Callable[[str], str]:
+    def describer(conf: Any, **_: Any) -> Callable[[str], str]:
         return lambda topic: (
             "compact" if topic in compacted else "compact,delete" if topic.endswith("-cd") else "delete"
         )
