@@ -31,7 +31,7 @@ from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
-from gateway.plain_runs import take_plain_batch, take_plain_run
+from gateway.plain_runs import take_plain_run
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
@@ -95,7 +95,6 @@ class HybridConsumer(ConsumerSurface):
         self._keys_read = settings.peers is not None
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
-        self._fresh_batch = False  # a batch was fetched and take_plain_batch has not looked at it yet
         self._one: list[Message] = []
 
     # -- fetching and processing -------------------------------------------------------------
@@ -133,7 +132,6 @@ class HybridConsumer(ConsumerSurface):
     def _fetch(self, timeout: float) -> bool:
         """One batch into the queue; whether plain runs may be taken is decided again for it."""
         fetched = self._queue.fetch(timeout)
-        self._fresh_batch = fetched
         self._runs_now = self._plain_runs and not tracing.enabled()  # a traced message gets its span on the full path
         return fetched
 
@@ -177,7 +175,7 @@ class HybridConsumer(ConsumerSurface):
                     break
                 while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
                     taken = len(out)
-                    if self._runs_now and self._plain_into(raw, out, num_messages):
+                    if self._runs_now and self._queue.take_plain(self._pipeline, out, num_messages):
                         if self._deserialize:
                             self._deserializers.apply_from(out, taken, self._ready)
                         continue
@@ -187,15 +185,6 @@ class HybridConsumer(ConsumerSurface):
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
             self._deferred = exc
         return out
-
-    def _plain_into(self, raw: deque[Any], out: list[Message], limit: int) -> int:
-        """Plain records from the head of the queue into ``out``: a fresh batch whole when it can be."""
-        if self._fresh_batch:
-            self._fresh_batch = False
-            moved = take_plain_batch(raw, self._pipeline, out, limit)
-            if moved:
-                return moved
-        return take_plain_run(raw, self._pipeline, out, limit)
 
     def _hand_out(self, out: list[Message], msg: Message) -> None:
         out.append(msg)

@@ -11,6 +11,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.pipeline import ConsumerPipeline
+from gateway.plain_runs import take_plain_batch, take_plain_run
 from gateway.protocol.records import TopicPartitionKey
 from gateway.references import ReferenceFetcher
 
@@ -27,6 +29,7 @@ class RecordQueue:
         self.refs = refs
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
+        self._fresh = False  # a batch was fetched and take_plain_batch has not looked at it yet
 
     def fetch(self, timeout: float) -> bool:
         """One batch from librdkafka into the queue; False when ``timeout`` passed with nothing."""
@@ -37,6 +40,7 @@ class RecordQueue:
         rest = self._consumer.consume(more, 0) if more else []
         self.raw.append(first)
         self.raw.extend(rest)
+        self._fresh = True
         if self.refs.enabled:
             self.refs.scan(
                 ((m.topic(), m.partition(), m.offset()), m.value(), m.headers())
@@ -44,6 +48,19 @@ class RecordQueue:
                 if m.error() is None
             )
         return True
+
+    def take_plain(self, pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
+        """Plain records from the head of the queue into ``out``: a fresh batch whole when it can be.
+
+        The whole-batch test runs once per fetched batch, so a mixed batch is not scanned again
+        for every run in it; then runs of one partition (see :mod:`gateway.plain_runs`).
+        """
+        if self._fresh:
+            self._fresh = False
+            moved = take_plain_batch(self.raw, pipeline, out, limit)
+            if moved:
+                return moved
+        return take_plain_run(self.raw, pipeline, out, limit)
 
     def _more_after(self, first: Any) -> int:
         """How many records to take beside ``first``: the batch, unless records of its size would pass the byte bound.
