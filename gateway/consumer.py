@@ -31,7 +31,6 @@ from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
-from gateway.plain_runs import take_plain_run
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
@@ -95,7 +94,6 @@ class HybridConsumer(ConsumerSurface):
         self._keys_read = settings.peers is not None
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
-        self._one: list[Message] = []
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -141,9 +139,7 @@ class HybridConsumer(ConsumerSurface):
         deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
         raw = self._queue.raw
         while True:
-            while raw:
-                if self._runs_now and take_plain_run(raw, self._pipeline, self._one, 1):
-                    return self._one.pop()
+            while raw:  # a plain record here takes the pipeline's own fast path (poll() takes the rest)
                 out = self._handle(raw.popleft())
                 if out is not None:
                     return out

@@ -57,17 +57,18 @@ class PayloadDigester:
         self.overlap_from = overlap_from
         self._pool: ThreadPoolExecutor | None = None
 
-    def checksum_for(self, store: object) -> int:
-        """The algorithm for a payload written to ``store``."""
+    def checksum_for(self, needs_digest_to_write: bool) -> int:
+        """The algorithm for a payload written to a store that does (or does not) record the digest."""
         if self.setting == "sha256":
             return CHECKSUM_SHA256
         if self.setting == "blake3":
             return CHECKSUM_BLAKE3
-        return CHECKSUM_SHA256 if getattr(store, "needs_digest_to_write", True) else CHECKSUM_BLAKE3
+        return CHECKSUM_SHA256 if needs_digest_to_write else CHECKSUM_BLAKE3
 
     def begin(self, payload: bytes | bytearray | memoryview, store: object) -> PendingDigest:
-        checksum = self.checksum_for(store)
-        if len(payload) < self.overlap_from or getattr(store, "needs_digest_to_write", True):
+        needs_digest = bool(getattr(store, "needs_digest_to_write", True))
+        checksum = self.checksum_for(needs_digest)
+        if len(payload) < self.overlap_from or needs_digest:
             return PendingDigest(checksum, digest_of(checksum, payload))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-digest")

@@ -91,12 +91,16 @@ class Resolver:
         with self._lock:
             if key in self._ahead or envelope.store not in self.stores:
                 return True
-            if self._ahead and self._ahead_bytes + envelope.size > self.budget:
+            if self._over_budget(envelope.size):
                 return False
             self._ahead[key] = (envelope, self._executor().submit(self._fetch, envelope))
             self._ahead_bytes += envelope.size
             self.counters["prefetched"] += 1
             return True
+
+    def _over_budget(self, size: int) -> bool:
+        """Whether ``size`` more bytes must wait; one payload is always allowed when nothing is ahead."""
+        return bool(self._ahead) and self._ahead_bytes + size > self.budget
 
     def groups(self, envelope: Envelope) -> bool:
         """Whether ``envelope``'s payload is fetched ahead in a group (small, from a store with ``get_many``)."""
@@ -114,7 +118,7 @@ class Resolver:
         with self._lock:
             for key, envelope in items:
                 if key not in self._ahead:
-                    if self._ahead and self._ahead_bytes + envelope.size > self.budget:
+                    if self._over_budget(envelope.size):
                         break
                     future: Future[bytes] = Future()
                     self._ahead[key] = (envelope, future)
