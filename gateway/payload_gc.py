@@ -59,6 +59,9 @@ class Pending:
     locator: str
     topic: str
     message_id: uuid.UUID
+    batched: bool = False
+    """Journalled in a batch marker, which stays until the batch is all settled: a batched mark
+    past the grace period may belong to a payload acknowledged long ago, so it proves nothing alone."""
 
 
 @dataclass
@@ -202,8 +205,12 @@ def unverified(trust_pending_marks: bool) -> Verifier:
         else "kept: not checked against Kafka (no bootstrap servers given)"
     )
 
+    batched = Verification(
+        Verdict.UNKNOWN, "kept: journalled in a batch marker, which does not show whether it was acknowledged"
+    )
+
     def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
-        return {p: Verification(verdict, reason) for p in batch}
+        return {p: batched if p.batched else Verification(verdict, reason) for p in batch}
 
     return verify
 
@@ -248,10 +255,15 @@ def candidates(stores: Mapping[str, Any], older_than_ms: int, report: SweepRepor
             report.examined += 1
             try:
                 parsed = store.validate_locator(locator)
-                out.append(Pending(name, locator, parsed.topic, parsed.message_id))
+                batched = bool(getattr(store, "journalled_in_batch", _never)(locator))
+                out.append(Pending(name, locator, parsed.topic, parsed.message_id, batched))
             except (GatewayError, AttributeError) as exc:
                 report.kept.append((locator, f"kept: the locator does not parse ({exc})"))
     return out
+
+
+def _never(locator: str) -> bool:
+    return False
 
 
 def sweep(

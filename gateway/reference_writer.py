@@ -18,7 +18,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.delivery_outcome import may_be_persisted
@@ -88,10 +88,10 @@ class ReferenceWriter:
         if not health.allow(now):
             return self._fallback(name, forced, message.size, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
-        message_id = uuid.uuid4()
         pending = self._digests.begin(payload, store)
         started = self._clock.monotonic()
         try:
+            message_id = _next_message_id(store, message.topic, now)
             extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
             locator = store.put(
                 message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
@@ -210,8 +210,16 @@ class ReferenceWriter:
             log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
 
     def close(self) -> None:
-        """Stop the hashing worker, if one was started."""
+        """Stop the hashing worker, if one was started, and end the stores' open journal batches.
+
+        A store that journals writes in batches (S3) keeps its open batch's marker until the batch
+        closes; once the producer is done, nothing more will be taken from it.
+        """
         self._digests.close()
+        for store in self.stores.values():
+            end = getattr(store, "end_journal_batches", None)
+            if end is not None:
+                end()
 
     def clear_acked_marks(self) -> None:
         """Clear the pending marks of acknowledged writes, one call per store where the store can batch.
@@ -237,6 +245,12 @@ class ReferenceWriter:
                 log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
                 still.extend((store, locator) for locator in locators)
         self._acked = still
+
+
+def _next_message_id(store: Store, topic: str, now_ms: int) -> uuid.UUID:
+    """The store's next pre-journalled id where it batches its journal (S3), else a fresh one."""
+    take = getattr(store, "next_message_id", None)
+    return uuid.uuid4() if take is None else cast("uuid.UUID", take(topic, now_ms))
 
 
 def _takes_persistent(store: Store) -> bool:

@@ -17,10 +17,13 @@ large objects there would gain from ranged reads; that is left for when it can b
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
+import logging
 import re
+import threading
 import time
 import urllib.parse
 import uuid
@@ -53,11 +56,18 @@ from stores.base import (
     validate_message_id,
     validate_topic,
 )
+from stores.base import now_ms as wall_ms
+from stores.s3_journal import BATCH_SUFFIX, BatchJournal, decode_batch, encode_batch
+
+log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
 PENDING_DIR = "_pending/"
 MAX_LOCATOR_LENGTH = 1024
+DEFAULT_JOURNAL_BATCH = 64
+DEFAULT_JOURNAL_OPEN_MS = 30_000
+MAX_BATCH_MARKER_BYTES = 1 << 20
 MAX_PREFIX_LENGTH = 400
 """So that the longest locator (63-char bucket, 249-char topic) still fits an envelope's 768 bytes."""
 
@@ -114,6 +124,10 @@ class S3Store(StoreLifecycle):
     ``{"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "..."}``) goes on every write, including
     the pending markers, since a bucket policy that requires encryption refuses those too; SSE-C
     keys also go on reads. ``tags`` become the objects' tag set, for tag-filtered lifecycle rules.
+
+    ``journal_batch`` ids of a topic share one pending marker (:mod:`stores.s3_journal`) when the
+    producer takes its ids from :meth:`next_message_id`; 1 writes one marker per payload, as
+    before. ``journal_open_ms`` bounds how long one batch hands out ids.
     """
 
     def __init__(
@@ -129,6 +143,8 @@ class S3Store(StoreLifecycle):
         sse: Mapping[str, Any] | None = None,
         tags: Mapping[str, str] | None = None,
         close_client: bool = False,
+        journal_batch: int = DEFAULT_JOURNAL_BATCH,
+        journal_open_ms: int = DEFAULT_JOURNAL_OPEN_MS,
     ) -> None:
         if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None or ".." in bucket:
             raise ValueError(f"not a valid S3 bucket name: {bucket!r}")
@@ -165,10 +181,23 @@ class S3Store(StoreLifecycle):
         self.pending_prefix = f"{prefix}{PENDING_DIR}"
         self._key_re = re.compile(rf"{re.escape(prefix)}({TOPIC_PATTERN})/({UUID_PATTERN})")
         self._marker_re = re.compile(rf"{re.escape(self.pending_prefix)}({TOPIC_PATTERN})/({UUID_PATTERN})")
+        self._batch_re = re.compile(
+            rf"{re.escape(self.pending_prefix)}({TOPIC_PATTERN})/({UUID_PATTERN}){re.escape(BATCH_SUFFIX)}"
+        )
+        if journal_batch < 1:
+            raise ValueError(f"journal_batch must be at least 1, got {journal_batch}")
+        self.journal_batch = journal_batch
+        self._journal = BatchJournal(journal_batch, journal_open_ms)
+        """Batches this store opened, and those its sweeps found (which even ``journal_batch=1`` settles)."""
+        self._journal_lock = threading.Lock()
         self._close_client = close_client
         self._closed = False
         self._metrics = StoreMetrics()
         self._transfer_config: Any = None
+        self._send_checksum = _sends_checksums(client)
+        """Whether single PUTs carry the payload's SHA-256 as their checksum: unless the client was told
+        to send checksums only when required (``request_checksum_calculation``), as users of S3-compatible
+        stores that refuse them do."""
 
     def __repr__(self) -> str:
         return f"S3Store(name={self.name!r}, bucket={self.bucket!r}, prefix={self.prefix!r})"
@@ -238,14 +267,17 @@ class S3Store(StoreLifecycle):
         size = len(body)
         if sha256 is not None and len(sha256) != 32:
             raise ValueError("sha256 must be 32 bytes")
-        digest = (sha256 or hashlib.sha256(body).digest()).hex()
+        raw_digest = sha256 or hashlib.sha256(body).digest()
+        digest = raw_digest.hex()
         started = time.perf_counter()
-        if pending_since_ms is not None:
+        if pending_since_ms is not None and not self.journalled_in_batch(locator):
             self._write_marker(parsed, locator, pending_since_ms)
         args = dict(self._write_args)
         args["Metadata"] = {"sha256": digest, "size": str(size), "message-id": str(message_id), "topic": topic}
         try:
             if size < self.multipart_threshold:
+                if self._send_checksum:  # S3 checks the envelope's digest itself; botocore skips its CRC32
+                    args["ChecksumSHA256"] = base64.b64encode(raw_digest).decode()
                 self._call(lambda: self.client.put_object(Bucket=self.bucket, Key=parsed.key, Body=body, **args))
             else:
                 self._call(
@@ -324,12 +356,16 @@ class S3Store(StoreLifecycle):
         return data, etag
 
     def delete(self, locator: str) -> None:
-        """Object first, marker last; S3 answers 204 for an absent key, so this is idempotent."""
+        """Object first, marker last; S3 answers 204 for an absent key, so this is idempotent.
+
+        A payload journalled in a batch settles its place there; the batch marker goes once nothing
+        it names is unsettled.
+        """
         parsed = self.validate_locator(locator)
         self._check_open()
         started = time.perf_counter()
         self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=parsed.key))
-        self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=self.marker_key(parsed)))
+        self._delete_markers([locator])
         self._done("delete", started, locator)
 
     # -- pending journal -------------------------------------------------------------------
@@ -339,15 +375,36 @@ class S3Store(StoreLifecycle):
         self._write_marker(parsed, locator, now_ms)
 
     def clear_pending(self, locator: str) -> None:
-        parsed = self.validate_locator(locator)
-        self._check_open()
-        self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=self.marker_key(parsed)))
-        self._journaled("cleared", [locator])
+        self.clear_pending_many([locator])
 
     def clear_pending_many(self, locators: Sequence[str]) -> None:
-        """DeleteObjects in batches of 1000 markers: the producer clears marks in batches."""
-        keys = [self.marker_key(self.validate_locator(locator)) for locator in locators]
+        """DeleteObjects in batches of 1000 markers: the producer clears marks in batches.
+
+        Batch-journalled locators only settle their place in the batch; a batch marker is deleted
+        once its batch is closed and all of it settled. A marker whose delete fails is tried again
+        with the next clear.
+        """
+        for locator in locators:
+            self.validate_locator(locator)
         self._check_open()
+        self._delete_markers(locators)
+        self._journaled("cleared", locators)
+
+    def _delete_markers(self, locators: Sequence[str]) -> None:
+        with self._journal_lock:
+            alone = self._journal.settle(locators)
+            self._journal.close_expired(wall_ms())
+            doomed = self._journal.doomed()
+        keys = [self.marker_key(self.validate_locator(locator)) for locator in alone] + doomed
+        if len(keys) == 1:
+            self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=keys[0]))
+        else:
+            self._delete_objects(keys, "pending markers")
+        if doomed:
+            with self._journal_lock:
+                self._journal.deleted(doomed)
+
+    def _delete_objects(self, keys: Sequence[str], what: str) -> None:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             response = self._call(
@@ -355,8 +412,60 @@ class S3Store(StoreLifecycle):
             )
             errors = response.get("Errors") if isinstance(response, dict) else None
             if errors:
-                raise StoreUnavailableError(f"could not clear {len(errors)} pending markers: {errors[0]}")
-        self._journaled("cleared", locators)
+                raise StoreUnavailableError(f"could not delete {len(errors)} {what}: {errors[0]}")
+
+    def next_message_id(self, topic: str, now_ms: int) -> uuid.UUID:
+        """An id for the next payload of ``topic``, already journalled as pending in a batch marker.
+
+        :meth:`put` then writes no marker of its own for it: one marker PUT per ``journal_batch``
+        payloads instead of one per payload. A fresh, unjournalled id when batches are off.
+        """
+        if self.journal_batch == 1:
+            return uuid.uuid4()
+        validate_topic(topic)
+        self._check_open()
+        with self._journal_lock:
+            taken = self._journal.take(topic, now_ms)
+            if taken is not None:
+                return taken
+            batch_key = f"{self.pending_prefix}{topic}/{uuid.uuid4()}{BATCH_SUFFIX}"
+            entries = [(mid, self.locator_for(topic, mid)) for mid in (uuid.uuid4() for _ in range(self.journal_batch))]
+            body = encode_batch(self._journal.open_for_ms, [locator for _, locator in entries])
+            self._call(
+                lambda: self.client.put_object(
+                    Bucket=self.bucket,
+                    Key=batch_key,
+                    Body=body,
+                    Metadata={"pending-since-ms": str(now_ms)},
+                    **self._write_args,
+                )
+            )
+            self._journal.opened(batch_key, topic, now_ms, entries)
+            self._journaled("marked", [locator for _, locator in entries])
+            taken = self._journal.take(topic, now_ms)
+        assert taken is not None  # a batch just opened has ids
+        return taken
+
+    def end_journal_batches(self) -> None:
+        """Close the open batches and delete the markers of those all settled; a producer's close calls it.
+
+        Best effort: a marker left behind names acknowledged payloads, which gc proves and clears.
+        """
+        if self._closed:
+            return
+        with self._journal_lock:
+            self._journal.close_all()
+        with contextlib.suppress(StoreError):
+            self._delete_markers([])
+
+    def close(self) -> None:
+        self.end_journal_batches()
+        super().close()
+
+    def journalled_in_batch(self, locator: str) -> bool:
+        """Whether ``locator`` is named by a batch marker and not settled (gc must prove its fate)."""
+        with self._journal_lock:
+            return self._journal.covers(locator)
 
     def list_pending(self, older_than_ms: int) -> list[str]:
         """Markers by their LastModified, which is the *server's* clock at one-second resolution.
@@ -369,9 +478,36 @@ class S3Store(StoreLifecycle):
         found = []
         for obj in self._list(self.pending_prefix):
             match = self._marker_re.fullmatch(obj["Key"])
-            if match is not None and _ms(obj["LastModified"]) < older_than_ms:
+            modified = _ms(obj["LastModified"])
+            if match is not None and modified < older_than_ms:
                 found.append(f"s3://{self.bucket}/{self.prefix}{match[1]}/{match[2]}")
+            elif modified < older_than_ms and (batch := self._batch_re.fullmatch(obj["Key"])) is not None:
+                found.extend(self._listed_batch(obj["Key"], batch[1], modified, older_than_ms))
         return found
+
+    def _listed_batch(self, key: str, topic: str, modified_ms: int, older_than_ms: int) -> list[str]:
+        """The locators of a batch marker whose whole window ended before ``older_than_ms``.
+
+        Locators that are not this store's, or not of the marker's topic, are left out (and so
+        never deleted); a marker that does not decode is skipped with a warning, for a human.
+        """
+        try:
+            body, _ = self._get_object(key, key, lambda n: n <= MAX_BATCH_MARKER_BYTES, "too large for a batch marker")
+            marker = decode_batch(body)
+        except PayloadNotFoundError:
+            return []  # settled and deleted since the listing
+        except (ValueError, PayloadIntegrityError) as exc:
+            log.warning("skipping pending batch marker %s: %s", key, exc)
+            return []
+        if modified_ms + marker.open_for_ms >= older_than_ms:
+            return []
+        mine = []
+        for locator in marker.locators:
+            with contextlib.suppress(LocatorError):
+                if self.validate_locator(locator).topic == topic:
+                    mine.append(locator)
+        with self._journal_lock:
+            return self._journal.listed(key, topic, mine)
 
     def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
         """Every payload object under the prefix (markers excluded) with its LastModified in ms."""
@@ -532,6 +668,11 @@ class S3Store(StoreLifecycle):
     def _failed(self, exc: BaseException) -> StoreError:
         self._metrics.add("errors")
         return self._translate(exc)
+
+
+def _sends_checksums(client: Any) -> bool:
+    config = getattr(getattr(client, "meta", None), "config", None)
+    return getattr(config, "request_checksum_calculation", "when_supported") == "when_supported"
 
 
 def _code(exc: bex.ClientError) -> str:

@@ -115,6 +115,14 @@ def test_without_kafka_nothing_is_proved_unless_the_marks_are_trusted() -> None:
     assert unverified(True)([p])[p].verdict is Verdict.ABSENT
 
 
+def test_trusting_the_marks_never_deletes_a_write_journalled_in_a_batch() -> None:
+    """A batch marker stays until all of its batch settles, so it may name payloads acknowledged long ago."""
+    mid = uuid.uuid4()
+    p = Pending("s3", f"s3://b/gw/t/{mid}", "t", mid, batched=True)
+    verdict = unverified(True)([p])[p]
+    assert verdict.verdict is Verdict.UNKNOWN and "batch marker" in verdict.reason
+
+
 # -- against the real broker and stores -----------------------------------------------------------
 @pytest.fixture
 def prefix() -> str:
@@ -334,3 +342,32 @@ def test_gc_aborts_multipart_uploads_older_than_the_grace_period(
     assert sorted(a.split(" ")[0] for a in old.aborted) == sorted(keys) and old.failed == []
     assert _uploads(s3_client, s3_bucket, s3_prefix) == {foreign}, "uploads of other keys are not ours"
     s3_client.abort_multipart_upload(Bucket=s3_bucket, Key=foreign_key, UploadId=foreign)
+
+
+def test_gc_settles_a_dead_producers_batch_marker_against_the_topic(
+    kafka: KafkaService, topic: str, s3_client: Any, s3_bucket: str, s3_prefix: str
+) -> None:
+    """Two messages landed, one payload never got its envelope, one id was never used; the producer died.
+
+    The batch marker names all four. gc proves the two live, deletes the other two, and the marker
+    goes with the last of them.
+    """
+    store = S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=4, journal_open_ms=60_000)
+    producer = HybridProducer(kafka.producer_config(), stores={"s3": store})
+    for i in range(2):
+        producer.produce(topic, payload(5000, i), key=b"k", route="reference:s3")
+    assert producer.flush(30) == 0
+    live = sorted(loc for loc, _ in store.list_locators(topic))
+    dead = store.put(topic, store.next_message_id(topic, 0), b"never enveloped", pending_since_ms=0)
+    # The producer is gone without closing anything; gc runs once the batch's 60 s window is over.
+    gc_store = S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix)
+    verifier = kafka_verifier(kafka.client_conf(), timeout_s=60)
+    later = int(time.time() * 1000) + 70_000
+    assert gc_store.list_pending(later - 20_000) == [], "not before the window is over"
+    report = sweep({"s3": gc_store}, grace_ms=0, now_ms=later, verifier=verifier, dry_run=False)
+    assert report.failed == [] and report.kept == [], report
+    assert sorted(report.landed) == live, report
+    assert dead in report.deleted and len(report.deleted) == 2, "the orphan, and the id never used"
+    assert sorted(loc for loc, _ in gc_store.list_locators(topic)) == live
+    assert s3_client.list_objects_v2(Bucket=s3_bucket, Prefix=gc_store.pending_prefix).get("KeyCount", 0) == 0
+    producer.close()

@@ -132,7 +132,10 @@ def test_rollback_on_unknown_partition(
     producer.flush(30)
     assert len(errors) == 2 and all(e is not None for e in errors)
     assert redis_keys(redis_store) == [], "rolled back: no data keys, no pending mark"
-    assert s3_objects(s3_store) == [], "rolled back: no object, no pending marker"
+    assert s3_store.list_pending(2**62) == [], "rolled back: nothing pending"
+    assert [key for key in s3_objects(s3_store) if not key.endswith(".batch")] == [], "rolled back: no object"
+    producer.close()
+    assert s3_objects(s3_store) == [], "the open batch's marker goes with the producer"
     assert producer.metrics()["rollbacks"] == 2
 
 
@@ -389,3 +392,38 @@ def test_headers_lost_envelope_still_resolves_and_legacy_magic_passes(
     assert got[0].value() == payload(1_000_000)
     assert got[1].value() == legacy
     assert ENVELOPE_HEADER not in [k for k, _ in got[0].headers() or []]
+
+
+def test_the_s3_route_journals_its_writes_in_batches(
+    kafka: KafkaService, topic: str, consumer_config: Any, s3_client: Any, s3_bucket: str, s3_prefix: str
+) -> None:
+    """One marker PUT per eight messages instead of one per message, and none left once the producer closes."""
+    store = S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=8)
+    puts: list[str] = []
+
+    def count(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "PutObject":
+            puts.append(params["Key"])
+
+    s3_client.meta.events.register("before-parameter-build.s3.PutObject", count)
+    try:
+        producer = HybridProducer(kafka.producer_config(), stores={"s3": store})
+        values = [payload(3000 + i, i) for i in range(20)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value, key=f"k{i}".encode(), route="reference:s3")
+        assert producer.flush(60) == 0
+    finally:
+        s3_client.meta.events.unregister("before-parameter-build.s3.PutObject", count)
+    markers = [key for key in puts if key.startswith(store.pending_prefix)]
+    assert len(puts) == 23 and len(markers) == 3 and all(key.endswith(".batch") for key in markers)
+    assert store.list_pending(2**62) == [], "acknowledged writes are no longer pending"
+    producer.close()
+    listing = s3_client.list_objects_v2(Bucket=s3_bucket, Prefix=store.pending_prefix)
+    assert listing.get("KeyCount", 0) == 0, "the producer's close ended its open batch"
+
+    consumer = HybridConsumer(consumer_config(), stores={"s3": store})
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, len(values), timeout=60)
+    consumer.close()
+    assert errors == []
+    assert sorted(sha(m.value()) for m in got) == sorted(sha(v) for v in values)

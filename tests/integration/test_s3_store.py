@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import time
@@ -408,3 +409,118 @@ def test_server_errors_are_classified(code: str, status: int, error: type[Except
     assert isinstance(info.value, error)
     assert isinstance(info.value, StoreUnavailableError) == (error is StoreUnavailableError)
     assert not isinstance(info.value, PayloadNotFoundError)
+
+
+# -- batched pending journal -------------------------------------------------------------------------
+
+
+def journalled_puts(store: S3Store, topic: str, count: int, now: int) -> list[str]:
+    """What the producer does per message: an id from the store's batch, then the payload."""
+    out = []
+    for i in range(count):
+        mid = store.next_message_id(topic, now)
+        out.append(store.put(topic, mid, f"payload {i}".encode(), pending_since_ms=now))
+    return out
+
+
+def test_one_batch_marker_journals_many_writes_before_any_of_them(
+    client: Any, recorder: Recorder, s3_bucket: str, s3_prefix: str
+) -> None:
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=4)
+    now = int(time.time() * 1000)
+    written = journalled_puts(store, TOPIC, 10, now)
+    puts = [params["Key"] for name, params in recorder.calls if name == "PutObject"]
+    markers = [key for key in puts if key.startswith(store.pending_prefix)]
+    assert len(puts) == 13 and len(markers) == 3, "10 payloads and 3 batch markers, no marker per payload"
+    assert all(key.endswith(".batch") for key in markers)
+    for locator in written:
+        named_in = [m for m in markers if locator.encode() in client.get_object(Bucket=s3_bucket, Key=m)["Body"].read()]
+        assert len(named_in) == 1 and puts.index(named_in[0]) < puts.index(key_of(locator))
+
+    assert set(store.list_pending(2**62)) == set(written), "its own view: handed out and unsettled"
+    sweeper = S3Store(client, bucket=s3_bucket, prefix=s3_prefix)
+    listed = sweeper.list_pending(2**62)
+    assert len(listed) == 12 and set(written) < set(listed), "another process sees every id the markers name"
+    assert all(sweeper.journalled_in_batch(locator) for locator in listed)
+
+    recorder.clear()
+    store.clear_pending_many(written)
+    assert recorder.ops() == ["DeleteObjects"], "the two closed batches' markers go in one request"
+    assert keys_under(client, s3_bucket, store.pending_prefix) == [markers[2]], "the open batch's stays"
+    assert store.list_pending(2**62) == []
+    store.close()
+    assert keys_under(client, s3_bucket, store.pending_prefix) == []
+
+
+def test_a_sweeper_settles_a_dead_producers_batch(client: Any, s3_bucket: str, s3_prefix: str) -> None:
+    producer = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=4, journal_open_ms=1)
+    now = int(time.time() * 1000)
+    written = journalled_puts(producer, TOPIC, 3, now)  # then it dies: nothing cleared, nothing closed
+    sweeper = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=1)  # batches off, still settles
+    assert sweeper.list_pending(now - 60_000) == [], "newer than the cutoff"
+    listed = sweeper.list_pending(2**62)
+    assert len(listed) == 4 and set(written) < set(listed)
+    landed, dead = written[0], [locator for locator in listed if locator != written[0]]
+    sweeper.clear_pending(landed)
+    assert len(keys_under(client, s3_bucket, sweeper.pending_prefix)) == 1, "three names still unsettled"
+    for locator in dead:
+        sweeper.delete(locator)
+    assert keys_under(client, s3_bucket, sweeper.pending_prefix) == []
+    assert [key for key in keys_under(client, s3_bucket, s3_prefix) if "_pending" not in key] == [key_of(landed)]
+    assert sweeper.list_pending(2**62) == []
+
+
+def test_a_batch_is_judged_only_after_its_whole_window(client: Any, s3_bucket: str, s3_prefix: str) -> None:
+    """A batch hands out ids for its window after the marker was written, so its age starts at the end."""
+    producer = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=4, journal_open_ms=600_000)
+    now = int(time.time() * 1000)
+    journalled_puts(producer, TOPIC, 1, now)
+    sweeper = S3Store(client, bucket=s3_bucket, prefix=s3_prefix)
+    assert sweeper.list_pending(now + 60_000) == []
+    assert len(sweeper.list_pending(now + 700_000)) == 4
+
+
+def test_a_damaged_batch_marker_is_skipped_and_kept(client: Any, s3_bucket: str, s3_prefix: str) -> None:
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix)
+    key = f"{store.pending_prefix}{TOPIC}/{uuid.uuid4()}.batch"
+    client.put_object(Bucket=s3_bucket, Key=key, Body=b"not json")
+    other = f"s3://{s3_bucket}/elsewhere/{TOPIC}/{uuid.uuid4()}"
+    foreign = f"{store.pending_prefix}{TOPIC}/{uuid.uuid4()}.batch"
+    client.put_object(
+        Bucket=s3_bucket, Key=foreign, Body=b'{"format": 1, "open_for_ms": 0, "locators": ["%s"]}' % other.encode()
+    )
+    assert store.list_pending(2**62) == [], "nothing outside the store is ever listed, so never deleted"
+    assert sorted(keys_under(client, s3_bucket, store.pending_prefix)) == sorted([key, foreign])
+
+
+def test_a_failed_write_settles_its_place_in_the_batch(client: Any, s3_bucket: str, s3_prefix: str) -> None:
+    """The producer deletes a payload Kafka refused; that settles it like an acknowledgement does."""
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=2)
+    now = int(time.time() * 1000)
+    first, second = journalled_puts(store, TOPIC, 2, now)
+    store.clear_pending(first)
+    store.delete(second)
+    taken = store.next_message_id(TOPIC, now)  # closes the exhausted batch, opens the next
+    store.clear_pending_many([])
+    remaining = keys_under(client, s3_bucket, store.pending_prefix)
+    assert len(remaining) == 1, "only the new batch's marker"
+    store.close()
+    assert keys_under(client, s3_bucket, store.pending_prefix) == remaining, "an id was taken and never settled"
+    listed = S3Store(client, bucket=s3_bucket, prefix=s3_prefix).list_pending(2**62)
+    assert len(listed) == 2 and store.locator_for(TOPIC, taken) in listed
+
+
+def test_a_single_put_carries_the_payloads_sha256_as_its_checksum(
+    client: Any, recorder: Recorder, s3_server: S3Server, s3_bucket: str, s3_prefix: str
+) -> None:
+    """S3 then checks the digest the envelope will carry, and botocore skips computing a CRC32 of its own."""
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix)
+    payload = os.urandom(5000)
+    store.put(TOPIC, uuid.uuid4(), payload)
+    ((name, params),) = recorder.calls
+    digest = base64.b64encode(hashlib.sha256(payload).digest()).decode()
+    assert name == "PutObject" and params["ChecksumSHA256"] == digest
+    strict = s3_server.client(request_checksum_calculation="when_required")
+    plain = Recorder(strict)
+    S3Store(strict, bucket=s3_bucket, prefix=s3_prefix).put(TOPIC, uuid.uuid4(), payload)
+    assert "ChecksumSHA256" not in plain.calls[0][1], "a client told to send checksums only when required"
