@@ -510,8 +510,9 @@ def section_ratio(data: dict[str, Any], img: str) -> str:
             "reassembly. `redis.raw+env` / `s3.raw+env` write the payload with a bare redis-py `SET` / boto3 "
             "`put_object` and then produce an envelope-sized record; their consumers read the record and `GET` the "
             "payload one at a time. The gateway additionally hashes (BLAKE3 for Redis, SHA-256 for S3), "
-            "journals the write as pending, "
-            "clears the mark on acknowledgement, and on the consumer fetches ahead in 4 threads and verifies.",
+            "journals the write as pending (Redis: in the same MULTI/EXEC as the payload; S3: one batch marker "
+            "object per 64 writes), clears the mark on acknowledgement, and on the consumer fetches ahead in 4 "
+            "threads and verifies.",
             "",
             backend_line(data),
             "",

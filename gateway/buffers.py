@@ -22,6 +22,7 @@ available the advice is simply not given.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _MIN_SIZE = 2  # CPython shares the empty and one-byte ``bytes`` objects: never write into those
@@ -121,6 +122,23 @@ class BytesBuilder:
         if end > self.size:
             raise ValueError(f"{end} bytes written into a value of {self.size}")
         self._target[self._filled : end] = view
+        self._filled = end
+
+    def fill(self, size: int, read_into: Callable[[memoryview], None]) -> None:
+        """Let ``read_into`` write the next ``size`` bytes in place (``socket.recv_into``): no copy in between.
+
+        ``read_into`` must fill the whole view it gets or raise; the bytes count as written only then.
+        """
+        if self._filled < 0:
+            raise ValueError("fill() after build()")
+        end = self._filled + size
+        if size < 0 or end > self.size:
+            raise ValueError(f"{end} bytes written into a value of {self.size}")
+        view = self._target[self._filled : end]
+        try:
+            read_into(view)
+        finally:
+            view.release()
         self._filled = end
 
     def partial(self) -> bytes:

@@ -88,6 +88,8 @@ from stores.redis_layout import (
     entries_for,
     flat_journal_keys,
 )
+from stores.redis_read import EntryShape, ReplyReader
+from stores.redis_wire import Arg, PackedTransaction, packed_command
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -97,6 +99,8 @@ MiB = 1024 * 1024
 DEFAULT_ENTRY_BYTES = 64 * MiB
 REDIS_MAX_STRING = 512 * MiB
 DEFAULT_MAX_ENTRIES = 4096
+DIRECT_READ_FROM = 256 * 1024
+"""Payloads from this size up are received straight into their final ``bytes`` (:mod:`stores.redis_read`)."""
 
 _PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NUMBER = re.compile(r"[1-9][0-9]{0,9}")
@@ -303,22 +307,21 @@ class RedisStore(StoreLifecycle):
         started = time.perf_counter()
         written = now_ms()
 
-        def write(pipe: Pipeline) -> None:
-            step = self.entry_bytes
-            if count == 1:
-                pipe.set(keys[0], payload, ex=ttl)
-            else:
-                view = memoryview(payload)
-                for i, key in enumerate(keys):
-                    pipe.set(key, view[i * step : (i + 1) * step], ex=ttl)
-            if pending_since_ms is not None:
-                pipe.zadd(pending_key, {locator: pending_since_ms})
-            pipe.zadd(shape.kept_index_key(self.prefix) if persistent else index_key, {locator: written})
-            if self.ttl_seconds is not None:  # index entries of expired payloads go as new ones arrive
-                pipe.zremrangebyscore(index_key, "-inf", f"({written - self.ttl_seconds * 1000}")
+        expiry: tuple[Arg, ...] = () if ttl is None else ("EX", ttl)
+        step = self.entry_bytes
+        view = memoryview(payload) if count > 1 else payload
+        commands: list[tuple[Arg, ...]] = [
+            ("SET", key, view[i * step : (i + 1) * step] if count > 1 else payload, *expiry)
+            for i, key in enumerate(keys)
+        ]
+        if pending_since_ms is not None:
+            commands.append(("ZADD", pending_key, pending_since_ms, locator))
+        commands.append(("ZADD", shape.kept_index_key(self.prefix) if persistent else index_key, written, locator))
+        if self.ttl_seconds is not None:  # index entries of expired payloads go as new ones arrive
+            commands.append(("ZREMRANGEBYSCORE", index_key, "-inf", f"({written - self.ttl_seconds * 1000}"))
 
         try:
-            self._transaction(write)
+            self._write(commands)
         except StoreUnavailableError as exc:
             # The EXEC may or may not have run. If it did and the pending mark is there, a sweeper
             # finds it; a best-effort delete now is only a shortcut. Not after a timeout with the
@@ -340,8 +343,27 @@ class RedisStore(StoreLifecycle):
         parsed = self.validate_locator(locator, expected_size)
         self._check_open()
         started = time.perf_counter()
+        if expected_size is not None and expected_size >= DIRECT_READ_FROM and not self.cluster:
+            return self._get_direct(locator, parsed, expected_size, started)
         reply = cast("list[bytes | None]", self._call(partial(self.client.mget, self._read_keys(parsed))))
         return self._payload_from(locator, parsed, reply, expected_size, started)
+
+    def _get_direct(self, locator: str, parsed: RedisLocator, expected_size: int, started: float) -> bytes:
+        """The MGET's entries received straight into the payload (:mod:`stores.redis_read`)."""
+        request = (self._read_keys(parsed), _entry_lengths(parsed, expected_size))
+        (got,) = self._call(partial(_read_entries, self.client.connection_pool, [request]))
+        return self._direct_answer(locator, parsed, expected_size, got, started)
+
+    def _direct_answer(
+        self, locator: str, parsed: RedisLocator, expected_size: int, got: bytes | EntryShape, started: float
+    ) -> bytes:
+        """The payload, or the error :meth:`_payload_from` gives for entries not of the lengths expected."""
+        if isinstance(got, EntryShape):
+            *parts, beyond = got.lengths
+            self._judge(locator, parsed, parts, beyond, expected_size)
+            raise PayloadIntegrityError(f"the entries stored for {locator!r} do not have the shape it describes")
+        self._done("get", started, locator, expected_size)
+        return got
 
     def get_many(self, requests: Sequence[tuple[str, int | None]]) -> list[bytes | GatewayError]:
         """Several payloads in one pipelined round trip, for a reader fetching small payloads ahead.
@@ -364,6 +386,9 @@ class RedisStore(StoreLifecycle):
         if not wanted:
             return answers
         started = time.perf_counter()
+        if not self.cluster and all(size is not None for *_, size in wanted):
+            self._get_many_direct(wanted, answers, started)
+            return answers
         # one GET per key rather than an MGET per payload: a cluster pipeline refuses MGET
         keys = [self._read_keys(parsed) for _, _, parsed, _ in wanted]
         replies = self._pipelined([partial(_get, key) for group in keys for key in group])
@@ -376,6 +401,23 @@ class RedisStore(StoreLifecycle):
             except GatewayError as exc:
                 answers[at] = exc
         return answers
+
+    def _get_many_direct(
+        self,
+        wanted: list[tuple[int, str, RedisLocator, int | None]],
+        answers: list[bytes | GatewayError],
+        started: float,
+    ) -> None:
+        """One MGET per payload, all in one write, each reply received into its own value."""
+        requests = [
+            (self._read_keys(parsed), _entry_lengths(parsed, cast("int", size))) for _, _, parsed, size in wanted
+        ]
+        replies = self._call(partial(_read_entries, self.client.connection_pool, requests))
+        for (at, locator, parsed, size), got in zip(wanted, replies, strict=True):
+            try:
+                answers[at] = self._direct_answer(locator, parsed, cast("int", size), got, started)
+            except GatewayError as exc:
+                answers[at] = exc
 
     def _read_keys(self, parsed: RedisLocator) -> list[str]:
         return [*parsed.keys(self.prefix), parsed.sentinel(self.prefix)]
@@ -391,14 +433,35 @@ class RedisStore(StoreLifecycle):
         """The payload from an MGET of :meth:`_read_keys`, or the typed error for what came back."""
         *parts, beyond = reply
         chunks = [part for part in parts if part is not None]
-        if len(chunks) != parsed.count:
+        size = self._judge(
+            locator,
+            parsed,
+            [None if p is None else len(p) for p in parts],
+            None if beyond is None else len(beyond),
+            expected_size,
+        )
+        value = chunks[0] if len(chunks) == 1 else _joined(chunks, size)
+        self._done("get", started, locator, size)
+        return value
+
+    def _judge(
+        self,
+        locator: str,
+        parsed: RedisLocator,
+        lengths: Sequence[int | None],
+        beyond: int | None,
+        expected_size: int | None,
+    ) -> int:
+        """The payload's size from its entries' lengths (``None``: missing) and the sentinel's, or the typed error."""
+        present = [n for n in lengths if n is not None]
+        if len(present) != parsed.count:
             self._metrics.add("not_found")
-            missing = parsed.count - len(chunks)
+            missing = parsed.count - len(present)
             raise PayloadNotFoundError(f"{missing} of {parsed.count} entries of {locator!r} are missing")
-        last = len(chunks[-1])
+        last = present[-1]
         if (
             beyond is not None
-            or any(len(c) != parsed.entry_bytes for c in chunks[:-1])
+            or any(n != parsed.entry_bytes for n in present[:-1])
             or last > parsed.entry_bytes
             or (parsed.count > 1 and last == 0)
         ):
@@ -408,9 +471,7 @@ class RedisStore(StoreLifecycle):
         if expected_size is not None and size != expected_size:
             self._metrics.add("errors")
             raise PayloadIntegrityError(f"payload at {locator!r} has {size} bytes, expected {expected_size}")
-        value = chunks[0] if len(chunks) == 1 else _joined(chunks, size)
-        self._done("get", started, locator, size)
-        return value
+        return size
 
     def delete(self, locator: str) -> None:
         """Entries, pending mark and index entry in one transaction; absent ones are fine (idempotent)."""
@@ -514,7 +575,19 @@ class RedisStore(StoreLifecycle):
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _transaction(self, build: Callable[[Pipeline], None]) -> list[Any]:
+    def _write(self, commands: Sequence[tuple[Arg, ...]]) -> None:
+        """``commands`` in one MULTI/EXEC: packed by :mod:`stores.redis_wire` on a standalone server, where
+        redis-py's pipeline would cost as much Python as the server's work; through the cluster pipeline,
+        which routes to the slot's master, on a cluster."""
+        if self.cluster:
+            self._transaction(lambda pipe: [cast("Any", pipe).execute_command(*args) for args in commands])
+            return
+        packed = PackedTransaction()
+        for args in commands:
+            packed.add(*args)
+        self._call(partial(_exchange, self.client.connection_pool, packed))
+
+    def _transaction(self, build: Callable[[Pipeline], object]) -> list[Any]:
         def run() -> list[Any]:
             with self.client.pipeline(transaction=True) as pipe:
                 build(cast("Pipeline", pipe))
@@ -573,6 +646,72 @@ def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster
     from redis.cluster import RedisCluster
 
     return RedisCluster.from_url(url, **kwargs)
+
+
+def _exchange(pool: Any, packed: PackedTransaction) -> None:
+    """Send ``packed`` on a pooled connection and read every reply, with the client's retry policy.
+
+    An error reply raises as redis-py's own reading does (an OOM refusal while queueing makes the
+    server discard the transaction); the connection is then dropped, since its later replies were not
+    read. A retried transaction writes the same keys and members again, which changes nothing.
+    """
+    conn = pool.get_connection()
+
+    def attempt() -> None:
+        conn.send_packed_command(packed.items())
+        for _ in range(packed.replies - 1):
+            conn.read_response()
+        for result in conn.read_response() or ():
+            if isinstance(result, Exception):
+                raise result
+
+    try:
+        conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _entry_lengths(parsed: RedisLocator, size: int) -> list[int]:
+    """The length each entry of a ``size``-byte payload has (the locator's count was checked against it)."""
+    step = parsed.entry_bytes
+    return [step] * (parsed.count - 1) + [size - step * (parsed.count - 1)]
+
+
+def _read_entries(pool: Any, requests: Sequence[tuple[list[str], list[int]]]) -> list[bytes | EntryShape]:
+    """One MGET per ``(keys, lengths)``, sent in one write on a pooled connection; the first
+    ``len(lengths)`` keys of each are received into one ``bytes``.
+
+    A retry (the client's policy, for a connection the server closed) starts again with fresh
+    values. The connection is dropped after any error, and after replies that left bytes unread.
+    """
+    conn = pool.get_connection()
+    packed = [item for keys, _ in requests for item in packed_command("MGET", *keys)]
+
+    def attempt() -> list[bytes | EntryShape]:
+        conn.send_packed_command(packed)
+        sock = getattr(conn, "_sock", None)
+        if sock is None:
+            raise rex.ConnectionError("the connection has no socket after sending")
+        reader = ReplyReader(sock)
+        out: list[bytes | EntryShape] = []
+        for keys, lengths in requests:
+            builder = BytesBuilder(sum(lengths))
+            shape = reader.read_entries(builder, lengths, len(keys) - len(lengths))
+            out.append(shape if shape is not None else builder.build())
+        if not reader.drained:
+            conn.disconnect()
+        return out
+
+    try:
+        return cast("list[bytes | EntryShape]", conn.retry.call_with_retry(attempt, lambda error: conn.disconnect()))
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
 
 
 def _get(key: str, pipe: Pipeline) -> object:

@@ -27,6 +27,7 @@ from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
 from gateway.testing import RedisServer
 from stores import RedisStore, ttl_from_retention
 from stores.base import RetentionInfo
+from stores.redis_store import DIRECT_READ_FROM
 from tests.helpers import sha
 
 MB = 1_000_000
@@ -279,8 +280,8 @@ def test_get_many_answers_each_locator_as_get_would_in_one_pipeline(redis_client
     assert isinstance(answers[2], PayloadNotFoundError)
     assert isinstance(answers[3], LocatorError | PayloadIntegrityError)
     assert isinstance(answers[4], LocatorError)
-    # INFO itself, then one GET per entry and sentinel of each valid locator, pipelined; none for the invalid one
-    assert commands == 1 + (2 + 4 + 2 + 2)
+    # INFO itself, then one MGET (entries and sentinel) per valid locator, in one write; none for the invalid one
+    assert commands == 1 + 4
     assert store.get_many([]) == []
 
 
@@ -414,6 +415,27 @@ def test_other_prefix_is_another_store(redis_client: redis.Redis) -> None:
 
 
 # -- unavailability -------------------------------------------------------------------------
+
+
+def test_an_error_inside_the_transaction_is_a_store_error_and_the_connection_stays_in_step(
+    redis_client: redis.Redis,
+) -> None:
+    """Error replies in the middle of the packed transaction's replies: later calls must read their own."""
+    store = RedisStore(redis_client, prefix=f"wt{uuid.uuid4().hex[:6]}")
+    redis_client.set(store.pending_key, b"not a sorted set")  # ZADD on it fails inside EXEC: WRONGTYPE
+    try:
+        with pytest.raises(StoreError, match="WRONGTYPE"):
+            store.put(TOPIC, uuid.uuid4(), os.urandom(50_000), pending_since_ms=1)
+        for size in (10, 50_000):
+            value = os.urandom(size)
+            assert store.get(store.put(TOPIC, uuid.uuid4(), value)) == value
+    finally:
+        redis_client.delete(store.pending_key)
+    value = os.urandom(70_000)
+    locator = store.put(TOPIC, uuid.uuid4(), value, pending_since_ms=5)
+    assert store.get(locator) == value and store.list_pending(6) == [locator]
+    pool = redis_client.connection_pool
+    assert len(pool._in_use_connections) == 0, "every connection went back to the pool"  # type: ignore[attr-defined]
 
 
 def test_stopped_server_is_unavailable(redis_server: RedisServer) -> None:
@@ -572,3 +594,67 @@ def test_slotted_locators_with_another_bucket_are_refused_without_io(
         with pytest.raises(LocatorError):
             store.get(locator)
         assert _stats(redis_client)[0] == before[0] + 1, locator
+
+
+# -- large payloads received straight into their value ---------------------------------------------
+
+
+def direct_store(redis_client: redis.Redis) -> RedisStore:
+    return RedisStore(redis_client, prefix=f"dr{uuid.uuid4().hex[:6]}", entry_bytes=300_000)
+
+
+def test_a_large_payload_is_received_straight_into_its_value(redis_client: redis.Redis) -> None:
+    store = direct_store(redis_client)
+    for size in (DIRECT_READ_FROM, 300_000, 1_000_001, 3_000_000):
+        value = os.urandom(size)
+        locator = store.put(TOPIC, uuid.uuid4(), value)
+        assert store.get(locator, expected_size=size) == value
+    assert len(redis_client.connection_pool._in_use_connections) == 0  # type: ignore[attr-defined]
+
+
+def test_what_the_direct_read_finds_wrong_is_judged_as_before(redis_client: redis.Redis) -> None:
+    """Missing entries, short entries and a sentinel that exists; the connection stays usable after each."""
+    store = direct_store(redis_client)
+    value = os.urandom(1_000_000)
+    healthy = store.put(TOPIC, uuid.uuid4(), value)
+
+    def damaged(change: Any) -> str:
+        locator = store.put(TOPIC, uuid.uuid4(), value)
+        change(store.validate_locator(locator))
+        return locator
+
+    missing = damaged(lambda p: redis_client.delete(p.keys(store.prefix)[1]))
+    short = damaged(lambda p: redis_client.set(p.keys(store.prefix)[0], b"short"))
+    beyond = damaged(lambda p: redis_client.set(p.sentinel(store.prefix), b"x" * 400_000))
+    with pytest.raises(PayloadNotFoundError, match="1 of 4 entries"):
+        store.get(missing, expected_size=len(value))
+    assert store.get(healthy, expected_size=len(value)) == value
+    for locator in (short, beyond):
+        with pytest.raises(PayloadIntegrityError, match="do not have the shape"):
+            store.get(locator, expected_size=len(value))
+        assert store.get(healthy, expected_size=len(value)) == value
+    with pytest.raises(PayloadIntegrityError):
+        store.get(healthy, expected_size=len(value) - 1)
+
+
+def test_a_connection_the_server_closed_is_replaced(redis_client: redis.Redis, redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    store = RedisStore(client, prefix=f"dr{uuid.uuid4().hex[:6]}")
+    value = os.urandom(500_000)
+    locator = store.put(TOPIC, uuid.uuid4(), value)
+    assert store.get(locator, expected_size=len(value)) == value
+    redis_client.client_kill_filter(_type="normal", skipme=True)
+    assert store.get(locator, expected_size=len(value)) == value
+    client.close()
+
+
+def test_the_direct_read_speaks_resp3(redis_server: RedisServer) -> None:
+    client = redis_server.client(protocol=3)
+    store = RedisStore(client, prefix=f"dr{uuid.uuid4().hex[:6]}", entry_bytes=300_000)
+    value = os.urandom(700_000)
+    locator = store.put(TOPIC, uuid.uuid4(), value)
+    assert store.get(locator, expected_size=len(value)) == value
+    client.delete(store.validate_locator(locator).keys(store.prefix)[2])
+    with pytest.raises(PayloadNotFoundError):
+        store.get(locator, expected_size=len(value))
+    client.close()

@@ -64,3 +64,27 @@ def test_partial_is_what_was_written() -> None:
     builder = BytesBuilder(6)
     builder.append(b"abc")
     assert builder.partial() == b"abc"
+
+
+@pytest.mark.parametrize("use_c_api", [True, False])
+def test_fill_lets_a_reader_write_in_place(use_c_api: bool) -> None:
+    builder = BytesBuilder(10, use_c_api=use_c_api)
+    builder.append(b"ab")
+
+    def read_into(view: memoryview) -> None:
+        view[:] = b"cdefg"
+
+    builder.fill(5, read_into)
+    assert builder.filled == 7
+
+    def failing(view: memoryview) -> None:
+        view[:1] = b"X"
+        raise OSError("connection reset")
+
+    with pytest.raises(OSError):
+        builder.fill(3, failing)
+    assert builder.filled == 7, "bytes of a failed read do not count as written"
+    with pytest.raises(ValueError, match="11 bytes"):
+        builder.fill(4, read_into)
+    builder.fill(3, lambda view: view.__setitem__(slice(None), b"hij"))
+    assert builder.build() == b"abcdefghij"
