@@ -19,6 +19,10 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
 * librdkafka's ``fetch.queue.backoff.ms`` defaults to 10 here (librdkafka's own default is 1000):
   a consumer that assembles a large message lets librdkafka's queue reach its thresholds, and a
   second's pause per partition cut the chunked route's read rate at 100 MB to a fifth;
+* librdkafka's ``queued.max.messages.kbytes`` defaults to 16 384 here (librdkafka's own is 65 536):
+  this consumer holds the message it assembles (and referenced payloads fetched ahead, within
+  ``reference.fetch.budget.bytes``) itself, so 64 MiB more prefetched by librdkafka was a further
+  five 10 MB messages in memory while the application worked on one; read rates stayed the same;
 * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
   fetch-ahead of referenced payloads across the fetched batch;
 * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
@@ -51,6 +55,8 @@ from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 FETCH_QUEUE_BACKOFF_MS = 10
 """librdkafka's ``fetch.queue.backoff.ms`` unless the configuration sets it (see the module docstring)."""
+QUEUED_MAX_KBYTES = 16_384
+"""librdkafka's ``queued.max.messages.kbytes`` unless the configuration sets it (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
     batch_bytes = pop_int(conf, "fetch.batch.bytes", 8_000_000, minimum=1)
     conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
+    conf.setdefault("queued.max.messages.kbytes", QUEUED_MAX_KBYTES)
     bad_as_payload = pop_bool(conf, "treat.bad.segments.as.payload", False)
     _linkedin_resets(conf)
     error_mode = str(conf.pop("reference.error.mode", "raise")).lower()

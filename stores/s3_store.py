@@ -63,6 +63,12 @@ log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
+"""The default part size of a multipart upload."""
+DEFAULT_MULTIPART_THRESHOLD = 64 * MiB
+"""The size from which a payload is uploaded in parts. On the moto server one PUT was faster than
+8 MiB parts at every size measured (10 MB: 55 against 94 ms; 100 MB: 556 against 722 ms), since a
+multipart upload costs two more requests; on AWS one stream carries roughly 100 MB/s, so parallel
+parts pay off only for large objects, where AWS's own guidance starts them."""
 PENDING_DIR = "_pending/"
 MAX_LOCATOR_LENGTH = 1024
 DEFAULT_JOURNAL_BATCH = 64
@@ -137,7 +143,7 @@ class S3Store(StoreLifecycle):
         bucket: str,
         prefix: str = "gw/",
         name: str = "s3",
-        multipart_threshold: int = DEFAULT_MULTIPART_BYTES,
+        multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
         multipart_chunk_bytes: int = DEFAULT_MULTIPART_BYTES,
         max_concurrency: int = 4,
         sse: Mapping[str, Any] | None = None,

@@ -102,7 +102,8 @@ def test_small_object_is_one_put_with_metadata(store: S3Store, recorder: Recorde
     assert m["puts"] == 1 and m["gets"] == 1 and m["bytes_written"] == 1000 and m["bytes_read"] == 1000
 
 
-def test_20mb_goes_multipart_and_round_trips(store: S3Store, recorder: Recorder, client: Any) -> None:
+def test_20mb_goes_multipart_and_round_trips(recorder: Recorder, client: Any, s3_bucket: str, s3_prefix: str) -> None:
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, multipart_threshold=8 * MiB)
     size = 20 * MiB
     payload = os.urandom(size)
     started = time.perf_counter()
@@ -154,7 +155,10 @@ def test_delete_is_complete_and_idempotent(store: S3Store, client: Any) -> None:
     assert store.metrics()["not_found"] == 1
 
 
-def test_pending_marker_is_written_before_the_payload(store: S3Store, recorder: Recorder, client: Any) -> None:
+def test_pending_marker_is_written_before_the_payload(
+    recorder: Recorder, client: Any, s3_bucket: str, s3_prefix: str
+) -> None:
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, multipart_threshold=8 * MiB)
     mid = uuid.uuid4()
     locator = store.put(TOPIC, mid, os.urandom(9 * MiB), pending_since_ms=1234)
     marker = f"{store.prefix}_pending/{TOPIC}/{mid}"
