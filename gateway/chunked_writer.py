@@ -80,6 +80,7 @@ class ChunkedWriter:
                 self._send(message.topic, kwargs)
                 kafka_bytes += len(kwargs["value"] or b"") + len(kwargs["key"] or b"")
                 sent += 1
+                del record, kwargs  # librdkafka has its copy: let the segment go before the next is built
         except BaseException as exc:
             self.in_flight.abandon(fold, sent)
             if sent == 0:

@@ -96,3 +96,4 @@ def iter_split(
         body: Bytes = chunk if header_only else encode_segment(message_id, seq, count, size, chunk)
         lm = encode_lm(LargeMessageHeader(kind, message_id, seq, count, size))
         yield OutRecord(topic, partition, timestamp, key, body, [*base, (LM_HEADER, lm)])
+        del body  # else the next segment is built while this one is still held: two at the peak, not one

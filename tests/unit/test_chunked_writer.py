@@ -140,3 +140,26 @@ def test_a_negative_partition_is_refused_rather_than_sent_to_any_partition() -> 
     with pytest.raises(ConfigurationError, match="partition"):
         writer(queue).send(OutgoingMessage.of("t", b"x" * 300, partition=-5))
     assert queue.records == []
+
+
+def test_one_segment_at_a_time_is_held_beside_the_value() -> None:
+    """librdkafka copies a segment when it is queued: the writer must not hold it while building the next."""
+    import tracemalloc
+
+    segment = 800_000
+    value = bytes(10 * segment)
+    queued: list[int] = []
+    settings, _ = parse_producer_config({"max.message.segment.bytes": segment + 200, "message.max.bytes": 2_000_000})
+    chunked = ChunkedWriter(
+        settings, lambda topic, kwargs: queued.append(len(kwargs["value"])), clock=ManualClock(wall=1.0).clock()
+    )
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        chunked.send(OutgoingMessage.of("t", value))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(queued) >= 10 and min(queued) > 0.9 * segment
+    assert peak - before < 1.5 * segment, f"{peak - before} bytes at the peak: more than the one segment being queued"
