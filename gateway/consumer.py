@@ -94,6 +94,7 @@ class HybridConsumer(ConsumerSurface):
         self._keys_read = settings.peers is not None
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
+        self._traced = tracing.enabled()  # looked up again with every fetch, not for every record
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -130,7 +131,8 @@ class HybridConsumer(ConsumerSurface):
     def _fetch(self, timeout: float) -> bool:
         """One batch into the queue; whether plain runs may be taken is decided again for it."""
         fetched = self._queue.fetch(timeout)
-        self._runs_now = self._plain_runs and not tracing.enabled()  # a traced message gets its span on the full path
+        self._traced = tracing.enabled()
+        self._runs_now = self._plain_runs and not self._traced  # a traced message gets its span on the full path
         return fetched
 
     def _next_whole(self, timeout: float) -> Message | None:
@@ -199,7 +201,7 @@ class HybridConsumer(ConsumerSurface):
         try:
             events = self._pipeline.feed(tp, record)
             out = self._events.handle(msg, events)
-            if out is not None and tracing.enabled():
+            if out is not None and self._traced:
                 tracing.consumed(out, *_traced(events))
             return out
         except GatewayError as exc:  # every typed error leaves with its record, nothing is lost
