@@ -22,6 +22,16 @@ def locator(mid: uuid.UUID, topic: str = TOPIC) -> str:
     return f"s3://b/gw/{topic}/{mid}"
 
 
+def two_taken(size: int) -> tuple[BatchJournal, list[tuple[uuid.UUID, str]], uuid.UUID, uuid.UUID]:
+    """A journal with one batch ``m1`` of ``size`` ids opened at 0, and its first two ids handed out."""
+    journal = BatchJournal(size, 1000)
+    batch = entries(size)
+    journal.opened("m1", TOPIC, 0, batch)
+    first, second = journal.take(TOPIC, 0), journal.take(TOPIC, 0)
+    assert first is not None and second is not None
+    return journal, batch, first, second
+
+
 def test_ids_come_from_the_open_batch_in_order_until_it_runs_out() -> None:
     journal = BatchJournal(3, 1000)
     assert journal.take(TOPIC, 0) is None, "no batch yet: the store must write a marker first"
@@ -42,11 +52,7 @@ def test_a_batch_stops_handing_out_ids_when_its_window_ends() -> None:
 
 
 def test_a_marker_goes_only_once_its_batch_is_closed_and_all_handed_out_ids_are_settled() -> None:
-    journal = BatchJournal(4, 1000)
-    batch = entries(4)
-    journal.opened("m1", TOPIC, 0, batch)
-    a, b = journal.take(TOPIC, 0), journal.take(TOPIC, 0)
-    assert a is not None and b is not None
+    journal, batch, a, b = two_taken(4)
     assert journal.settle([locator(a)]) == []
     assert journal.doomed() == [], "the batch is still open"
     journal.close_expired(999)
@@ -95,11 +101,7 @@ def test_a_listed_batch_is_closed_and_names_every_locator() -> None:
 
 
 def test_listing_its_own_batch_shows_only_unsettled_handed_out_ids() -> None:
-    journal = BatchJournal(3, 1000)
-    batch = entries(3)
-    journal.opened("m1", TOPIC, 0, batch)
-    first, second = journal.take(TOPIC, 0), journal.take(TOPIC, 0)
-    assert first is not None and second is not None
+    journal, batch, first, second = two_taken(3)
     journal.settle([locator(first)])
     assert journal.listed("m1", TOPIC, [loc for _, loc in batch]) == [locator(second)]
 
