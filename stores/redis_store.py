@@ -46,6 +46,7 @@ close, that window; see docs/stores.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
 import uuid
@@ -190,6 +191,9 @@ class RedisStore(StoreLifecycle):
         self._close_client = close_client
         self._closed = False
         self._metrics = StoreMetrics()
+        self._direct_reads = not self.cluster and _connections_expose_sockets()
+        """Whether reads may bypass redis-py's parser (:mod:`stores.redis_read`): standalone servers only,
+        and only while redis-py's connections keep their socket where this store looks for it."""
 
     def __repr__(self) -> str:
         return (
@@ -343,7 +347,7 @@ class RedisStore(StoreLifecycle):
         parsed = self.validate_locator(locator, expected_size)
         self._check_open()
         started = time.perf_counter()
-        if expected_size is not None and expected_size >= DIRECT_READ_FROM and not self.cluster:
+        if expected_size is not None and expected_size >= DIRECT_READ_FROM and self._direct_reads:
             return self._get_direct(locator, parsed, expected_size, started)
         reply = cast("list[bytes | None]", self._call(partial(self.client.mget, self._read_keys(parsed))))
         return self._payload_from(locator, parsed, reply, expected_size, started)
@@ -386,7 +390,7 @@ class RedisStore(StoreLifecycle):
         if not wanted:
             return answers
         started = time.perf_counter()
-        if not self.cluster and all(size is not None for *_, size in wanted):
+        if self._direct_reads and all(size is not None for *_, size in wanted):
             self._get_many_direct(wanted, answers, started)
             return answers
         # one GET per key rather than an MGET per payload: a cluster pipeline refuses MGET
@@ -672,6 +676,14 @@ def _exchange(pool: Any, packed: PackedTransaction) -> None:
         raise
     finally:
         pool.release(conn)
+
+
+@functools.cache
+def _connections_expose_sockets() -> bool:
+    """Whether a redis-py connection keeps its socket in ``_sock``, which the direct reads receive from."""
+    from redis.connection import Connection
+
+    return "_sock" in vars(Connection())  # type: ignore[no-untyped-call]
 
 
 def _entry_lengths(parsed: RedisLocator, size: int) -> list[int]:

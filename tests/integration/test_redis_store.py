@@ -658,3 +658,21 @@ def test_the_direct_read_speaks_resp3(redis_server: RedisServer) -> None:
     with pytest.raises(PayloadNotFoundError):
         store.get(locator, expected_size=len(value))
     client.close()
+
+
+def test_without_the_socket_where_it_is_looked_for_reads_go_through_redis_py(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A redis-py release that keeps its socket elsewhere must cost speed, not correctness."""
+    import stores.redis_store as module
+
+    def unused(*args: Any) -> None:
+        raise AssertionError("the direct reader was used")
+
+    monkeypatch.setattr(module, "_connections_expose_sockets", lambda: False)
+    monkeypatch.setattr(module, "ReplyReader", unused)
+    store = direct_store(redis_client)
+    value = os.urandom(700_000)
+    locator = store.put(TOPIC, uuid.uuid4(), value)
+    assert store.get(locator, expected_size=len(value)) == value
+    assert store.get_many([(locator, len(value))]) == [value]
