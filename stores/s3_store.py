@@ -4,10 +4,9 @@ Object key ``<prefix><topic>/<message id>`` and locator ``s3://<bucket>/<key>``:
 kaf-s3 use, so the usual tools (``aws s3 ls s3://bucket/gw/orders/``) find a topic's payloads, and
 a lifecycle rule on the prefix covers them all.
 
-Crash journal: before the payload is uploaded, a marker object ``<prefix>_pending/<topic>/<id>`` is
-written holding the locator. S3 has no transaction spanning two objects, so ordering does the job:
-marker first, payload second, so no payload is ever visible without its marker; on delete the
-payload goes first and the marker last, so an interrupted delete leaves a marker to retry from.
+Crash journal: before the payload is uploaded, a marker object under ``<prefix>_pending/`` names it
+(:mod:`stores.s3_pending`): its own, or a batch marker written before the ids it names were handed
+out. On delete the payload goes first and its mark last.
 
 Reads are a single GET. On the moto server at 20 MB a single ``get_object`` took 25-50 ms against
 60-100 ms for ``download_fileobj`` with four ranged parts (the thread pool and the extra HEAD cost
@@ -21,9 +20,7 @@ import base64
 import contextlib
 import hashlib
 import io
-import logging
 import re
-import threading
 import time
 import urllib.parse
 import uuid
@@ -56,10 +53,7 @@ from stores.base import (
     validate_message_id,
     validate_topic,
 )
-from stores.base import now_ms as wall_ms
-from stores.s3_journal import BATCH_SUFFIX, BatchJournal, decode_batch, encode_batch
-
-log = logging.getLogger(__name__)
+from stores.s3_pending import MarkerRequests, S3PendingJournal
 
 MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
@@ -69,7 +63,6 @@ DEFAULT_MULTIPART_THRESHOLD = 64 * MiB
 8 MiB parts at every size measured (10 MB: 55 against 94 ms; 100 MB: 556 against 722 ms), since a
 multipart upload costs two more requests; on AWS one stream carries roughly 100 MB/s, so parallel
 parts pay off only for large objects, where AWS's own guidance starts them."""
-PENDING_DIR = "_pending/"
 MAX_LOCATOR_LENGTH = 1024
 DEFAULT_JOURNAL_BATCH = 64
 DEFAULT_JOURNAL_OPEN_MS = 30_000
@@ -184,18 +177,19 @@ class S3Store(StoreLifecycle):
                 raise ValueError("S3 allows at most 10 tags per object")
             self._write_args["Tagging"] = urllib.parse.urlencode(self.tags)
         self._read_args = {k: v for k, v in sse.items() if k in _SSE_READ_KEYS}
-        self.pending_prefix = f"{prefix}{PENDING_DIR}"
         self._key_re = re.compile(rf"{re.escape(prefix)}({TOPIC_PATTERN})/({UUID_PATTERN})")
-        self._marker_re = re.compile(rf"{re.escape(self.pending_prefix)}({TOPIC_PATTERN})/({UUID_PATTERN})")
-        self._batch_re = re.compile(
-            rf"{re.escape(self.pending_prefix)}({TOPIC_PATTERN})/({UUID_PATTERN}){re.escape(BATCH_SUFFIX)}"
+        requests = MarkerRequests(
+            self._put_marker,
+            self._delete_keys,
+            self._read_marker,
+            self._list,
+            self.locator_for,
+            self.validate_locator,
+            self._journaled,
         )
-        if journal_batch < 1:
-            raise ValueError(f"journal_batch must be at least 1, got {journal_batch}")
+        self.journal = S3PendingJournal(requests, bucket, prefix, batch=journal_batch, open_ms=journal_open_ms)
+        self.pending_prefix = self.journal.prefix
         self.journal_batch = journal_batch
-        self._journal = BatchJournal(journal_batch, journal_open_ms)
-        """Batches this store opened, and those its sweeps found (which even ``journal_batch=1`` settles)."""
-        self._journal_lock = threading.Lock()
         self._close_client = close_client
         self._closed = False
         self._metrics = StoreMetrics()
@@ -216,7 +210,7 @@ class S3Store(StoreLifecycle):
         return f"s3://{self.bucket}/{self.key_for(topic, message_id)}"
 
     def marker_key(self, parsed: S3Locator) -> str:
-        return f"{self.pending_prefix}{parsed.topic}/{parsed.message_id}"
+        return self.journal.marker_key(parsed)
 
     def validate_locator(self, locator: str) -> S3Locator:
         """``s3://<this bucket>/<prefix><topic>/<uuid>`` exactly, or :class:`LocatorError`.
@@ -276,8 +270,8 @@ class S3Store(StoreLifecycle):
         raw_digest = sha256 or hashlib.sha256(body).digest()
         digest = raw_digest.hex()
         started = time.perf_counter()
-        if pending_since_ms is not None and not self.journalled_in_batch(locator):
-            self._write_marker(parsed, locator, pending_since_ms)
+        if pending_since_ms is not None:
+            self.journal.mark(locator, pending_since_ms)
         args = dict(self._write_args)
         args["Metadata"] = {"sha256": digest, "size": str(size), "message-id": str(message_id), "topic": topic}
         try:
@@ -371,14 +365,14 @@ class S3Store(StoreLifecycle):
         self._check_open()
         started = time.perf_counter()
         self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=parsed.key))
-        self._delete_markers([locator])
+        self.journal.settle([locator])
         self._done("delete", started, locator)
 
-    # -- pending journal -------------------------------------------------------------------
+    # -- pending journal (stores.s3_pending) ------------------------------------------------
     def mark_pending(self, locator: str, now_ms: int) -> None:
-        parsed = self.validate_locator(locator)
+        self.validate_locator(locator)
         self._check_open()
-        self._write_marker(parsed, locator, now_ms)
+        self.journal.mark(locator, now_ms)
 
     def clear_pending(self, locator: str) -> None:
         self.clear_pending_many([locator])
@@ -387,38 +381,13 @@ class S3Store(StoreLifecycle):
         """DeleteObjects in batches of 1000 markers: the producer clears marks in batches.
 
         Batch-journalled locators only settle their place in the batch; a batch marker is deleted
-        once its batch is closed and all of it settled. A marker whose delete fails is tried again
-        with the next clear.
+        once its batch is closed and all of it settled.
         """
         for locator in locators:
             self.validate_locator(locator)
         self._check_open()
-        self._delete_markers(locators)
+        self.journal.settle(locators)
         self._journaled("cleared", locators)
-
-    def _delete_markers(self, locators: Sequence[str]) -> None:
-        with self._journal_lock:
-            alone = self._journal.settle(locators)
-            self._journal.close_expired(wall_ms())
-            doomed = self._journal.doomed()
-        keys = [self.marker_key(self.validate_locator(locator)) for locator in alone] + doomed
-        if len(keys) == 1:
-            self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=keys[0]))
-        else:
-            self._delete_objects(keys, "pending markers")
-        if doomed:
-            with self._journal_lock:
-                self._journal.deleted(doomed)
-
-    def _delete_objects(self, keys: Sequence[str], what: str) -> None:
-        for start in range(0, len(keys), 1000):
-            batch = [{"Key": key} for key in keys[start : start + 1000]]
-            response = self._call(
-                partial(self.client.delete_objects, Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
-            )
-            errors = response.get("Errors") if isinstance(response, dict) else None
-            if errors:
-                raise StoreUnavailableError(f"could not delete {len(errors)} {what}: {errors[0]}")
 
     def next_message_id(self, topic: str, now_ms: int) -> uuid.UUID:
         """An id for the next payload of ``topic``, already journalled as pending in a batch marker.
@@ -426,43 +395,13 @@ class S3Store(StoreLifecycle):
         :meth:`put` then writes no marker of its own for it: one marker PUT per ``journal_batch``
         payloads instead of one per payload. A fresh, unjournalled id when batches are off.
         """
-        if self.journal_batch == 1:
-            return uuid.uuid4()
-        validate_topic(topic)
         self._check_open()
-        with self._journal_lock:
-            taken = self._journal.take(topic, now_ms)
-            if taken is not None:
-                return taken
-            batch_key = f"{self.pending_prefix}{topic}/{uuid.uuid4()}{BATCH_SUFFIX}"
-            entries = [(mid, self.locator_for(topic, mid)) for mid in (uuid.uuid4() for _ in range(self.journal_batch))]
-            body = encode_batch(self._journal.open_for_ms, [locator for _, locator in entries])
-            self._call(
-                lambda: self.client.put_object(
-                    Bucket=self.bucket,
-                    Key=batch_key,
-                    Body=body,
-                    Metadata={"pending-since-ms": str(now_ms)},
-                    **self._write_args,
-                )
-            )
-            self._journal.opened(batch_key, topic, now_ms, entries)
-            self._journaled("marked", [locator for _, locator in entries])
-            taken = self._journal.take(topic, now_ms)
-        assert taken is not None  # a batch just opened has ids
-        return taken
+        return self.journal.next_message_id(topic, now_ms)
 
     def end_journal_batches(self) -> None:
-        """Close the open batches and delete the markers of those all settled; a producer's close calls it.
-
-        Best effort: a marker left behind names acknowledged payloads, which gc proves and clears.
-        """
-        if self._closed:
-            return
-        with self._journal_lock:
-            self._journal.close_all()
-        with contextlib.suppress(StoreError):
-            self._delete_markers([])
+        """Close the open batches and delete the markers of those all settled; a producer's close calls it."""
+        if not self._closed:
+            self.journal.end_batches()
 
     def close(self) -> None:
         self.end_journal_batches()
@@ -470,8 +409,7 @@ class S3Store(StoreLifecycle):
 
     def journalled_in_batch(self, locator: str) -> bool:
         """Whether ``locator`` is named by a batch marker and not settled (gc must prove its fate)."""
-        with self._journal_lock:
-            return self._journal.covers(locator)
+        return self.journal.covers(locator)
 
     def list_pending(self, older_than_ms: int) -> list[str]:
         """Markers by their LastModified, which is the *server's* clock at one-second resolution.
@@ -481,39 +419,7 @@ class S3Store(StoreLifecycle):
         sweeper should use an age of minutes, far above the resolution and any clock skew.
         """
         self._check_open()
-        found = []
-        for obj in self._list(self.pending_prefix):
-            match = self._marker_re.fullmatch(obj["Key"])
-            modified = _ms(obj["LastModified"])
-            if match is not None and modified < older_than_ms:
-                found.append(f"s3://{self.bucket}/{self.prefix}{match[1]}/{match[2]}")
-            elif modified < older_than_ms and (batch := self._batch_re.fullmatch(obj["Key"])) is not None:
-                found.extend(self._listed_batch(obj["Key"], batch[1], modified, older_than_ms))
-        return found
-
-    def _listed_batch(self, key: str, topic: str, modified_ms: int, older_than_ms: int) -> list[str]:
-        """The locators of a batch marker whose whole window ended before ``older_than_ms``.
-
-        Locators that are not this store's, or not of the marker's topic, are left out (and so
-        never deleted); a marker that does not decode is skipped with a warning, for a human.
-        """
-        try:
-            body, _ = self._get_object(key, key, lambda n: n <= MAX_BATCH_MARKER_BYTES, "too large for a batch marker")
-            marker = decode_batch(body)
-        except PayloadNotFoundError:
-            return []  # settled and deleted since the listing
-        except (ValueError, PayloadIntegrityError) as exc:
-            log.warning("skipping pending batch marker %s: %s", key, exc)
-            return []
-        if modified_ms + marker.open_for_ms >= older_than_ms:
-            return []
-        mine = []
-        for locator in marker.locators:
-            with contextlib.suppress(LocatorError):
-                if self.validate_locator(locator).topic == topic:
-                    mine.append(locator)
-        with self._journal_lock:
-            return self._journal.listed(key, topic, mine)
+        return self.journal.list_pending(older_than_ms)
 
     def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
         """Every payload object under the prefix (markers excluded) with its LastModified in ms."""
@@ -616,17 +522,30 @@ class S3Store(StoreLifecycle):
             )
         return self._transfer_config
 
-    def _write_marker(self, parsed: S3Locator, locator: str, since_ms: int) -> None:
+    # -- the requests the pending journal makes --------------------------------------------------
+    def _put_marker(self, key: str, body: bytes, since_ms: int) -> None:
         self._call(
             lambda: self.client.put_object(
-                Bucket=self.bucket,
-                Key=self.marker_key(parsed),
-                Body=locator.encode(),
-                Metadata={"pending-since-ms": str(since_ms)},
-                **self._write_args,
+                Bucket=self.bucket, Key=key, Body=body, Metadata={"pending-since-ms": str(since_ms)}, **self._write_args
             )
         )
-        self._journaled("marked", [locator])
+
+    def _delete_keys(self, keys: Sequence[str]) -> None:
+        if len(keys) == 1:
+            self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=keys[0]))
+            return
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            response = self._call(
+                partial(self.client.delete_objects, Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+            )
+            errors = response.get("Errors") if isinstance(response, dict) else None
+            if errors:
+                raise StoreUnavailableError(f"could not delete {len(errors)} pending markers: {errors[0]}")
+
+    def _read_marker(self, key: str) -> bytes:
+        body, _ = self._get_object(key, key, lambda n: n <= MAX_BATCH_MARKER_BYTES, "too large for a batch marker")
+        return body
 
     def _list(self, prefix: str) -> Iterator[dict[str, Any]]:
         pages = self._call(
