@@ -659,9 +659,8 @@ def _exchange(pool: Any, packed: PackedTransaction) -> None:
     server discard the transaction); the connection is then dropped, since its later replies were not
     read. A retried transaction writes the same keys and members again, which changes nothing.
     """
-    conn = pool.get_connection()
 
-    def attempt() -> None:
+    def attempt(conn: Any) -> None:
         conn.send_packed_command(packed.items())
         for _ in range(packed.replies - 1):
             conn.read_response()
@@ -669,8 +668,15 @@ def _exchange(pool: Any, packed: PackedTransaction) -> None:
             if isinstance(result, Exception):
                 raise result
 
+    _on_pooled_connection(pool, attempt)
+
+
+def _on_pooled_connection(pool: Any, attempt: Callable[[Any], _T]) -> _T:
+    """``attempt(conn)`` on a pooled connection under the client's retry policy; the connection is
+    dropped after any error (its replies may be out of step) and returned to the pool either way."""
+    conn = pool.get_connection()
     try:
-        conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
+        return cast("_T", conn.retry.call_with_retry(lambda: attempt(conn), lambda error: conn.disconnect()))
     except BaseException:
         conn.disconnect()
         raise
@@ -699,10 +705,9 @@ def _read_entries(pool: Any, requests: Sequence[tuple[list[str], list[int]]]) ->
     A retry (the client's policy, for a connection the server closed) starts again with fresh
     values. The connection is dropped after any error, and after replies that left bytes unread.
     """
-    conn = pool.get_connection()
     packed = [item for keys, _ in requests for item in packed_command("MGET", *keys)]
 
-    def attempt() -> list[bytes | EntryShape]:
+    def attempt(conn: Any) -> list[bytes | EntryShape]:
         conn.send_packed_command(packed)
         sock = getattr(conn, "_sock", None)
         if sock is None:
@@ -717,13 +722,7 @@ def _read_entries(pool: Any, requests: Sequence[tuple[list[str], list[int]]]) ->
             conn.disconnect()
         return out
 
-    try:
-        return cast("list[bytes | EntryShape]", conn.retry.call_with_retry(attempt, lambda error: conn.disconnect()))
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
+    return _on_pooled_connection(pool, attempt)
 
 
 def _get(key: str, pipe: Pipeline) -> object:

@@ -80,11 +80,11 @@ class S3PendingJournal:
     def marker_key(self, parsed: ParsedLocator) -> str:
         return f"{self.prefix}{parsed.topic}/{parsed.message_id}"
 
-    def mark(self, locator: str, since_ms: int) -> None:
-        """A marker of its own for ``locator``, unless a batch marker already names it."""
+    def mark(self, locator: str, parsed: ParsedLocator, since_ms: int) -> None:
+        """A marker of its own for ``locator`` (already parsed), unless a batch marker already names it."""
         if self.covers(locator):
             return
-        self.requests.put(self.marker_key(self.requests.parse(locator)), locator.encode(), since_ms)
+        self.requests.put(self.marker_key(parsed), locator.encode(), since_ms)
         self.requests.journaled("marked", [locator])
 
     def covers(self, locator: str) -> bool:

@@ -271,7 +271,7 @@ class S3Store(StoreLifecycle):
         digest = raw_digest.hex()
         started = time.perf_counter()
         if pending_since_ms is not None:
-            self.journal.mark(locator, pending_since_ms)
+            self.journal.mark(locator, parsed, pending_since_ms)
         args = dict(self._write_args)
         args["Metadata"] = {"sha256": digest, "size": str(size), "message-id": str(message_id), "topic": topic}
         try:
@@ -370,9 +370,9 @@ class S3Store(StoreLifecycle):
 
     # -- pending journal (stores.s3_pending) ------------------------------------------------
     def mark_pending(self, locator: str, now_ms: int) -> None:
-        self.validate_locator(locator)
+        parsed = self.validate_locator(locator)
         self._check_open()
-        self.journal.mark(locator, now_ms)
+        self.journal.mark(locator, parsed, now_ms)
 
     def clear_pending(self, locator: str) -> None:
         self.clear_pending_many([locator])

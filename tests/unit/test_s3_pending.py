@@ -75,10 +75,10 @@ def test_one_batch_marker_per_batch_and_none_per_payload() -> None:
     pending = journal(bucket)
     locators = [f"{BASE}t/{pending.next_message_id('t', 0)}" for _ in range(7)]
     for locator in locators:
-        pending.mark(locator, 0)
+        pending.mark(locator, parse(locator), 0)
     assert len(bucket.puts) == 3 and all(key.endswith(".batch") for key in bucket.puts)
     alone = f"{BASE}t/{uuid.uuid4()}"
-    pending.mark(alone, 0)
+    pending.mark(alone, parse(alone), 0)
     assert bucket.puts[-1] == f"gw/_pending/t/{alone.rsplit('/', 1)[1]}", "an id not taken from a batch gets its own"
 
 
