@@ -104,24 +104,30 @@ class HybridConsumer(ConsumerSurface):
         carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
         a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
         """
-        raw = self._queue.raw
-        if raw and self._runs_now and self._deferred is None and not self._ready:
-            head = raw[0]  # the hot path: a plain record at the head of the queue, delivered by bookkeeping
-            if (
-                head.error() is None
-                and is_plainly_plain(head.value(), head.headers())
-                and self._pipeline.deliver_plain((head.topic(), head.partition()), head.offset())
-            ):
-                raw.popleft()
+        if self._queue.raw and self._runs_now and self._deferred is None and not self._ready:
+            plain = self._plain_head()  # the hot path: a plain record delivered by bookkeeping alone
+            if plain is not None:
                 if self._auto_commit:
                     self._auto_commit_when_due()
-                plain: Message = self._deserializers.apply(head) if self._deserialize else head
-                return plain
+                return self._deserializers.apply(plain) if self._deserialize else plain
         if self._deferred is not None:
             exc, self._deferred = self._deferred, None
             raise exc
         msg = self._ready.popleft() if self._ready else self._next_whole(timeout)
         return msg if msg is None or not self._deserialize else self._deserializers.apply(msg)
+
+    def _plain_head(self) -> Message | None:
+        """The queue's head, taken out if it is plainly plain and its partition allows a run; else None."""
+        raw = self._queue.raw
+        head = raw[0]
+        if (
+            head.error() is None
+            and is_plainly_plain(head.value(), head.headers())
+            and self._pipeline.deliver_plain((head.topic(), head.partition()), head.offset())
+        ):
+            raw.popleft()
+            return head  # type: ignore[no-any-return]
+        return None
 
     def _auto_commit_when_due(self) -> None:
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -141,8 +147,10 @@ class HybridConsumer(ConsumerSurface):
         deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
         raw = self._queue.raw
         while True:
-            while raw:  # a plain record here takes the pipeline's own fast path (poll() takes the rest)
-                out = self._handle(raw.popleft())
+            while raw:  # the first record of a fresh batch, or one poll()'s hot path left
+                out = self._plain_head() if self._runs_now else None
+                if out is None:
+                    out = self._handle(raw.popleft())
                 if out is not None:
                     return out
             if deadline is None and timeout is not None and timeout >= 0:

@@ -74,11 +74,11 @@ def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any]
         return 0
     if not are_plainly_plain(list(map(Message.value, head)), list(map(Message.headers, head))):
         return 0
-    partitions, topics = set(map(Message.partition, head)), set(map(Message.topic, head))
-    if len(partitions) != 1 or len(topics) != 1:
-        return 0
     first, last = head[0], head[-1]
     tp = (first.topic(), first.partition())
+    # counted, not collected into sets: equal small ints and librdkafka's shared topic str compare by identity
+    if list(map(Message.partition, head)).count(tp[1]) != n or list(map(Message.topic, head)).count(tp[0]) != n:
+        return 0
     if not pipeline.plain_run_open(tp, first.offset()):
         return 0
     out.extend(head)

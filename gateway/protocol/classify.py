@@ -131,11 +131,13 @@ def are_plainly_plain(values: Sequence[bytes | None], header_lists: Sequence[obj
     a byte in 0x01..0x7f other than the envelope's first: a stricter form of the per-record test,
     so True implies it for each record. False says nothing; the records are then tested one by one.
     """
-    count = len(values)
-    if header_lists.count(None) != count or values.count(None):
+    if header_lists.count(None) != len(header_lists):  # all None: identity compares, no Python per record
         return False
-    try:
-        firsts = bytes(map(_FIRST, values))  # type: ignore[arg-type]
-    except IndexError:  # an empty value (plain): take the slower way that allows it
-        firsts = b"".join(map(operator.itemgetter(_FIRST_BYTE), values))  # type: ignore[arg-type]
+    try:  # a null value raises TypeError here, so no separate pass looks for one
+        try:
+            firsts = bytes(map(_FIRST, values))  # type: ignore[arg-type]
+        except IndexError:  # an empty value (plain): take the slower way that allows it
+            firsts = b"".join(map(operator.itemgetter(_FIRST_BYTE), values))  # type: ignore[arg-type]
+    except TypeError:
+        return False
     return not firsts.translate(None, _PLAIN_FIRST_BYTES)

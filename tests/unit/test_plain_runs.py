@@ -149,6 +149,7 @@ def test_a_plainly_plain_batch_is_plainly_plain_record_by_record(records: list[A
 def test_the_batch_test_refuses_what_it_cannot_vouch_for() -> None:
     assert are_plainly_plain([b"a", b"", b"{json}"], [None, None, None])
     assert not are_plainly_plain([b"a", None], [None, None])  # a tombstone goes one by one
+    assert not are_plainly_plain([b"", None], [None, None])  # also after an empty value
     assert not are_plainly_plain([b"a"], [[("h", b"1")]])
     assert not are_plainly_plain([b"a"], [[]])  # an empty header list is not "no headers"
     assert not are_plainly_plain([MAGIC + b"x"], [None])
