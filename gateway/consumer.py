@@ -147,16 +147,18 @@ class HybridConsumer(ConsumerSurface):
         deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
         raw = self._queue.raw
         while True:
-            while raw:  # the first record of a fresh batch, or one poll()'s hot path left
-                out = self._plain_head() if self._runs_now else None
-                if out is None:
-                    out = self._handle(raw.popleft())
+            while raw:  # records poll()'s hot path left: they need the full path
+                out = self._handle(raw.popleft())
                 if out is not None:
                     return out
             if deadline is None and timeout is not None and timeout >= 0:
                 deadline = time.monotonic() + timeout
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self._fetch(remaining) and deadline is not None and time.monotonic() >= deadline:
+            if self._fetch(remaining):
+                out = self._plain_head() if self._runs_now else None  # a fresh batch's head: the hot path too
+                if out is not None:
+                    return out
+            elif deadline is not None and time.monotonic() >= deadline:
                 return None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
