@@ -46,30 +46,21 @@ close, that window; see docs/stores.md).
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import redis
 from redis import exceptions as rex
 
-from gateway.buffers import BytesBuilder
-from gateway.errors import (
-    GatewayError,
-    LocatorError,
-    PayloadIntegrityError,
-    PayloadNotFoundError,
-    StoreError,
-    StoreUnavailableError,
-)
+from gateway.errors import LocatorError, StoreError, StoreUnavailableError
 from gateway.protocol.envelope import validate_store_name
+from stores import redis_io
 from stores.base import (
     Payload,
-    StoreLifecycle,
     StoreMetrics,
     now_ms,
     parse_topic,
@@ -78,9 +69,10 @@ from stores.base import (
     validate_message_id,
     validate_topic,
 )
+from stores.redis_io import redis_client_from_url
+from stores.redis_journal import RedisJournal
 from stores.redis_layout import (
     FLAT,
-    JOURNAL_BUCKETS,
     LAYOUTS,
     SLOTTED,
     RedisLocator,
@@ -89,8 +81,8 @@ from stores.redis_layout import (
     entries_for,
     flat_journal_keys,
 )
-from stores.redis_read import EntryShape, ReplyReader
-from stores.redis_wire import Arg, PackedTransaction, packed_command
+from stores.redis_reads import RedisReads
+from stores.redis_wire import Arg, PackedTransaction
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -100,22 +92,10 @@ MiB = 1024 * 1024
 DEFAULT_ENTRY_BYTES = 64 * MiB
 REDIS_MAX_STRING = 512 * MiB
 DEFAULT_MAX_ENTRIES = 4096
-DIRECT_READ_FROM = 256 * 1024
-"""Payloads from this size up are received straight into their final ``bytes`` (:mod:`stores.redis_read`)."""
 
 _PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NUMBER = re.compile(r"[1-9][0-9]{0,9}")
 _T = TypeVar("_T")
-
-# Server replies that mean "not now" rather than "never": a failover, a replica, a full server.
-_REFUSED_FOR_NOW_ERRORS = (
-    rex.OutOfMemoryError,
-    rex.ReadOnlyError,
-    rex.TryAgainError,
-    rex.ClusterDownError,
-    rex.MasterDownError,
-)
-_REFUSED_FOR_NOW = re.compile(r"(?:^|error: )(?:OOM|LOADING|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|BUSY)\b")
 
 
 def ttl_from_retention(admin_client: Any, topic: str, margin_seconds: int = 3600) -> int | None:
@@ -132,7 +112,7 @@ def ttl_from_retention(admin_client: Any, topic: str, margin_seconds: int = 3600
     return topic_retention(admin_client, topic).payload_ttl_seconds(margin_seconds)
 
 
-class RedisStore(StoreLifecycle):
+class RedisStore(RedisReads, RedisJournal):
     """A :class:`stores.Store` on redis-py: a ``redis.Redis`` or a ``redis.cluster.RedisCluster`` client.
 
     ``client`` must return bytes (``decode_responses=False``). ``layout`` is ``"flat"`` (the
@@ -168,14 +148,14 @@ class RedisStore(StoreLifecycle):
             raise ValueError(f"entry_bytes must be in [1, 512 MiB), got {entry_bytes}")
         if not 1 <= max_entries <= 10**9:
             raise ValueError(f"max_entries must be in [1, 10**9], got {max_entries}")
-        self.cluster = _is_cluster(client)
-        if _client_decodes(client, self.cluster):
+        self.cluster = redis_io.is_cluster(client)
+        if redis_io.client_decodes(client, self.cluster):
             raise ValueError("RedisStore needs a client with decode_responses=False: payloads are bytes")
         if layout is None:
             layout = SLOTTED if self.cluster else FLAT
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS} or None, got {layout!r}")
-        if self.cluster and not _cluster_transactions():
+        if self.cluster and not redis_io.cluster_transactions():
             raise ValueError("RedisStore on Redis Cluster needs redis-py 6.1 or later (ClusterPipeline transactions)")
         if self.cluster and layout == FLAT:
             raise ValueError("Redis Cluster needs layout='slotted': a flat-layout write spans several hash slots")
@@ -191,7 +171,7 @@ class RedisStore(StoreLifecycle):
         self._close_client = close_client
         self._closed = False
         self._metrics = StoreMetrics()
-        self._direct_reads = not self.cluster and _connections_expose_sockets()
+        self._direct_reads = not self.cluster and redis_io.connections_expose_sockets()
         """Whether reads may bypass redis-py's parser (:mod:`stores.redis_read`): standalone servers only,
         and only while redis-py's connections keep their socket where this store looks for it."""
 
@@ -337,146 +317,6 @@ class RedisStore(StoreLifecycle):
         self._done("put", started, locator, size)
         return locator
 
-    def get(self, locator: str, expected_size: int | None = None) -> bytes:
-        """All entries (and the sentinel after them) in one MGET, joined once.
-
-        A missing entry means the payload is gone (expired, evicted, deleted, or lost with a master
-        that failed before its replica had it). Entries of the wrong length, or a sentinel that
-        exists, mean the locator does not describe what is stored.
-        """
-        parsed = self.validate_locator(locator, expected_size)
-        self._check_open()
-        started = time.perf_counter()
-        if expected_size is not None and expected_size >= DIRECT_READ_FROM and self._direct_reads:
-            return self._get_direct(locator, parsed, expected_size, started)
-        reply = cast("list[bytes | None]", self._call(partial(self.client.mget, self._read_keys(parsed))))
-        return self._payload_from(locator, parsed, reply, expected_size, started)
-
-    def _get_direct(self, locator: str, parsed: RedisLocator, expected_size: int, started: float) -> bytes:
-        """The MGET's entries received straight into the payload (:mod:`stores.redis_read`)."""
-        request = (self._read_keys(parsed), _entry_lengths(parsed, expected_size))
-        (got,) = self._call(partial(_read_entries, self.client.connection_pool, [request]))
-        return self._direct_answer(locator, parsed, expected_size, got, started)
-
-    def _direct_answer(
-        self, locator: str, parsed: RedisLocator, expected_size: int, got: bytes | EntryShape, started: float
-    ) -> bytes:
-        """The payload, or the error :meth:`_payload_from` gives for entries not of the lengths expected."""
-        if isinstance(got, EntryShape):
-            *parts, beyond = got.lengths
-            self._judge(locator, parsed, parts, beyond, expected_size)
-            raise PayloadIntegrityError(f"the entries stored for {locator!r} do not have the shape it describes")
-        self._done("get", started, locator, expected_size)
-        return got
-
-    def get_many(self, requests: Sequence[tuple[str, int | None]]) -> list[bytes | GatewayError]:
-        """Several payloads in one pipelined round trip, for a reader fetching small payloads ahead.
-
-        Each answer is the payload or the typed error :meth:`get` would raise for that locator, in
-        order; only a failure of the connection itself raises, for all of them. Small payloads
-        cost a round trip each when fetched one by one, which is most of their time on loopback.
-        """
-        answers: list[bytes | GatewayError] = []
-        wanted: list[tuple[int, str, RedisLocator, int | None]] = []
-        for locator, expected_size in requests:
-            try:
-                parsed = self.validate_locator(locator, expected_size)
-            except GatewayError as exc:
-                answers.append(exc)
-                continue
-            wanted.append((len(answers), locator, parsed, expected_size))
-            answers.append(b"")
-        self._check_open()
-        if not wanted:
-            return answers
-        started = time.perf_counter()
-        if self._direct_reads and all(size is not None for *_, size in wanted):
-            self._get_many_direct(wanted, answers, started)
-            return answers
-        # one GET per key rather than an MGET per payload: a cluster pipeline refuses MGET
-        keys = [self._read_keys(parsed) for _, _, parsed, _ in wanted]
-        replies = self._pipelined([partial(_get, key) for group in keys for key in group])
-        at_reply = 0
-        for (at, locator, parsed, expected_size), group in zip(wanted, keys, strict=True):
-            reply = replies[at_reply : at_reply + len(group)]
-            at_reply += len(group)
-            try:
-                answers[at] = self._payload_from(locator, parsed, reply, expected_size, started)
-            except GatewayError as exc:
-                answers[at] = exc
-        return answers
-
-    def _get_many_direct(
-        self,
-        wanted: list[tuple[int, str, RedisLocator, int | None]],
-        answers: list[bytes | GatewayError],
-        started: float,
-    ) -> None:
-        """One MGET per payload, all in one write, each reply received into its own value."""
-        requests = [
-            (self._read_keys(parsed), _entry_lengths(parsed, cast("int", size))) for _, _, parsed, size in wanted
-        ]
-        replies = self._call(partial(_read_entries, self.client.connection_pool, requests))
-        for (at, locator, parsed, size), got in zip(wanted, replies, strict=True):
-            try:
-                answers[at] = self._direct_answer(locator, parsed, cast("int", size), got, started)
-            except GatewayError as exc:
-                answers[at] = exc
-
-    def _read_keys(self, parsed: RedisLocator) -> list[str]:
-        return [*parsed.keys(self.prefix), parsed.sentinel(self.prefix)]
-
-    def _payload_from(
-        self,
-        locator: str,
-        parsed: RedisLocator,
-        reply: list[bytes | None],
-        expected_size: int | None,
-        started: float,
-    ) -> bytes:
-        """The payload from an MGET of :meth:`_read_keys`, or the typed error for what came back."""
-        *parts, beyond = reply
-        chunks = [part for part in parts if part is not None]
-        size = self._judge(
-            locator,
-            parsed,
-            [None if p is None else len(p) for p in parts],
-            None if beyond is None else len(beyond),
-            expected_size,
-        )
-        value = chunks[0] if len(chunks) == 1 else _joined(chunks, size)
-        self._done("get", started, locator, size)
-        return value
-
-    def _judge(
-        self,
-        locator: str,
-        parsed: RedisLocator,
-        lengths: Sequence[int | None],
-        beyond: int | None,
-        expected_size: int | None,
-    ) -> int:
-        """The payload's size from its entries' lengths (``None``: missing) and the sentinel's, or the typed error."""
-        present = [n for n in lengths if n is not None]
-        if len(present) != parsed.count:
-            self._metrics.add("not_found")
-            missing = parsed.count - len(present)
-            raise PayloadNotFoundError(f"{missing} of {parsed.count} entries of {locator!r} are missing")
-        last = present[-1]
-        if (
-            beyond is not None
-            or any(n != parsed.entry_bytes for n in present[:-1])
-            or last > parsed.entry_bytes
-            or (parsed.count > 1 and last == 0)
-        ):
-            self._metrics.add("errors")
-            raise PayloadIntegrityError(f"the entries stored for {locator!r} do not have the shape it describes")
-        size = (parsed.count - 1) * parsed.entry_bytes + last
-        if expected_size is not None and size != expected_size:
-            self._metrics.add("errors")
-            raise PayloadIntegrityError(f"payload at {locator!r} has {size} bytes, expected {expected_size}")
-        return size
-
     def delete(self, locator: str) -> None:
         """Entries, pending mark and index entry in one transaction; absent ones are fine (idempotent)."""
         parsed = self.validate_locator(locator)
@@ -492,91 +332,6 @@ class RedisStore(StoreLifecycle):
         self._transaction(remove)
         self._done("delete", started, locator)
 
-    # -- pending journal -------------------------------------------------------------------
-    def mark_pending(self, locator: str, now_ms: int) -> None:
-        parsed = self.validate_locator(locator)
-        self._check_open()
-        self._call(partial(self.client.zadd, parsed.pending_key(self.prefix), {locator: now_ms}))
-        self._journaled("marked", [locator])
-
-    def clear_pending(self, locator: str) -> None:
-        self.clear_pending_many([locator])
-
-    def clear_pending_many(self, locators: Sequence[str]) -> None:
-        """One ZREM per journal key for many acknowledged writes: the producer clears marks in batches.
-
-        Flat locators share one key (one ZREM); slotted ones are grouped by bucket and the ZREMs go
-        out in one pipeline, which a cluster client splits by master.
-        """
-        if not locators:
-            return
-        groups: dict[str, list[str]] = {}
-        for locator in locators:
-            groups.setdefault(self.validate_locator(locator).pending_key(self.prefix), []).append(locator)
-        self._check_open()
-        if len(groups) == 1:
-            ((key, members),) = groups.items()
-            self._call(partial(self.client.zrem, key, *members))
-        else:
-            self._pipelined([partial(_zrem, key, members) for key, members in groups.items()])
-        self._journaled("cleared", locators)
-
-    def list_pending(self, older_than_ms: int) -> list[str]:
-        """Oldest first, from every journal key this store can have: on a cluster that is the 1024
-        bucket sets, read in one pipeline that reaches every master; on a standalone server also
-        the flat set, so a store switched to the slotted layout still sees its older marks.
-        """
-        self._check_open()
-        replies = cast(
-            "list[list[tuple[bytes, float]]]",
-            self._pipelined([partial(_pending_before, f"{head}:pending", older_than_ms) for head in self._heads()]),
-        )
-        rows = sorted((score, member) for reply in replies for member, score in reply)
-        return [member.decode() for _, member in rows]
-
-    def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
-        """From the written indexes by ZSCAN, which returns every member present for the whole scan
-        at least once even while others are added or removed; no order. Empty buckets are skipped
-        after one pipelined ZCARD over all of them. Index entries of payloads that expired lately may
-        still be listed until the next write to their bucket prunes them.
-        """
-        self._check_open()
-        indexes = [f"{head}:{name}" for head in self._heads() for name in ("written", "kept")]
-        sizes = cast("list[int]", self._pipelined([partial(_zcard, key) for key in indexes]))
-        seen: set[str] = set()
-        for index, size in zip(indexes, sizes, strict=True):
-            if size:
-                # Prefix, tag and topic hold no glob metacharacters, so they go into MATCH unescaped.
-                head = index.rsplit(":", 1)[0]
-                match = f"{head}:{validate_topic(topic)}:*" if topic is not None else None
-                yield from self._scan_index(index, match, seen)
-
-    def _scan_index(self, key: str, match: str | None, seen: set[str]) -> Iterator[tuple[str, int]]:
-        cursor = 0
-        while True:
-            cursor, rows = cast(
-                "tuple[int, list[tuple[bytes, float]]]",
-                self._call(partial(self.client.zscan, key, cursor, match=match, count=1000)),
-            )
-            for member, score in rows:
-                locator = member.decode()
-                if locator in seen:
-                    continue
-                seen.add(locator)
-                try:
-                    self.validate_locator(locator)
-                except LocatorError:
-                    continue
-                yield locator, int(score)
-            if cursor == 0:
-                return
-
-    def _heads(self) -> list[str]:
-        """The key heads whose ``:pending`` and ``:written`` may hold entries of this store: the 1024
-        buckets, and on a standalone server the flat prefix too."""
-        buckets = [bucket_head(self.prefix, b) for b in range(JOURNAL_BUCKETS)]
-        return buckets if self.cluster else [self.prefix, *buckets]
-
     # -- plumbing --------------------------------------------------------------------------
 
     def _write(self, commands: Sequence[tuple[Arg, ...]]) -> None:
@@ -589,7 +344,7 @@ class RedisStore(StoreLifecycle):
         packed = PackedTransaction()
         for args in commands:
             packed.add(*args)
-        self._call(partial(_exchange, self.client.connection_pool, packed))
+        self._call(partial(redis_io.exchange, self.client.connection_pool, packed))
 
     def _transaction(self, build: Callable[[Pipeline], object]) -> list[Any]:
         def run() -> list[Any]:
@@ -611,168 +366,11 @@ class RedisStore(StoreLifecycle):
         return self._call(run)
 
     def _call(self, fn: Callable[[], _T]) -> _T:
-        try:
-            return fn()
-        except (rex.ConnectionError, rex.TimeoutError, rex.SlotNotCoveredError) as exc:
-            self._metrics.add("errors")
-            raise StoreUnavailableError(f"Redis is unreachable: {exc}") from exc
-        except rex.ResponseError as exc:
-            self._metrics.add("errors")
-            text = str(exc)
-            if isinstance(exc, _REFUSED_FOR_NOW_ERRORS) or _refused_for_now(text):
-                raise StoreUnavailableError(f"Redis refuses for now ({type(exc).__name__}): {text}") from exc
-            raise StoreError(f"Redis error: {text}") from exc
-        except (rex.RedisError, rex.RedisClusterException) as exc:
-            self._metrics.add("errors")
-            raise StoreError(f"Redis error: {exc}") from exc
+        return redis_io.mapped_errors(self._metrics, fn)
 
     def _best_effort_delete(self, locator: str) -> None:
         with contextlib.suppress(StoreError):
             self.delete(locator)
 
 
-def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster:
-    """A client for ``url``: a ``RedisCluster`` when the server there runs in cluster mode, else a ``redis.Redis``.
-
-    For tools that take one ``--redis-url`` (gc, reconcile, Spark options): any node of a cluster
-    then works as the URL, and the store picks its layout from the client. The probe is one
-    ``INFO cluster`` on a short-lived connection.
-    """
-    probe = redis.Redis.from_url(url, **kwargs)
-    try:
-        cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
-    except rex.RedisError as exc:
-        raise StoreUnavailableError(f"Redis at {url!r} does not answer: {exc}") from exc
-    finally:
-        probe.close()
-    if not cluster:
-        return redis.Redis.from_url(url, **kwargs)
-    from redis.cluster import RedisCluster
-
-    return RedisCluster.from_url(url, **kwargs)
-
-
-def _exchange(pool: Any, packed: PackedTransaction) -> None:
-    """Send ``packed`` on a pooled connection and read every reply, with the client's retry policy.
-
-    An error reply raises as redis-py's own reading does (an OOM refusal while queueing makes the
-    server discard the transaction); the connection is then dropped, since its later replies were not
-    read. A retried transaction writes the same keys and members again, which changes nothing.
-    """
-
-    def attempt(conn: Any) -> None:
-        conn.send_packed_command(packed.items())
-        for _ in range(packed.replies - 1):
-            conn.read_response()
-        for result in conn.read_response() or ():
-            if isinstance(result, Exception):
-                raise result
-
-    _on_pooled_connection(pool, attempt)
-
-
-def _on_pooled_connection(pool: Any, attempt: Callable[[Any], _T]) -> _T:
-    """``attempt(conn)`` on a pooled connection under the client's retry policy; the connection is
-    dropped after any error (its replies may be out of step) and returned to the pool either way."""
-    conn = pool.get_connection()
-    try:
-        return cast("_T", conn.retry.call_with_retry(lambda: attempt(conn), lambda error: conn.disconnect()))
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-
-
-@functools.cache
-def _connections_expose_sockets() -> bool:
-    """Whether a redis-py connection keeps its socket in ``_sock``, which the direct reads receive from."""
-    from redis.connection import Connection
-
-    return "_sock" in vars(Connection())  # type: ignore[no-untyped-call]
-
-
-def _entry_lengths(parsed: RedisLocator, size: int) -> list[int]:
-    """The length each entry of a ``size``-byte payload has (the locator's count was checked against it)."""
-    step = parsed.entry_bytes
-    return [step] * (parsed.count - 1) + [size - step * (parsed.count - 1)]
-
-
-def _read_entries(pool: Any, requests: Sequence[tuple[list[str], list[int]]]) -> list[bytes | EntryShape]:
-    """One MGET per ``(keys, lengths)``, sent in one write on a pooled connection; the first
-    ``len(lengths)`` keys of each are received into one ``bytes``.
-
-    A retry (the client's policy, for a connection the server closed) starts again with fresh
-    values. The connection is dropped after any error, and after replies that left bytes unread.
-    """
-    packed = [item for keys, _ in requests for item in packed_command("MGET", *keys)]
-
-    def attempt(conn: Any) -> list[bytes | EntryShape]:
-        conn.send_packed_command(packed)
-        sock = getattr(conn, "_sock", None)
-        if sock is None:
-            raise rex.ConnectionError("the connection has no socket after sending")
-        reader = ReplyReader(sock)
-        out: list[bytes | EntryShape] = []
-        for keys, lengths in requests:
-            builder = BytesBuilder(sum(lengths))
-            shape = reader.read_entries(builder, lengths, len(keys) - len(lengths))
-            out.append(shape if shape is not None else builder.build())
-        if not reader.drained:
-            conn.disconnect()
-        return out
-
-    return _on_pooled_connection(pool, attempt)
-
-
-def _get(key: str, pipe: Pipeline) -> object:
-    return pipe.get(key)
-
-
-def _zrem(key: str, members: list[str], pipe: Pipeline) -> object:
-    return pipe.zrem(key, *members)
-
-
-def _pending_before(key: str, older_than_ms: int, pipe: Pipeline) -> object:
-    return pipe.zrangebyscore(key, "-inf", f"({older_than_ms}", withscores=True)
-
-
-def _zcard(key: str, pipe: Pipeline) -> object:
-    return pipe.zcard(key)
-
-
-def _is_cluster(client: object) -> bool:
-    from redis.cluster import RedisCluster
-
-    return isinstance(client, RedisCluster)
-
-
-def _cluster_transactions() -> bool:
-    import redis.cluster
-
-    return hasattr(redis.cluster, "TransactionStrategy")
-
-
-def _client_decodes(client: Any, cluster: bool) -> bool:
-    if cluster:
-        kwargs = client.get_connection_kwargs()
-    else:
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-    return bool(kwargs.get("decode_responses"))
-
-
-def _refused_for_now(text: str) -> bool:
-    # redis-py reports a command refused inside MULTI as "Command # n (...) of pipeline caused error: <reply>".
-    return _REFUSED_FOR_NOW.search(text) is not None
-
-
 __all__ = ["DEFAULT_ENTRY_BYTES", "RedisLocator", "RedisStore", "redis_client_from_url", "ttl_from_retention"]
-
-
-def _joined(chunks: list[bytes], size: int) -> bytes:
-    """The entries as one value, each released once copied: one copy of the payload at the peak, not two."""
-    builder = BytesBuilder(size)
-    for i, chunk in enumerate(chunks):
-        builder.append(chunk)
-        chunks[i] = b""
-    return builder.build()

@@ -27,7 +27,7 @@ from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
 from gateway.testing import RedisServer
 from stores import RedisStore, ttl_from_retention
 from stores.base import RetentionInfo
-from stores.redis_store import DIRECT_READ_FROM
+from stores.redis_reads import DIRECT_READ_FROM
 from tests.helpers import sha
 
 MB = 1_000_000
@@ -664,12 +664,12 @@ def test_without_the_socket_where_it_is_looked_for_reads_go_through_redis_py(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A redis-py release that keeps its socket elsewhere must cost speed, not correctness."""
-    import stores.redis_store as module
+    import stores.redis_io as module
 
     def unused(*args: Any) -> None:
         raise AssertionError("the direct reader was used")
 
-    monkeypatch.setattr(module, "_connections_expose_sockets", lambda: False)
+    monkeypatch.setattr(module, "connections_expose_sockets", lambda: False)
     monkeypatch.setattr(module, "ReplyReader", unused)
     store = direct_store(redis_client)
     value = os.urandom(700_000)
