@@ -26,26 +26,20 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from botocore import exceptions as bex
-
-from gateway.buffers import BytesBuilder
 from gateway.errors import (
     LocatorError,
-    PayloadIntegrityError,
-    PayloadNotFoundError,
     StoreError,
     StoreUnavailableError,
 )
 from gateway.protocol.envelope import validate_store_name
+from stores import s3_io
 from stores.base import (
     TOPIC_PATTERN,
     UUID_PATTERN,
     Payload,
-    StoreLifecycle,
     StoreMetrics,
     parse_topic,
     parse_uuid,
@@ -53,7 +47,9 @@ from stores.base import (
     validate_message_id,
     validate_topic,
 )
+from stores.s3_housekeeping import IncompleteUpload, S3Housekeeping
 from stores.s3_pending import MarkerRequests, S3PendingJournal
+from stores.s3_reads import S3Reads
 
 MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
@@ -78,10 +74,6 @@ _SSE_KEYS = frozenset({
     "SSECustomerAlgorithm", "SSECustomerKey", "SSECustomerKeyMD5",
 })  # fmt: skip
 _SSE_READ_KEYS = frozenset({"SSECustomerAlgorithm", "SSECustomerKey", "SSECustomerKeyMD5"})
-_NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
-_RETRY_LATER = frozenset({
-    "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "RequestTimeTooSkewed", "Throttling",
-})  # fmt: skip
 _T = TypeVar("_T")
 
 
@@ -95,15 +87,6 @@ class S3Locator:
     message_id: uuid.UUID
 
 
-@dataclass(frozen=True, slots=True)
-class IncompleteUpload:
-    """A multipart upload that was started and neither completed nor aborted: invisible, but billed."""
-
-    key: str
-    upload_id: str
-    initiated_ms: int
-
-
 def expiry_days_from_retention(admin_client: Any, topic: str, margin_seconds: int = 86400) -> int | None:
     """Days for :meth:`S3Store.ensure_expiry_rule` so objects outlive every envelope of ``topic``.
 
@@ -115,7 +98,7 @@ def expiry_days_from_retention(admin_client: Any, topic: str, margin_seconds: in
     return None if seconds is None else max(1, -(-seconds // 86400))
 
 
-class S3Store(StoreLifecycle):
+class S3Store(S3Reads, S3Housekeeping):
     """A :class:`stores.Store` on a boto3 S3 client (thread-safe, as boto3 clients are).
 
     Writes below ``multipart_threshold`` are one PutObject; larger ones a multipart upload of
@@ -194,7 +177,7 @@ class S3Store(StoreLifecycle):
         self._closed = False
         self._metrics = StoreMetrics()
         self._transfer_config: Any = None
-        self._send_checksum = _sends_checksums(client)
+        self._send_checksum = s3_io.sends_checksums(client)
         """Whether single PUTs carry the payload's SHA-256 as their checksum: unless the client was told
         to send checksums only when required (``request_checksum_calculation``), as users of S3-compatible
         stores that refuse them do."""
@@ -298,63 +281,6 @@ class S3Store(StoreLifecycle):
         self._done("put", started, locator, size)
         return locator
 
-    def get(self, locator: str, expected_size: int | None = None) -> bytes:
-        """One GET; the size is checked against ``expected_size`` before the body is read."""
-        parsed = self.validate_locator(locator)
-        self._check_open()
-        started = time.perf_counter()
-        data, _ = self._get_object(
-            parsed.key, locator, lambda n: expected_size is None or n == expected_size, f"expected {expected_size}"
-        )
-        self._done("get", started, locator, len(data))
-        return data
-
-    def _get_object(
-        self, key: str, name: str, size_ok: Callable[[int], bool], expected: str
-    ) -> tuple[bytes, str | None]:
-        """The body and ETag of one GET; ``size_ok`` judges the Content-Length before the body is read."""
-        resp = self._call(lambda: self.client.get_object(Bucket=self.bucket, Key=key, **self._read_args), missing=name)
-        body_stream = resp["Body"]
-        length = int(resp.get("ContentLength", -1))
-        try:
-            if not size_ok(length):
-                self._metrics.add("errors")
-                raise PayloadIntegrityError(f"object {name!r} has {length} bytes, {expected}")
-            data = self._call(lambda: _read_body(body_stream, length))
-        finally:
-            body_stream.close()
-        if len(data) != length:
-            self._metrics.add("errors")
-            raise PayloadIntegrityError(f"object {name!r}: read {len(data)} bytes, Content-Length was {length}")
-        etag = resp.get("ETag")
-        return data, etag.strip('"') if isinstance(etag, str) else None
-
-    # -- objects other libraries wrote (bakdata, kaf-s3, AWS pointers) ---------------------------
-    def holds_object(self, bucket: str, key: str) -> bool:
-        """True when ``s3://bucket/key`` lies in this store's bucket and prefix: the confinement rule.
-
-        Configuring a store for a peer's bucket and prefix is how a reader grants access to the
-        objects a peer library wrote there; a pointer anywhere else is never fetched.
-        """
-        return (
-            bucket == self.bucket
-            and key.startswith(self.prefix)
-            and len(key.encode("utf-8", "surrogatepass")) <= 1024
-            and not any(seg in (".", "..") for seg in key.split("/"))
-            and key.isprintable()
-        )
-
-    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]:
-        """A peer's object and its ETag; :class:`LocatorError` outside this store, no I/O then."""
-        name = f"s3://{self.bucket}/{key}"
-        if not self.holds_object(self.bucket, key):
-            raise LocatorError(f"{name[:300]!r} is outside store {self.name!r} (prefix {self.prefix!r})")
-        self._check_open()
-        started = time.perf_counter()
-        data, etag = self._get_object(key, name, lambda n: 0 <= n <= max_bytes, f"more than the limit of {max_bytes}")
-        self._done("get", started, name, len(data))
-        return data, etag
-
     def delete(self, locator: str) -> None:
         """Object first, marker last; S3 answers 204 for an absent key, so this is idempotent.
 
@@ -427,87 +353,8 @@ class S3Store(StoreLifecycle):
         under = self.prefix if topic is None else f"{self.prefix}{validate_topic(topic)}/"
         for obj in self._list(under):
             if self._key_re.fullmatch(obj["Key"]) is not None:
-                yield f"s3://{self.bucket}/{obj['Key']}", _ms(obj["LastModified"])
+                yield f"s3://{self.bucket}/{obj['Key']}", s3_io.ms(obj["LastModified"])
 
-    # -- incomplete multipart uploads -------------------------------------------------------
-    def list_incomplete_uploads(self, older_than_ms: int) -> list[IncompleteUpload]:
-        """Multipart uploads of this store's payload keys initiated strictly before ``older_than_ms``.
-
-        A producer killed mid-upload leaves its parts behind; no listing of objects shows them and
-        the pending marker only names the key, so a sweeper has to look here too. Uploads of keys
-        that are not this store's payloads (someone else's under the same prefix) are not listed.
-        """
-        self._check_open()
-        found: list[IncompleteUpload] = []
-        pages = self._call(
-            lambda: iter(
-                self.client.get_paginator("list_multipart_uploads").paginate(
-                    Bucket=self.bucket,
-                    Prefix=self.prefix,
-                )
-            )
-        )
-        while True:
-            page = self._call(lambda: next(pages, None))
-            if page is None:
-                return found
-            for upload in page.get("Uploads", []):
-                initiated = _ms(upload["Initiated"])
-                if self._key_re.fullmatch(upload["Key"]) is not None and initiated < older_than_ms:
-                    found.append(IncompleteUpload(upload["Key"], upload["UploadId"], initiated))
-
-    def abort_upload(self, upload: IncompleteUpload) -> None:
-        """Abort one incomplete upload (its parts are freed); an upload already gone counts as done."""
-        if self._key_re.fullmatch(upload.key) is None:
-            raise LocatorError(f"{upload.key!r} is not a payload key of {self!r}")
-        self._check_open()
-        try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id)
-        except bex.ClientError as exc:
-            if _code(exc) != "NoSuchUpload":
-                raise self._failed(exc) from exc
-        except (bex.BotoCoreError, OSError) as exc:
-            raise self._failed(exc) from exc
-
-    def ensure_expiry_rule(self, days: int) -> dict[str, Any]:
-        """Install (or update) a lifecycle rule expiring everything under the prefix after ``days``.
-
-        ``days`` must cover the topic's retention (see :func:`expiry_days_from_retention`): an object
-        expired while its envelope is still in the log is a ``PayloadNotFoundError`` for every
-        consumer that replays that far. The rule also expires pending markers, which is the backstop
-        if no sweeper runs: marker and payload go together. Incomplete multipart uploads (a producer
-        killed mid-upload) are aborted after one day; they are invisible to listings but billed.
-        Other rules on the bucket are kept; S3 replaces the whole configuration on every put.
-        """
-        if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-            raise ValueError(f"days must be a positive int, got {days!r}")
-        self._check_open()
-        rule_id = f"kafka-hybrid-gateway:{self.prefix or '<root>'}"[:255]
-        rule: dict[str, Any] = {
-            "ID": rule_id,
-            "Filter": {"Prefix": self.prefix},
-            "Status": "Enabled",
-            "Expiration": {"Days": days},
-            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
-        }
-        try:
-            current = self.client.get_bucket_lifecycle_configuration(Bucket=self.bucket).get("Rules", [])
-        except bex.ClientError as exc:
-            if _code(exc) != "NoSuchLifecycleConfiguration":
-                raise self._failed(exc) from exc
-            current = []
-        except (bex.BotoCoreError, OSError) as exc:
-            raise self._failed(exc) from exc
-        rules = [r for r in current if r.get("ID") != rule_id] + [rule]
-        self._call(
-            lambda: self.client.put_bucket_lifecycle_configuration(
-                Bucket=self.bucket,
-                LifecycleConfiguration={"Rules": rules},
-            )
-        )
-        return rule
-
-    # -- lifecycle -------------------------------------------------------------------------
     # -- plumbing --------------------------------------------------------------------------
 
     def _transfer(self) -> Any:
@@ -563,76 +410,10 @@ class S3Store(StoreLifecycle):
             yield from page.get("Contents", [])
 
     def _call(self, fn: Callable[[], _T], *, missing: str | None = None) -> _T:
-        try:
-            return fn()
-        except bex.ClientError as exc:
-            if missing is not None and _code(exc) in _NOT_FOUND:
-                self._metrics.add("not_found")
-                raise PayloadNotFoundError(f"no object at {missing!r}") from exc
-            raise self._failed(exc) from exc
-        except (bex.BotoCoreError, OSError) as exc:
-            raise self._failed(exc) from exc
-        except Exception as exc:  # boto3's S3UploadFailedError and s3transfer's wrappers
-            if type(exc).__module__.startswith(("boto3", "s3transfer")):
-                raise self._failed(exc) from exc
-            raise
-
-    def _translate(self, exc: BaseException) -> StoreError:
-        if isinstance(exc, bex.ClientError):
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            if status >= 500 or _code(exc) in _RETRY_LATER:
-                return StoreUnavailableError(f"S3 is failing: {exc}")
-            return StoreError(f"S3 refused the request: {exc}")
-        if isinstance(exc, (bex.ConnectionError, bex.HTTPClientError, bex.IncompleteReadError, OSError)):
-            return StoreUnavailableError(f"S3 endpoint unreachable: {exc}")
-        cause = exc.__cause__ or exc.__context__
-        if cause is not None and cause is not exc and isinstance(cause, (bex.BotoCoreError, bex.ClientError, OSError)):
-            return self._translate(cause)
-        return StoreError(f"S3 error: {exc}")
+        return s3_io.mapped_errors(self._metrics, fn, missing)
 
     def _failed(self, exc: BaseException) -> StoreError:
-        self._metrics.add("errors")
-        return self._translate(exc)
-
-
-def _sends_checksums(client: Any) -> bool:
-    config = getattr(getattr(client, "meta", None), "config", None)
-    return getattr(config, "request_checksum_calculation", "when_supported") == "when_supported"
-
-
-def _code(exc: bex.ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
+        return s3_io.failed(self._metrics, exc)
 
 
 __all__ = ["IncompleteUpload", "S3Locator", "S3Store", "expiry_days_from_retention"]
-
-
-_READ_CHUNK = 1 << 20
-
-
-def _read_body(body: Any, length: int) -> bytes:
-    """The body read straight into the value in 1 MiB steps: one copy of the payload, not a copy plus its pieces.
-
-    ``length`` is the Content-Length; a body that ends early or runs long is reported by the
-    caller's length check (whatever was read is returned).
-    """
-    if length < 2:
-        data: bytes = body.read()
-        return data
-    builder = BytesBuilder(length)
-    extra: list[bytes] = []
-    while True:
-        chunk = body.read(_READ_CHUNK)
-        if not chunk:
-            break
-        if builder.filled + len(chunk) <= length and not extra:
-            builder.append(chunk)
-        else:
-            extra.append(chunk)
-    if builder.filled == length and not extra:
-        return builder.build()
-    return b"".join([builder.partial(), *extra])  # the wrong size: the caller refuses it with the numbers
