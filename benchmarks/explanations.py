@@ -82,7 +82,14 @@ WHAT_IS_LEFT: dict[str, str] = {
     "passthrough.poll": (
         "Each `poll()` is one Python call on top of librdkafka's: it checks that the queued record is plainly "
         "plain (headers and first byte) and notes its offset as delivered, which is what makes `commit()` "
-        "safe; a raw `poll()` is one C call."
+        "safe; a raw `poll()` is one C call. Timed on the embedded cluster (medians of 7 reads of 20 000 "
+        "records): `HybridConsumer.poll()` took 1362 ns per record, a wrapper that only pops its queue (the "
+        "batched fetch included) 831 ns, and a raw `poll()` 1173 ns (about 950 ns on the broker). The 530 ns "
+        "between the first two are the proof and the bookkeeping: noting the offset 280 ns (four lookups of "
+        "the partition: its high watermark, holds, pending segments and tracker), the first-byte test 70 ns "
+        "and five accessor calls about 150 ns. A wrapper doing the bookkeeping without the per-record proof "
+        "took 945 ns, still short of 0.95 of the broker's raw `poll()`; the proof cannot go without a segment "
+        "or envelope being handed out as a plain record."
     ),
     "passthrough.consume": (
         "A `consume(500)` proves the fetched batch all plain and of one partition with C-level passes over "
