@@ -834,7 +834,7 @@ def section_caveats(data: dict[str, Any]) -> str:
             "more CPU in the client (hashing, reassembly) competes with the servers it talks to.",
             "- Quick mode moves only a few tens of MB per cell, so a single scheduling hiccup moves a median; the "
             "min-max columns show how far. Full mode (`gateway bench`) moves 5-7x the volume per cell, adds 100 MB "
-            "payloads and uses 5 repetitions for mixes, latency and passthrough too.",
+            "payloads, and repeats the fixed sizes and passthrough 7 times, mixes and latency 5 times.",
             "- Memory: a quick-mode cell (10-30 MB) is smaller than librdkafka's prefetch queue (64 MiB) and the "
             "gateway's fetch-ahead budget (64 MB), so a consumer may hold the whole cell and several consumers then "
             "show the same figure; full mode's larger cells show where each one's memory is bounded.",
@@ -969,7 +969,8 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
             f"Kafka broker **{env['kafka']}**, {env['redis']}, {env['s3']}; every table below repeats this.",
             f"This run took {data.get('wall_seconds_total') or data['wall_seconds']:.0f} s on {env['cpus']} CPUs. "
             "Regenerate with `gateway bench --quick` or `gateway bench` (full mode: more volume, 100 MB payloads, "
-            "5 repetitions everywhere), or re-render this page from the JSON with `python -m benchmarks.report`.",
+            "7 repetitions of the fixed sizes), or re-render this page from the JSON with "
+            "`python -m benchmarks.report`.",
             "",
             'Routes: **chunked** (HybridProducer `route="chunked"` → HybridConsumer), **Redis reference** and '
             '**S3 reference** (`route="reference:<store>"`). Beside them in the same run: what users do instead '
