@@ -24,15 +24,13 @@ import re
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TypeVar
 
 from gateway.errors import (
     LocatorError,
     StoreError,
-    StoreUnavailableError,
 )
 from gateway.protocol.envelope import validate_store_name
 from stores import s3_io
@@ -50,6 +48,7 @@ from stores.base import (
 from stores.s3_housekeeping import IncompleteUpload, S3Housekeeping
 from stores.s3_pending import MarkerRequests, S3PendingJournal
 from stores.s3_reads import S3Reads
+from stores.s3_store_journal import S3StoreJournal
 
 MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
@@ -62,7 +61,6 @@ parts pay off only for large objects, where AWS's own guidance starts them."""
 MAX_LOCATOR_LENGTH = 1024
 DEFAULT_JOURNAL_BATCH = 64
 DEFAULT_JOURNAL_OPEN_MS = 30_000
-MAX_BATCH_MARKER_BYTES = 1 << 20
 MAX_PREFIX_LENGTH = 400
 """So that the longest locator (63-char bucket, 249-char topic) still fits an envelope's 768 bytes."""
 
@@ -98,7 +96,7 @@ def expiry_days_from_retention(admin_client: Any, topic: str, margin_seconds: in
     return None if seconds is None else max(1, -(-seconds // 86400))
 
 
-class S3Store(S3Reads, S3Housekeeping):
+class S3Store(S3Reads, S3Housekeeping, S3StoreJournal):
     """A :class:`stores.Store` on a boto3 S3 client (thread-safe, as boto3 clients are).
 
     Writes below ``multipart_threshold`` are one PutObject; larger ones a multipart upload of
@@ -294,58 +292,9 @@ class S3Store(S3Reads, S3Housekeeping):
         self.journal.settle([locator])
         self._done("delete", started, locator)
 
-    # -- pending journal (stores.s3_pending) ------------------------------------------------
-    def mark_pending(self, locator: str, now_ms: int) -> None:
-        parsed = self.validate_locator(locator)
-        self._check_open()
-        self.journal.mark(locator, parsed, now_ms)
-
-    def clear_pending(self, locator: str) -> None:
-        self.clear_pending_many([locator])
-
-    def clear_pending_many(self, locators: Sequence[str]) -> None:
-        """DeleteObjects in batches of 1000 markers: the producer clears marks in batches.
-
-        Batch-journalled locators only settle their place in the batch; a batch marker is deleted
-        once its batch is closed and all of it settled.
-        """
-        for locator in locators:
-            self.validate_locator(locator)
-        self._check_open()
-        self.journal.settle(locators)
-        self._journaled("cleared", locators)
-
-    def next_message_id(self, topic: str, now_ms: int) -> uuid.UUID:
-        """An id for the next payload of ``topic``, already journalled as pending in a batch marker.
-
-        :meth:`put` then writes no marker of its own for it: one marker PUT per ``journal_batch``
-        payloads instead of one per payload. A fresh, unjournalled id when batches are off.
-        """
-        self._check_open()
-        return self.journal.next_message_id(topic, now_ms)
-
-    def end_journal_batches(self) -> None:
-        """Close the open batches and delete the markers of those all settled; a producer's close calls it."""
-        if not self._closed:
-            self.journal.end_batches()
-
     def close(self) -> None:
         self.end_journal_batches()
         super().close()
-
-    def journalled_in_batch(self, locator: str) -> bool:
-        """Whether ``locator`` is named by a batch marker and not settled (gc must prove its fate)."""
-        return self.journal.covers(locator)
-
-    def list_pending(self, older_than_ms: int) -> list[str]:
-        """Markers by their LastModified, which is the *server's* clock at one-second resolution.
-
-        The ``now_ms`` given to :meth:`mark_pending` is kept in the marker's metadata for humans, but
-        listing does not return metadata and reading every marker would cost a request each; a
-        sweeper should use an age of minutes, far above the resolution and any clock skew.
-        """
-        self._check_open()
-        return self.journal.list_pending(older_than_ms)
 
     def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
         """Every payload object under the prefix (markers excluded) with its LastModified in ms."""
@@ -368,46 +317,6 @@ class S3Store(S3Reads, S3Housekeeping):
                 use_threads=self.max_concurrency > 1,
             )
         return self._transfer_config
-
-    # -- the requests the pending journal makes --------------------------------------------------
-    def _put_marker(self, key: str, body: bytes, since_ms: int) -> None:
-        self._call(
-            lambda: self.client.put_object(
-                Bucket=self.bucket, Key=key, Body=body, Metadata={"pending-since-ms": str(since_ms)}, **self._write_args
-            )
-        )
-
-    def _delete_keys(self, keys: Sequence[str]) -> None:
-        if len(keys) == 1:
-            self._call(lambda: self.client.delete_object(Bucket=self.bucket, Key=keys[0]))
-            return
-        for start in range(0, len(keys), 1000):
-            batch = [{"Key": key} for key in keys[start : start + 1000]]
-            response = self._call(
-                partial(self.client.delete_objects, Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
-            )
-            errors = response.get("Errors") if isinstance(response, dict) else None
-            if errors:
-                raise StoreUnavailableError(f"could not delete {len(errors)} pending markers: {errors[0]}")
-
-    def _read_marker(self, key: str) -> bytes:
-        body, _ = self._get_object(key, key, lambda n: n <= MAX_BATCH_MARKER_BYTES, "too large for a batch marker")
-        return body
-
-    def _list(self, prefix: str) -> Iterator[dict[str, Any]]:
-        pages = self._call(
-            lambda: iter(
-                self.client.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.bucket,
-                    Prefix=prefix,
-                )
-            )
-        )
-        while True:
-            page = self._call(lambda: next(pages, None))
-            if page is None:
-                return
-            yield from page.get("Contents", [])
 
     def _call(self, fn: Callable[[], _T], *, missing: str | None = None) -> _T:
         return s3_io.mapped_errors(self._metrics, fn, missing)
