@@ -15,7 +15,8 @@ Produce side (``run`` ends when every record is acknowledged):
 ``chunked``           ``HybridProducer`` with ``route="chunked"``
 ``redis.raw``         the store ceiling: redis-py ``SET`` of each payload, nothing else
 ``redis.raw+env``     the Redis route's ceiling: ``SET`` then a raw produce of an envelope-sized record
-``redis``             ``HybridProducer`` with ``route="reference:redis"`` (``RedisStore``)
+``redis``             ``HybridProducer`` with ``route="reference:redis"`` (``RedisStore``) and
+                      ``reference.write.window=8``: up to 8 writes in flight on one connection
 ``s3.raw``            boto3 ``put_object`` of each payload
 ``s3.raw+env``        ``put_object`` then a raw envelope-sized produce
 ``s3``                ``HybridProducer`` with ``route="reference:s3"`` (``S3Store``)
@@ -96,7 +97,7 @@ LABELS = {
     "chunked": "gateway: chunked",
     "redis.raw": "redis-py SET/GET only (store ceiling)",
     "redis.raw+env": "SET + raw envelope record (Redis ceiling)",
-    "redis": "gateway: reference via Redis",
+    "redis": "gateway: reference via Redis (write window 8)",
     "s3.raw": "boto3 put/get_object only (store ceiling)",
     "s3.raw+env": "put_object + raw envelope record (S3 ceiling)",
     "s3": "gateway: reference via S3",
@@ -284,6 +285,10 @@ def hybrid_policy(kind: str) -> SizeThresholdPolicy:
     return SizeThresholdPolicy(reference_above=SEGMENT, store=kind)
 
 
+REDIS_WRITE_WINDOW = 8
+"""``reference.write.window`` of the gateway's Redis producer: side by side at 100 KB, 4 and 8 gave the same."""
+
+
 def hybrid_producer(svc: Services, kind: str, *, linger_ms: int | None = None) -> HybridProducer:
     extra: dict[str, Any] = {"message.max.bytes": CHUNK_MESSAGE_MAX, "max.message.segment.bytes": SEGMENT}
     if linger_ms is not None:
@@ -291,6 +296,7 @@ def hybrid_producer(svc: Services, kind: str, *, linger_ms: int | None = None) -
     stores: dict[str, Any] = {}
     if kind == "redis":
         stores["redis"] = svc.redis_store()
+        extra["reference.write.window"] = REDIS_WRITE_WINDOW
     elif kind == "s3":
         stores["s3"] = svc.s3_store()
     return HybridProducer(svc.producer_conf(**extra), policy=hybrid_policy(kind), stores=stores)
@@ -418,6 +424,7 @@ def hybrid_consumer(svc: Services, kind: str) -> HybridConsumer:
     stores: dict[str, Any] = {}
     if kind == "redis":
         stores["redis"] = svc.redis_store()
+        extra["reference.write.window"] = REDIS_WRITE_WINDOW
     elif kind == "s3":
         stores["s3"] = svc.s3_store()
     return HybridConsumer(svc.consumer_conf(**HYBRID_CONSUMER), stores=stores)

@@ -110,6 +110,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             metrics=self._metrics,
             clock=clock,
             checksum=self.settings.checksum,
+            window=self.settings.write_window,
+            send_chunked=self._chunks.send,
         )
 
     # -- routing ---------------------------------------------------------------------------
@@ -180,6 +182,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             if chosen.kind is RouteKind.REFERENCE:
                 forced = route is not None or terms.no_chunks
                 chosen = self._references.send(chosen, forced, message, persistent=terms.persistent)
+            if chosen.kind is not RouteKind.REFERENCE and self._references.window.writes:
+                self._references.drain()  # records leave in the order produce() was called
             if chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
@@ -221,12 +225,14 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
 
     # -- Producer surface ------------------------------------------------------------------
     def poll(self, timeout: float = 0) -> int:
+        self._references.drain()
         served = int(self._producer.poll(timeout))
         self._references.clear_acked_marks()
         return served
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for delivery reports; returns the *logical* messages still in flight."""
+        self._references.drain()
         if timeout is None or timeout < 0:
             self._producer.flush()
         else:
@@ -235,7 +241,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         return len(self)
 
     def __len__(self) -> int:
-        return self._chunks.in_flight.logical(lambda: len(self._producer))
+        return self._chunks.in_flight.logical(lambda: len(self._producer)) + int(self._references.in_flight)
 
     def metrics(self) -> dict[str, int]:
         out = self._metrics.snapshot()
@@ -269,6 +275,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         return self._producer.list_topics(topic=topic, timeout=timeout)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        self._references.drain()  # each envelope in librdkafka's queue, then purged like any record
         self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     @property

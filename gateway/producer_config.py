@@ -51,6 +51,8 @@ class ProducerSettings:
     topic_config_refresh_s: float = 300.0
     checksum: str = "auto"
     """``reference.checksum``: the payload digest in envelopes (see :mod:`gateway.digests`)."""
+    write_window: int = 1
+    """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns)."""
 
     @property
     def overhead(self) -> int:
@@ -107,6 +109,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     compaction_check = pop_bool(conf, "large.message.compaction.check", True)
     refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
     checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
+    write_window = pop_int(conf, "reference.write.window", 1, minimum=1)
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -125,6 +128,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         compaction_check,
         refresh_s,
         checksum,
+        write_window,
     )
     return settings, conf
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import inspect
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.delivery_outcome import may_be_persisted
-from gateway.digests import PayloadDigester
+from gateway.digests import PayloadDigester, PendingDigest
 from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, Send
@@ -30,6 +30,7 @@ from gateway.policy import CHUNKED, Route
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import Headers
+from gateway.reference_window import WriteInFlight, WriteWindow
 from gateway.store import Store
 from gateway.transactions import TransactionLedger
 
@@ -52,6 +53,8 @@ class ReferenceWriter:
         metrics: ProducerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
         checksum: str = "auto",
+        window: int = 1,
+        send_chunked: Callable[[OutgoingMessage], None] | None = None,
     ) -> None:
         self.stores = stores
         self.health = health
@@ -63,6 +66,8 @@ class ReferenceWriter:
         self._digests = PayloadDigester(checksum)
         self.transaction = TransactionLedger()
         """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
+        self.window = WriteWindow(window, dict(stores))
+        self._send_chunked = send_chunked or _no_chunking
 
     @property
     def marks_to_clear(self) -> int:
@@ -75,7 +80,8 @@ class ReferenceWriter:
         A store that is marked unhealthy, or whose write fails for want of a connection, makes the
         answer ``CHUNKED`` for a message under ``fallback_cap``; a larger message, or one whose route
         was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
-        ``persistent`` (a compact-only topic's message) asks the store for no expiry.
+        ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
+        window (:mod:`gateway.reference_window`) the write may still be in flight on return.
         """
         name = route.store or ""
         store = self.stores.get(name)
@@ -83,36 +89,106 @@ class ReferenceWriter:
             raise ConfigurationError(
                 f"the route names store {name!r}, but this producer has {sorted(self.stores) or 'no stores'}"
             )
+        if self.window.size <= 1:
+            return self._write(name, store, route, forced, message, persistent)
+        with self.window.lock:
+            return self._write(name, store, route, forced, message, persistent)
+
+    def _write(
+        self, name: str, store: Store, route: Route, forced: bool, message: OutgoingMessage, persistent: bool
+    ) -> Route:
         health = self.health[name]
+        pipeline = self.window.pipeline_for(name)
+        if pipeline is None and self.window.writes:
+            self.drain()  # this write waits for its reply: those before it go out first
         now = self._clock.wall_ms()
         if not health.allow(now):
             return self._fallback(name, forced, message.size, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         pending = self._digests.begin(payload, store)
         started = self._clock.monotonic()
+        message_id = _next_message_id(store, message.topic, now)
+        extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
         try:
-            message_id = _next_message_id(store, message.topic, now)
-            extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
-            locator = store.put(
-                message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
-            )
+            if pipeline is not None:
+                locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, **extra)
+            else:
+                locator = store.put(
+                    message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
+                )
         except StoreError as exc:
-            self.metrics.store_put_failures += 1
-            health.failure(now + self._ms_since(started))
-            if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
-                return self._fallback(name, forced, message.size, f"failed: {exc}", exc)
-            raise
+            return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
+        if pipeline is None:
+            self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
+            return route
+        writes = self.window.writes
+        writes.append(WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started))
+        while self.window.full():
+            self._confirm_oldest()
+        return route
+
+    @property
+    def in_flight(self) -> int:
+        """Messages whose store write is sent and whose envelope is not yet produced."""
+        return len(self.window.writes)
+
+    def drain(self) -> None:
+        """Confirm every write in flight and produce its envelope, oldest first (``poll``, ``flush``, ...)."""
+        if not self.window.writes:
+            return
+        with self.window.lock:
+            while self.window.writes:
+                self._confirm_oldest()
+
+    def _confirm_oldest(self) -> None:
+        """The oldest write's reply; then its envelope, or, where it failed, what ``produce`` would have done."""
+        write = self.window.writes.popleft()
+        message = write.message
+        try:
+            try:
+                write.pipeline.confirm()
+            except StoreError as exc:
+                self._put_failed(write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc)
+                self._send_chunked(message)  # the store is unavailable and the message small enough
+                return
+            self._put_succeeded(
+                write.name, write.store, write.locator, write.digest, write.message_id, message, write.sent_ms,
+                write.started,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
+            log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
+            if message.on_delivery is not None:
+                message.on_delivery(exc, None)
+
+    def _put_failed(self, name: str, forced: bool, message: OutgoingMessage, now: int, exc: StoreError) -> Route:
+        """Count the failure; ``CHUNKED`` when the store is unavailable and the message may fall back, else raise."""
+        self.metrics.store_put_failures += 1
+        self.health[name].failure(now)
+        if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
+            return self._fallback(name, forced, message.size, f"failed: {exc}", exc)
+        raise exc
+
+    def _put_succeeded(
+        self,
+        name: str,
+        store: Store,
+        locator: str,
+        pending: PendingDigest,
+        message_id: uuid.UUID,
+        message: OutgoingMessage,
+        now: int,
+        started: float,
+    ) -> None:
         put_seconds = self._clock.monotonic() - started
-        put_ms = int(put_seconds * 1000)
         self.metrics.store_put(name, put_seconds)
-        health.success(now + put_ms)
+        self.health[name].success(now + int(put_seconds * 1000))
+        payload_size = message.size
         envelope = encode_envelope(
-            Envelope(name, locator, len(payload), pending.result(), message_id, checksum=pending.checksum)
+            Envelope(name, locator, payload_size, pending.result(), message_id, checksum=pending.checksum)
         )
         self._send_envelope(store, locator, envelope, message)
         self.transaction.wrote(store, locator)
-        self.metrics.reference(name, len(payload), len(envelope) + message.key_size)
-        return route
+        self.metrics.reference(name, payload_size, len(envelope) + message.key_size)
 
     def _ms_since(self, started: float) -> int:
         return int((self._clock.monotonic() - started) * 1000)
@@ -215,6 +291,8 @@ class ReferenceWriter:
         A store that journals writes in batches (S3) keeps its open batch's marker until the batch
         closes; once the producer is done, nothing more will be taken from it.
         """
+        self.drain()
+        self.window.close()
         self._digests.close()
         for store in self.stores.values():
             end = getattr(store, "end_journal_batches", None)
@@ -245,6 +323,10 @@ class ReferenceWriter:
                 log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
                 still.extend((store, locator) for locator in locators)
         self._acked = still
+
+
+def _no_chunking(message: OutgoingMessage) -> None:
+    raise StoreUnavailableError(f"the store write for {message.topic} failed and no chunked route was given")
 
 
 def _next_message_id(store: Store, topic: str, now_ms: int) -> uuid.UUID:

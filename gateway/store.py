@@ -77,6 +77,42 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class PutPipeline(Protocol):
+    """Store writes sent without waiting for their replies, confirmed later in the order they were sent.
+
+    What a store's optional ``put_pipeline()`` returns (or None when it cannot pipeline): the
+    producer's ``reference.write.window`` keeps several writes in flight on it, and produces each
+    envelope only once its write is confirmed. One producer thread uses it at a time.
+    """
+
+    def __len__(self) -> int:
+        """Writes sent and not yet confirmed."""
+        ...
+
+    def submit(
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        payload: Payload,
+        *,
+        pending_since_ms: int | None = None,
+        persistent: bool = False,
+    ) -> str:
+        """Send the write :meth:`Store.put` would make and return its locator; raises only what ``put``
+        would raise before any I/O (an I/O failure surfaces from :meth:`confirm`)."""
+        ...
+
+    def confirm(self) -> str:
+        """Wait for the oldest write's reply: its locator, or the typed store error (the write is then undone
+        where it can be, and is confirmed no more)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection; writes still unconfirmed stay as the store took them (journalled)."""
+        ...
+
+
 def checked_stores(stores: Any) -> dict[str, Store]:
     """``stores=`` as a dict, or ``TypeError`` naming what is wrong: not a mapping, a name that is not a str,
     or an entry without the store methods the producer calls (``put``, ``get``, ``delete``)."""

@@ -101,6 +101,10 @@ class StoreLifecycle:
             elapsed_ms = (time.perf_counter() - started) * 1000
             log.debug("store %s: %s %s: %d bytes in %.1f ms", self.name, op, locator, nbytes, elapsed_ms)
 
+    def put_done(self, started: float, locator: str, nbytes: int) -> None:
+        """Count a put confirmed apart from the call that sent it (a pipelined write)."""
+        self._done("put", started, locator, nbytes)
+
     def _journaled(self, action: str, locators: Sequence[str]) -> None:
         """Count pending marks set or cleared, and log their locators at DEBUG (the first 20 of a batch)."""
         self._metrics.add(f"pending_{action}", len(locators))

@@ -90,13 +90,18 @@ def exchange(pool: Any, packed: PackedTransaction) -> None:
 
     def attempt(conn: Any) -> None:
         conn.send_packed_command(packed.items())
-        for _ in range(packed.replies - 1):
-            conn.read_response()
-        for result in conn.read_response() or ():
-            if isinstance(result, Exception):
-                raise result
+        read_transaction_replies(conn, packed.replies)
 
     on_pooled_connection(pool, attempt)
+
+
+def read_transaction_replies(conn: Any, replies: int) -> None:
+    """Read a packed transaction's ``replies`` (``MULTI``, each ``QUEUED``, ``EXEC``'s array); raise the first error."""
+    for _ in range(replies - 1):
+        conn.read_response()
+    for result in conn.read_response() or ():
+        if isinstance(result, Exception):
+            raise result
 
 
 def on_pooled_connection(pool: Any, attempt: Callable[[Any], _T]) -> _T:

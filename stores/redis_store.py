@@ -81,6 +81,7 @@ from stores.redis_layout import (
     entries_for,
     flat_journal_keys,
 )
+from stores.redis_pipeline import RedisPutPipeline
 from stores.redis_reads import RedisReads
 from stores.redis_wire import Arg, PackedTransaction
 
@@ -275,35 +276,8 @@ class RedisStore(RedisReads, RedisJournal):
         and unused: Redis keeps no metadata beside the bytes, and the envelope carries the digest.
         """
         del sha256
-        self._check_open()
-        size = len(payload)
-        shape = self._shape(topic, message_id, size)
-        count = shape.count
-        if count > self.max_entries:
-            raise StoreError(
-                f"payload of {size} bytes needs {count} entries of {self.entry_bytes}, more than max_entries"
-                f" ({self.max_entries}); raise entry_bytes or max_entries"
-            )
-        locator = shape.text(self.prefix)
-        keys = shape.keys(self.prefix)
-        pending_key, index_key = shape.pending_key(self.prefix), shape.index_key(self.prefix)
-        ttl = None if persistent else self.ttl_seconds
         started = time.perf_counter()
-        written = now_ms()
-
-        expiry: tuple[Arg, ...] = () if ttl is None else ("EX", ttl)
-        step = self.entry_bytes
-        view = memoryview(payload) if count > 1 else payload
-        commands: list[tuple[Arg, ...]] = [
-            ("SET", key, view[i * step : (i + 1) * step] if count > 1 else payload, *expiry)
-            for i, key in enumerate(keys)
-        ]
-        if pending_since_ms is not None:
-            commands.append(("ZADD", pending_key, pending_since_ms, locator))
-        commands.append(("ZADD", shape.kept_index_key(self.prefix) if persistent else index_key, written, locator))
-        if self.ttl_seconds is not None:  # index entries of expired payloads go as new ones arrive
-            commands.append(("ZREMRANGEBYSCORE", index_key, "-inf", f"({written - self.ttl_seconds * 1000}"))
-
+        locator, commands = self.put_commands(topic, message_id, payload, pending_since_ms, persistent=persistent)
         try:
             self._write(commands)
         except StoreUnavailableError as exc:
@@ -314,8 +288,44 @@ class RedisStore(RedisReads, RedisJournal):
             if pending_since_ms is None or not isinstance(exc.__cause__, rex.TimeoutError):
                 self._best_effort_delete(locator)
             raise
-        self._done("put", started, locator, size)
+        self._done("put", started, locator, len(payload))
         return locator
+
+    def put_commands(
+        self, topic: str, message_id: uuid.UUID, payload: Payload, pending_since_ms: int | None, *, persistent: bool
+    ) -> tuple[str, list[tuple[Arg, ...]]]:
+        """The locator and the commands of :meth:`put`'s transaction, for it and for a :class:`RedisPutPipeline`."""
+        self._check_open()
+        size = len(payload)
+        shape = self._shape(topic, message_id, size)
+        count = shape.count
+        if count > self.max_entries:
+            raise StoreError(
+                f"payload of {size} bytes needs {count} entries of {self.entry_bytes}, more than max_entries"
+                f" ({self.max_entries}); raise entry_bytes or max_entries"
+            )
+        locator = shape.text(self.prefix)
+        index_key = shape.index_key(self.prefix)
+        ttl = None if persistent else self.ttl_seconds
+        written = now_ms()
+        expiry: tuple[Arg, ...] = () if ttl is None else ("EX", ttl)
+        step = self.entry_bytes
+        view = memoryview(payload) if count > 1 else payload
+        commands: list[tuple[Arg, ...]] = [
+            ("SET", key, view[i * step : (i + 1) * step] if count > 1 else payload, *expiry)
+            for i, key in enumerate(shape.keys(self.prefix))
+        ]
+        if pending_since_ms is not None:
+            commands.append(("ZADD", shape.pending_key(self.prefix), pending_since_ms, locator))
+        commands.append(("ZADD", shape.kept_index_key(self.prefix) if persistent else index_key, written, locator))
+        if self.ttl_seconds is not None:  # index entries of expired payloads go as new ones arrive
+            commands.append(("ZREMRANGEBYSCORE", index_key, "-inf", f"({written - self.ttl_seconds * 1000}"))
+        return locator, commands
+
+    def put_pipeline(self) -> RedisPutPipeline | None:
+        """Writes sent ahead of their replies on one connection (``reference.write.window``); None on a cluster,
+        whose transactions go to the master of each payload's slot."""
+        return None if self.cluster else RedisPutPipeline(self, self._metrics)
 
     def delete(self, locator: str) -> None:
         """Entries, pending mark and index entry in one transaction; absent ones are fine (idempotent)."""

@@ -92,3 +92,56 @@ class BatchingMemoryStore(MemoryStore):
             raise self.fail_clear
         for locator in locators:
             self.pending.pop(locator, None)
+
+
+class MemoryPipeline:
+    """Writes held until confirmed, as :class:`stores.redis_pipeline.RedisPutPipeline` holds them on its socket."""
+
+    def __init__(self, store: PipeliningMemoryStore) -> None:
+        self.store = store
+        self.sent: list[tuple[str, bytes, int | None]] = []
+        self.fail_confirm: StoreError | None = None
+        """Raised by the next ``confirm`` (then cleared), as a write the server refused."""
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self.sent)
+
+    def submit(
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        payload: Payload,
+        *,
+        pending_since_ms: int | None = None,
+        persistent: bool = False,
+    ) -> str:
+        self.store.calls.append("submit")
+        locator = f"{topic}/{message_id}"
+        self.sent.append((locator, bytes(payload), pending_since_ms))
+        return locator
+
+    def confirm(self) -> str:
+        self.store.calls.append("confirm")
+        locator, payload, pending = self.sent.pop(0)
+        if self.fail_confirm is not None:
+            error, self.fail_confirm = self.fail_confirm, None
+            raise error
+        self.store.payloads[locator] = payload
+        if pending is not None:
+            self.store.pending[locator] = pending
+        return locator
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class PipeliningMemoryStore(MemoryStore):
+    """A store that can keep writes in flight (``put_pipeline``), as a standalone ``RedisStore`` can."""
+
+    def __init__(self, name: str = "mem") -> None:
+        super().__init__(name)
+        self.pipeline = MemoryPipeline(self)
+
+    def put_pipeline(self) -> MemoryPipeline:
+        return self.pipeline

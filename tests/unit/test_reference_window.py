@@ -1,0 +1,142 @@
+"""The reference route with a write window: writes in flight, envelopes in order, late failures reported."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from gateway.errors import StoreError, StoreUnavailableError
+from gateway.health import StoreHealth
+from gateway.outgoing import OutgoingMessage
+from gateway.policy import Route
+from gateway.producer_metrics import ProducerMetrics
+from gateway.protocol.envelope import decode_envelope
+from gateway.reference_writer import ReferenceWriter
+from tests.unit.fake_clock import ManualClock
+from tests.unit.memory_store import MemoryStore, PipeliningMemoryStore
+from tests.unit.test_reference_writer import Sent
+
+ROUTE = Route.reference("mem")
+
+
+def windowed(
+    store: MemoryStore, window: int = 3, *, cap: int = 1_000
+) -> tuple[ReferenceWriter, Sent, list[OutgoingMessage]]:
+    sent, chunked = Sent(), []
+    w = ReferenceWriter(
+        {store.name: store},
+        {store.name: StoreHealth(2, 30_000, 5_000)},
+        sent,
+        fallback_cap=cap,
+        metrics=ProducerMetrics(),
+        clock=ManualClock(wall=1_000.0).clock(),
+        window=window,
+        send_chunked=chunked.append,
+    )
+    return w, sent, chunked
+
+
+def message(value: bytes, **kwargs: Any) -> OutgoingMessage:
+    return OutgoingMessage.of("topic", value, **kwargs)
+
+
+def test_an_envelope_waits_for_its_write_and_the_window_keeps_at_most_window_minus_one() -> None:
+    store = PipeliningMemoryStore()
+    w, sent, _ = windowed(store, window=3)
+    for i in range(2):
+        assert w.send(ROUTE, False, message(b"v%d" % i)) == ROUTE
+    assert sent.records == [] and w.in_flight == 2 and store.payloads == {}
+    w.send(ROUTE, False, message(b"v2"))  # the window is full: the oldest is confirmed
+    assert len(sent.records) == 1 and w.in_flight == 2
+    w.drain()
+    assert w.in_flight == 0 and len(sent.records) == 3
+    locators = [decode_envelope(kwargs["value"]).locator for _, kwargs in sent.records]
+    assert [store.payloads[loc] for loc in locators] == [b"v0", b"v1", b"v2"], "envelopes in produce order"
+    assert store.calls == ["submit", "submit", "submit", "confirm", "confirm", "confirm"]
+    assert w.metrics.snapshot()["reference.messages"] == 3
+
+
+def test_a_window_of_one_writes_before_returning_without_a_pipeline() -> None:
+    store = PipeliningMemoryStore()
+    w, sent, _ = windowed(store, window=1)
+    w.send(ROUTE, False, message(b"v"))
+    assert store.calls == ["put"] and len(sent.records) == 1 and w.in_flight == 0
+
+
+def test_a_store_that_cannot_pipeline_drains_the_window_first() -> None:
+    piped, plain = PipeliningMemoryStore("piped"), MemoryStore("plain")
+    sent = Sent()
+    w = ReferenceWriter(
+        {"piped": piped, "plain": plain},
+        {name: StoreHealth(2, 30_000, 5_000) for name in ("piped", "plain")},
+        sent,
+        fallback_cap=1_000,
+        window=4,
+    )
+    w.send(Route.reference("piped"), False, message(b"first"))
+    assert sent.records == []
+    w.send(Route.reference("plain"), False, message(b"second"))
+    stores = [decode_envelope(kwargs["value"]).store for _, kwargs in sent.records]
+    assert stores == ["piped", "plain"], "the earlier write's envelope went first"
+
+
+def test_an_unavailable_store_found_on_confirm_falls_back_to_chunked_in_turn() -> None:
+    store = PipeliningMemoryStore()
+    w, sent, chunked = windowed(store, window=4)
+    w.send(ROUTE, False, message(b"first"))
+    w.send(ROUTE, False, message(b"second"))
+    store.pipeline.fail_confirm = StoreUnavailableError("Redis is unreachable")
+    w.drain()
+    assert [m.value for m in chunked] == [b"first"]
+    assert len(sent.records) == 1 and decode_envelope(sent.records[0][1]["value"]).size == len(b"second")
+    m = w.metrics.snapshot()
+    assert m["store.put.failures"] == 1 and m["fallbacks"] == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "forced", "size"),
+    [
+        (StoreUnavailableError("Redis is unreachable"), True, 10),
+        (StoreUnavailableError("Redis is unreachable"), False, 5_000),
+        (StoreError("Redis error: WRONGTYPE"), False, 10),
+    ],
+    ids=["forced", "over-the-fallback-cap", "not-an-outage"],
+)
+def test_a_failure_that_cannot_fall_back_is_reported_to_on_delivery(
+    error: StoreError, forced: bool, size: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PipeliningMemoryStore()
+    w, sent, chunked = windowed(store, window=4)
+    reports: list[tuple[Any, Any]] = []
+    w.send(ROUTE, forced, message(b"x" * size, on_delivery=lambda err, msg: reports.append((err, msg))))
+    w.send(ROUTE, False, message(b"after"))
+    store.pipeline.fail_confirm = error
+    with caplog.at_level(logging.ERROR, logger="gateway.reference_writer"):
+        w.drain()
+    [(err, msg)] = reports
+    assert isinstance(err, StoreError) and msg is None
+    assert "failed after produce() returned" in caplog.text
+    assert chunked == [] and len(sent.records) == 1, "the next message still went"
+    assert w.in_flight == 0
+
+
+def test_an_envelope_that_cannot_be_queued_rolls_back_and_is_reported() -> None:
+    store = PipeliningMemoryStore()
+    w, sent, _ = windowed(store, window=4)
+    reports: list[Any] = []
+    w.send(ROUTE, False, message(b"payload", on_delivery=lambda err, msg: reports.append(err)))
+    sent.error = BufferError("Local: Queue full")
+    w.drain()
+    assert len(reports) == 1 and isinstance(reports[0], BufferError)
+    assert store.payloads == {} and store.calls[-1] == "delete", "the payload was rolled back"
+    assert w.metrics.snapshot()["rollbacks"] == 1
+
+
+def test_close_drains_and_closes_the_pipeline() -> None:
+    store = PipeliningMemoryStore()
+    w, sent, _ = windowed(store, window=4)
+    w.send(ROUTE, False, message(b"v"))
+    w.close()
+    assert len(sent.records) == 1 and store.pipeline.closed
