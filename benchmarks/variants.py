@@ -424,7 +424,6 @@ def hybrid_consumer(svc: Services, kind: str) -> HybridConsumer:
     stores: dict[str, Any] = {}
     if kind == "redis":
         stores["redis"] = svc.redis_store()
-        extra["reference.write.window"] = REDIS_WRITE_WINDOW
     elif kind == "s3":
         stores["s3"] = svc.s3_store()
     return HybridConsumer(svc.consumer_conf(**HYBRID_CONSUMER), stores=stores)
