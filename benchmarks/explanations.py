@@ -32,7 +32,11 @@ WHAT_IS_LEFT: dict[str, str] = {
         "that competes with redis-server for the two cores), produces the envelope, and clears the pending "
         "marks after acknowledgement. Reading the transaction's replies without redis-py's parser saved a "
         "further 7 µs of 183 (measured, not adopted). The journal and the checksum are what make a crash "
-        "recoverable and a payload verifiable, so they stay."
+        "recoverable and a payload verifiable, so they stay. What wins the time back is not waiting: with "
+        "`reference.write.window` above 1 the next writes go out while the server answers earlier ones. On the "
+        "embedded cluster, side by side with the same Redis (medians of 7): 100 KB took 146 µs per message "
+        "with a window of 4 against 189 µs for the baseline and 353 µs with a window of 1; 1 MB 802 against "
+        "814 µs; 10 MB 7.4 against 6.3 ms, where hashing 10 MB (1.6 ms) and the server's copy share two cores."
     ),
     "redis.consume": (
         "Payloads under 1 MiB are fetched ahead in groups on one thread (one pipelined request per group, each "

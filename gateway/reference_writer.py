@@ -105,12 +105,13 @@ class ReferenceWriter:
         if not health.allow(now):
             return self._fallback(name, forced, message.size, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
-        pending = self._digests.begin(payload, store)
         started = self._clock.monotonic()
         message_id = _next_message_id(store, message.topic, now)
         extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
+        pending = None if pipeline is not None else self._digests.begin(payload, store)
         try:
-            if pipeline is not None:
+            if pending is None:
+                assert pipeline is not None
                 locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, **extra)
             else:
                 locator = store.put(
@@ -119,8 +120,10 @@ class ReferenceWriter:
         except StoreError as exc:
             return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
         if pipeline is None:
+            assert pending is not None
             self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
             return route
+        pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
         writes = self.window.writes
         writes.append(WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started))
         while self.window.full():
