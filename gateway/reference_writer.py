@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from gateway.acked_marks import AckedMarks
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.delivery_outcome import may_be_persisted
 from gateway.digests import PayloadDigester, PendingDigest
@@ -35,9 +36,6 @@ from gateway.store import Store
 from gateway.transactions import TransactionLedger
 
 log = logging.getLogger(__name__)
-
-CLEAR_MARKS_EVERY = 512
-"""Acknowledged writes whose pending marks are cleared at once even before the next ``poll``/``flush``."""
 
 
 class ReferenceWriter:
@@ -62,7 +60,7 @@ class ReferenceWriter:
         self.metrics = metrics if metrics is not None else ProducerMetrics()
         self._send = send
         self._clock = clock
-        self._acked: list[tuple[Store, str]] = []
+        self._marks = AckedMarks()
         self._digests = PayloadDigester(checksum)
         self.transaction = TransactionLedger()
         """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
@@ -72,7 +70,7 @@ class ReferenceWriter:
     @property
     def marks_to_clear(self) -> int:
         """Acknowledged writes whose pending mark is still set, waiting for :meth:`clear_acked_marks`."""
-        return len(self._acked)
+        return len(self._marks)
 
     def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
         """Send ``message`` by reference; returns the route it must take instead, or ``route`` when it was sent.
@@ -108,24 +106,23 @@ class ReferenceWriter:
         started = self._clock.monotonic()
         message_id = _next_message_id(store, message.topic, now)
         extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
-        pending = None if pipeline is not None else self._digests.begin(payload, store)
-        try:
-            if pending is None:
-                assert pipeline is not None
-                locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, **extra)
-            else:
+        if pipeline is None:
+            pending = self._digests.begin(payload, store)
+            try:
                 locator = store.put(
                     message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
                 )
-        except StoreError as exc:
-            return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
-        if pipeline is None:
-            assert pending is not None
+            except StoreError as exc:
+                return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
             self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
             return route
+        try:
+            locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, **extra)
+        except StoreError as exc:
+            return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
         pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
-        writes = self.window.writes
-        writes.append(WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started))
+        write = WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
+        self.window.writes.append(write)
         while self.window.full():
             self._confirm_oldest()
         return route
@@ -261,14 +258,8 @@ class ReferenceWriter:
         return delivered
 
     def _after_ack(self, store: Store, locator: str) -> None:
-        """Queue the pending mark for clearing: cleared in one call per store when poll/flush returns.
-
-        Batching keeps the reference route at about one store round trip per message. The window in
-        which a crash leaves a mark on a landed payload stays one ``poll`` call long, and
-        ``gateway gc --bootstrap`` keeps such payloads.
-        """
-        self._acked.append((store, locator))
-        if len(self._acked) >= CLEAR_MARKS_EVERY:
+        """Queue the pending mark for clearing (:mod:`gateway.acked_marks`)."""
+        if self._marks.add(store, locator):
             self.clear_acked_marks()
 
     def _keep_for_gc(self, locator: str, err: Any) -> None:
@@ -308,24 +299,8 @@ class ReferenceWriter:
         Not while a transaction is open: an acknowledged envelope of an open transaction may still be
         aborted (or its producer killed), and then only the mark lets ``gateway gc`` find the payload.
         """
-        if not self._acked or self.transaction.open:
-            return
-        batches: dict[int, tuple[Store, list[str]]] = {}
-        for store, locator in self._acked:
-            batches.setdefault(id(store), (store, []))[1].append(locator)
-        still: list[tuple[Store, str]] = []
-        for store, locators in batches.values():
-            try:
-                many = getattr(store, "clear_pending_many", None)
-                if many is not None:
-                    many(locators)
-                else:
-                    for locator in locators:
-                        store.clear_pending(locator)
-            except Exception as exc:  # noqa: BLE001 - the payloads are live: keep the marks queued, never let gc guess
-                log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
-                still.extend((store, locator) for locator in locators)
-        self._acked = still
+        if not self.transaction.open:
+            self._marks.clear()
 
 
 def _no_chunking(message: OutgoingMessage) -> None:

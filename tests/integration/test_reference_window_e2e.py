@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
@@ -96,4 +97,42 @@ def test_a_store_down_after_produce_returned_falls_back_or_reports(
     assert not errors and [m.key() for m in got] == [b"0", b"2"]
     assert [m.value() for m in got] == [payload(100_000, 0), payload(120_000, 2)]
     assert producer.metrics()["fallbacks"] == 2
+    producer.close()
+
+
+def test_poll_from_another_thread_while_producing(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_client: redis.Redis
+) -> None:
+    """The confluent-kafka habit of serving reports on a thread of its own: the window is drained under its lock."""
+    store = RedisStore(redis_client, prefix=f"win{uuid.uuid4().hex[:6]}")
+    producer = windowed_producer(kafka, store, window=4)
+    stop, failures = threading.Event(), []
+
+    def serve() -> None:
+        try:
+            while not stop.is_set():
+                producer.poll(0.001)
+        except BaseException as exc:
+            failures.append(exc)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    reports: list[Any] = []
+    count = 150
+    try:
+        for i in range(count):
+            producer.produce(
+                topic, payload(60_000, i), key=b"%d" % i, partition=0, on_delivery=lambda err, msg: reports.append(err)
+            )
+    finally:
+        stop.set()
+        server.join()
+    assert failures == []
+    assert producer.flush(60) == 0 and reports == [None] * count
+    consumer = HybridConsumer(consumer_config(), stores={"redis": store})
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, count, timeout=60)
+    consumer.close()
+    assert not errors and [m.key() for m in got] == [b"%d" % i for i in range(count)]
+    assert all(m.value() == payload(60_000, i) for i, m in enumerate(got))
     producer.close()

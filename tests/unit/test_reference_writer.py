@@ -11,13 +11,14 @@ import blake3
 import pytest
 from confluent_kafka import KafkaError, Message
 
+from gateway.acked_marks import CLEAR_MARKS_EVERY
 from gateway.errors import ConfigurationError, PayloadIntegrityError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.outgoing import OutgoingMessage
 from gateway.policy import CHUNKED, Route
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope
-from gateway.reference_writer import CLEAR_MARKS_EVERY, ReferenceWriter
+from gateway.reference_writer import ReferenceWriter
 from tests.unit.fake_clock import ManualClock
 from tests.unit.memory_store import BatchingMemoryStore, MemoryStore
 
