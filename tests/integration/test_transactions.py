@@ -25,11 +25,12 @@ SEGMENT = 100_000
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _transactional(kafka: KafkaService, store: RedisStore) -> HybridProducer:
+def _transactional(kafka: KafkaService, store: RedisStore, window: int = 1) -> HybridProducer:
     conf = {
         **kafka.producer_config(),
         "transactional.id": f"tx-{uuid.uuid4().hex[:8]}",
         "max.message.segment.bytes": SEGMENT,
+        "reference.write.window": window,
     }
     producer = HybridProducer(
         conf, policy=SizeThresholdPolicy(reference_above=500_000, store="redis"), stores={"redis": store}
@@ -71,6 +72,28 @@ def test_an_abort_leaves_no_payload_and_no_visible_record(kafka: KafkaService, t
         b"kept": sha(payload(900_000, seed=1)),
         b"kept-chunked": sha(payload(300_000, seed=2)),
     }
+
+
+def test_writes_in_flight_belong_to_the_transaction_that_produced_them(
+    kafka: KafkaService, topic: str, redis_client: Any
+) -> None:
+    """No flush before abort or commit: the writes still in the window go into the transaction first."""
+    store = RedisStore(redis_client, prefix=f"txw{uuid.uuid4().hex[:6]}")
+    with _transactional(kafka, store, window=8) as producer:
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, payload(900_000, seed=i), key=b"aborted")
+        producer.abort_transaction(60)
+        assert list(store.list_locators(topic)) == [], "the writes in flight were undone with the rest"
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, payload(900_000, seed=10 + i), key=b"%d" % i)
+        producer.commit_transaction(60)
+        assert len(list(store.list_locators(topic))) == 3 and store.list_pending(2**62) == []
+    messages = _read_committed(kafka, store, topic, 3)
+    assert [(m.key(), sha(m.value())) for m in messages] == [
+        (b"%d" % i, sha(payload(900_000, seed=10 + i))) for i in range(3)
+    ]
 
 
 def test_a_transform_loop_commits_the_consumers_safe_offsets_in_its_transaction(
