@@ -22,8 +22,12 @@ from gateway.store import Store
 
 DEFAULT_WORKERS = 4
 DEFAULT_BUDGET = 64_000_000
-GROUP_BELOW = 1 << 20
-"""Payloads smaller than this are fetched ahead in groups, one round trip each, from stores with ``get_many``."""
+GROUP_BELOW = 1 << 19
+"""Payloads smaller than this are fetched ahead in groups, one round trip each, from stores with ``get_many``.
+
+Larger ones go to the workers, one request each, and verify in parallel. Side by side on the broker
+(medians of 7), 1 MB Redis payloads were read at 0.79-0.81 of the baseline in groups and 0.99-1.02 by
+the workers; 400 KB ones at 0.70 and 0.68 either way."""
 GROUP_MAX_ITEMS = 64
 GROUP_MAX_BYTES = 4_000_000
 """A group's first payload waits for the whole group: kept small enough that the next group overlaps it."""
