@@ -20,9 +20,13 @@ spread over the masters as evenly as the slots do. The bucket is derived from th
 
 from __future__ import annotations
 
+import re
 import uuid
 import zlib
 from dataclasses import dataclass
+
+from gateway.errors import LocatorError
+from stores.base import parse_topic, parse_uuid
 
 JOURNAL_BUCKETS = 1024
 FLAT = "flat"
@@ -111,3 +115,69 @@ __all__ = [
     "entries_for",
     "flat_journal_keys",
 ]
+
+
+REDIS_MAX_STRING = 512 * 1024 * 1024
+"""``proto-max-bulk-len``'s default: the largest value one Redis string holds."""
+
+_NUMBER = re.compile(r"[1-9][0-9]{0,9}")
+
+
+def parse_locator(
+    locator: str, prefix: str, *, cluster: bool, max_entries: int, expected_size: int | None = None
+) -> RedisLocator:
+    """Parse ``P:T:M#NxE`` (flat) or ``P:{bbb}:T:M#NxE`` (slotted); anything else, another prefix,
+    a bucket tag other than the one the id implies, a flat locator on a cluster, N beyond
+    ``max_entries``, an entry size Redis cannot hold, or (given ``expected_size``) an N that does
+    not fit the size is refused with :class:`LocatorError`.
+
+    The bound on N matters as much as the prefix: a forged ``#1000000000x1`` would otherwise make
+    a read build a billion key names before Redis is even asked.
+    """
+    # The longest real one: prefix + ":{bbb}:" + 249-char topic + ":" + uuid + "#" + 10 digits + "x" + 9 digits.
+    if not isinstance(locator, str) or len(locator) > len(prefix) + 314 or not locator.isascii():
+        raise LocatorError(f"malformed Redis locator {locator!r:.200}")
+    # Topic and id cannot contain ':' or '#', so splitting from the right is unambiguous even for a
+    # prefix that contains ':'.
+    base, hash_mark, shape = locator.rpartition("#")
+    head_topic, colon1, id_text = base.rpartition(":")
+    head, colon2, topic_text = head_topic.rpartition(":")
+    count_text, times, entry_text = shape.partition("x")
+    if (
+        not (hash_mark and colon1 and colon2 and times)
+        or not head.startswith(prefix)
+        or _NUMBER.fullmatch(count_text) is None
+        or _NUMBER.fullmatch(entry_text) is None
+    ):
+        raise LocatorError(
+            f"locator {locator!r} is not of the form {prefix}[:{{bucket}}]:<topic>:<uuid>#<count>x<entry bytes>"
+        )
+    topic, message_id = parse_topic(topic_text, locator), parse_uuid(id_text, locator)
+    bucket = _bucket_of_head(locator, head, prefix, message_id, cluster)
+    count, entry_bytes = int(count_text), int(entry_text)
+    if count > max_entries:
+        raise LocatorError(f"locator {locator!r} claims {count} entries, more than max_entries")
+    if entry_bytes >= REDIS_MAX_STRING:
+        raise LocatorError(f"locator {locator!r} claims entries larger than a Redis string can be")
+    parsed = RedisLocator(topic, message_id, count, entry_bytes, bucket)
+    if expected_size is not None and parsed.entries_for(expected_size) != count:
+        raise LocatorError(
+            f"locator {locator!r} claims {count} entries of {entry_bytes} bytes, but a {expected_size}-byte"
+            f" payload takes {parsed.entries_for(expected_size)}"
+        )
+    return parsed
+
+
+def _bucket_of_head(locator: str, head: str, prefix: str, message_id: uuid.UUID, cluster: bool) -> int | None:
+    """``None`` for a flat head, the bucket for the one slotted head this id may have; else refused."""
+    if head == prefix:
+        if cluster:
+            raise LocatorError(
+                f"locator {locator!r} is in the flat layout, which a Redis Cluster store cannot read"
+                " (its keys span several hash slots)"
+            )
+        return None
+    bucket = bucket_of(message_id)
+    if head != bucket_head(prefix, bucket):
+        raise LocatorError(f"locator {locator!r} does not have prefix {prefix!r} and the bucket of its id")
+    return bucket

@@ -63,8 +63,6 @@ from stores.base import (
     Payload,
     StoreMetrics,
     now_ms,
-    parse_topic,
-    parse_uuid,
     topic_retention,
     validate_message_id,
     validate_topic,
@@ -74,12 +72,13 @@ from stores.redis_journal import RedisJournal
 from stores.redis_layout import (
     FLAT,
     LAYOUTS,
+    REDIS_MAX_STRING,
     SLOTTED,
     RedisLocator,
-    bucket_head,
     bucket_of,
     entries_for,
     flat_journal_keys,
+    parse_locator,
 )
 from stores.redis_pipeline import RedisPutPipeline
 from stores.redis_reads import RedisReads
@@ -91,11 +90,9 @@ if TYPE_CHECKING:
 
 MiB = 1024 * 1024
 DEFAULT_ENTRY_BYTES = 64 * MiB
-REDIS_MAX_STRING = 512 * MiB
 DEFAULT_MAX_ENTRIES = 4096
 
 _PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_NUMBER = re.compile(r"[1-9][0-9]{0,9}")
 _T = TypeVar("_T")
 
 
@@ -195,66 +192,15 @@ class RedisStore(RedisReads, RedisJournal):
         )
 
     def validate_locator(self, locator: str, expected_size: int | None = None) -> RedisLocator:
-        """Parse ``P:T:M#NxE`` (flat) or ``P:{bbb}:T:M#NxE`` (slotted); anything else, another prefix,
-        a bucket tag other than the one the id implies, a flat locator on a cluster, N beyond
-        ``max_entries``, an entry size Redis cannot hold, or (given ``expected_size``) an N that does
-        not fit the size is refused.
-
-        The bound on N matters as much as the prefix: a forged ``#1000000000x1`` would otherwise make
-        :meth:`get` build a billion key names before Redis is even asked.
-        """
-        # The longest real one: prefix + ":{bbb}:" + 249-char topic + ":" + uuid + "#" + 10 digits + "x" + 9 digits.
-        if not isinstance(locator, str) or len(locator) > len(self.prefix) + 314 or not locator.isascii():
-            self._metrics.add("locator_rejected")
-            raise LocatorError(f"malformed Redis locator {locator!r:.200}")
+        """Parse ``P:T:M#NxE`` (flat) or ``P:{bbb}:T:M#NxE`` (slotted); what :func:`parse_locator` refuses
+        is counted as ``locator_rejected`` and raised as :class:`LocatorError`, before any I/O."""
         try:
-            # Topic and id cannot contain ':' or '#', so splitting from the right is unambiguous
-            # even for a prefix that contains ':'.
-            base, hash_mark, shape = locator.rpartition("#")
-            head_topic, colon1, id_text = base.rpartition(":")
-            head, colon2, topic_text = head_topic.rpartition(":")
-            count_text, times, entry_text = shape.partition("x")
-            if (
-                not (hash_mark and colon1 and colon2 and times)
-                or not head.startswith(self.prefix)
-                or _NUMBER.fullmatch(count_text) is None
-                or _NUMBER.fullmatch(entry_text) is None
-            ):
-                raise LocatorError(
-                    f"locator {locator!r} is not of the form {self.prefix}[:{{bucket}}]:<topic>:<uuid>"
-                    "#<count>x<entry bytes>"
-                )
-            topic, message_id = parse_topic(topic_text, locator), parse_uuid(id_text, locator)
-            bucket = self._bucket_of_head(locator, head, message_id)
-            count, entry_bytes = int(count_text), int(entry_text)
-            if count > self.max_entries:
-                raise LocatorError(f"locator {locator!r} claims {count} entries, more than max_entries")
-            if entry_bytes >= REDIS_MAX_STRING:
-                raise LocatorError(f"locator {locator!r} claims entries larger than a Redis string can be")
-            parsed = RedisLocator(topic, message_id, count, entry_bytes, bucket)
-            if expected_size is not None and parsed.entries_for(expected_size) != count:
-                raise LocatorError(
-                    f"locator {locator!r} claims {count} entries of {entry_bytes} bytes, but a {expected_size}-byte"
-                    f" payload takes {parsed.entries_for(expected_size)}"
-                )
-            return parsed
+            return parse_locator(
+                locator, self.prefix, cluster=self.cluster, max_entries=self.max_entries, expected_size=expected_size
+            )
         except LocatorError:
             self._metrics.add("locator_rejected")
             raise
-
-    def _bucket_of_head(self, locator: str, head: str, message_id: uuid.UUID) -> int | None:
-        """``None`` for a flat head, the bucket for the one slotted head this id may have; else refused."""
-        if head == self.prefix:
-            if self.cluster:
-                raise LocatorError(
-                    f"locator {locator!r} is in the flat layout, which a Redis Cluster store cannot read"
-                    " (its keys span several hash slots)"
-                )
-            return None
-        bucket = bucket_of(message_id)
-        if head != bucket_head(self.prefix, bucket):
-            raise LocatorError(f"locator {locator!r} does not have prefix {self.prefix!r} and the bucket of its id")
-        return bucket
 
     # -- store operations ------------------------------------------------------------------
     def put(
