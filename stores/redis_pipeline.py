@@ -80,9 +80,7 @@ class RedisPutPipeline:
         """
         store = self._store
         locator, commands = store.put_commands(topic, message_id, payload, pending_since_ms, persistent=persistent)
-        packed = PackedTransaction()
-        for args in commands:
-            packed.add(*args)
+        packed = PackedTransaction.of(commands)
         sent = _Sent(locator, packed.items(), packed.replies, len(payload), pending_since_ms is not None)
         self._in_flight.append(sent)
         if not self._out_of_step:  # else confirm() sends everything again, this one included

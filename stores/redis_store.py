@@ -297,10 +297,7 @@ class RedisStore(RedisReads, RedisJournal):
         if self.cluster:
             self._transaction(lambda pipe: [cast("Any", pipe).execute_command(*args) for args in commands])
             return
-        packed = PackedTransaction()
-        for args in commands:
-            packed.add(*args)
-        self._call(partial(redis_io.exchange, self.client.connection_pool, packed))
+        self._call(partial(redis_io.exchange, self.client.connection_pool, PackedTransaction.of(commands)))
 
     def _transaction(self, build: Callable[[Pipeline], object]) -> list[Any]:
         def run() -> list[Any]:

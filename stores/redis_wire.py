@@ -13,6 +13,8 @@ small packed pieces around it, as redis-py itself does for values over 6 KB.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 _CRLF = b"\r\n"
 _MULTI = b"*1\r\n$5\r\nMULTI\r\n"
 _EXEC = b"*1\r\n$4\r\nEXEC\r\n"
@@ -42,6 +44,14 @@ class PackedTransaction:
         self._head = bytearray(_MULTI if transaction else b"")
         self._transaction = transaction
         self.commands = 0
+
+    @classmethod
+    def of(cls, commands: Sequence[tuple[Arg, ...]]) -> PackedTransaction:
+        """``MULTI``, each of ``commands``, ``EXEC``."""
+        packed = cls()
+        for args in commands:
+            packed.add(*args)
+        return packed
 
     def add(self, *args: Arg) -> None:
         """Queue one command; a bytes-like argument over 6 KB becomes its own item, uncopied."""
