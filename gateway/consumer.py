@@ -16,6 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from itertools import islice, repeat, starmap
 from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -31,6 +32,7 @@ from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
+from gateway.plain_runs import ProvenBatch
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
@@ -95,6 +97,9 @@ class HybridConsumer(ConsumerSurface):
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
         self._traced = tracing.enabled()  # looked up again with every fetch, not for every record
+        self._raw: deque[Message] = self._queue.raw
+        self._batch: ProvenBatch | None = None  # the fetched batch poll() hands out by count alone
+        self._proven = 0  # how many of its records are still at the head of the queue
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -104,7 +109,15 @@ class HybridConsumer(ConsumerSurface):
         carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
         a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
         """
-        if self._queue.raw and self._runs_now and self._deferred is None and not self._ready:
+        if self._proven:  # the hottest path: the rest of a batch proven plain as a whole
+            self._proven -= 1
+            head = self._raw.popleft()
+            if self._auto_commit:
+                self._auto_commit_when_due()
+            return self._deserializers.apply(head) if self._deserialize else head
+        if self._batch is not None:
+            self._end_batch()
+        if self._raw and self._runs_now and self._deferred is None and not self._ready:
             plain = self._plain_head()  # the hot path: a plain record delivered by bookkeeping alone
             if plain is not None:
                 if self._auto_commit:
@@ -132,14 +145,38 @@ class HybridConsumer(ConsumerSurface):
     def _auto_commit_when_due(self) -> None:
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self._auto_commit_s
+            self._note_handed()
             self._offsets.commit_quietly(asynchronous=True)
+
+    def _prove_batch(self) -> Message | None:
+        """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
+        batch = ProvenBatch.prove(list(self._raw), self._pipeline)
+        if batch is None:
+            return None
+        self._batch, self._proven = batch, len(batch.records) - 1
+        return self._raw.popleft()
+
+    def _note_handed(self) -> None:
+        """What poll() handed out of a proven batch is noted as delivered: before anything reads offsets."""
+        if self._batch is not None:
+            self._batch.note(self._pipeline, len(self._batch.records) - self._proven)
+
+    def _end_batch(self) -> None:
+        """Note what was handed out and drop the proof: before anything that changes a partition's state."""
+        self._note_handed()
+        self._batch, self._proven = None, 0
 
     def _fetch(self, timeout: float) -> bool:
         """One batch into the queue; whether plain runs may be taken is decided again for it."""
         fetched = self._queue.fetch(timeout)
+        self._refresh_runs()
+        return fetched
+
+    def _refresh_runs(self) -> bool:
+        """Whether plain records may go by bookkeeping alone: decided again with every fetched batch."""
         self._traced = tracing.enabled()
         self._runs_now = self._plain_runs and not self._traced  # a traced message gets its span on the full path
-        return fetched
+        return self._runs_now
 
     def _next_whole(self, timeout: float) -> Message | None:
         """The next whole message from the queue (fetching as needed), before any deserializer."""
@@ -155,7 +192,7 @@ class HybridConsumer(ConsumerSurface):
                 deadline = time.monotonic() + timeout
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             if self._fetch(remaining):
-                out = self._plain_head() if self._runs_now else None  # a fresh batch's head: the hot path too
+                out = (self._prove_batch() or self._plain_head()) if self._runs_now else None  # the hot path too
                 if out is not None:
                     return out
             elif deadline is not None and time.monotonic() >= deadline:
@@ -170,29 +207,73 @@ class HybridConsumer(ConsumerSurface):
         if num_messages < 1:
             raise ValueError("num_messages must be >= 1")
         out: list[Message] = []
-        first = self.poll(timeout)
-        if first is None:
-            return out
-        out.append(first)
-        raw = self._queue.raw
         try:
-            while self._ready and len(out) < num_messages:
-                self._hand_out(out, self._ready.popleft())
-            while len(out) < num_messages:
-                if not raw and not self._fetch(0):
-                    break
-                while raw and len(out) < num_messages:  # straight from the queue: no per-message poll()
-                    taken = len(out)
-                    if self._runs_now and self._queue.take_plain(self._pipeline, out, num_messages):
-                        if self._deserialize:
-                            self._deserializers.apply_from(out, taken, self._ready)
-                        continue
-                    msg = self._handle(raw.popleft())
-                    if msg is not None:
-                        self._hand_out(out, msg)
+            if self._proven:  # the rest of a batch poll() proved
+                self._take_proven(out, num_messages)
+            elif not self._raw and self._runs_now and self._deferred is None and not self._ready:
+                out = self._fetch_proven(num_messages, timeout)
+                if out and self._deserialize:
+                    self._deserializers.apply_from(out, 0, self._ready)
+            if not out:
+                first = self.poll(timeout)
+                if first is None:
+                    return out
+                out.append(first)
+                self._take_proven(out, num_messages)
+            self._fill(out, num_messages)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
+            self._end_batch()  # what is ready or deferred goes before the rest of a proven batch
+            if not out:
+                raise
             self._deferred = exc
         return out
+
+    def _fetch_proven(self, limit: int, timeout: float) -> list[Message]:
+        """A fetched batch handed out as it came when it is proven plain; else queued for the full path.
+
+        The list librdkafka returned is the list the caller gets: past the proof, a batch of plain
+        records costs nothing per record.
+        """
+        self._auto_commit_when_due()
+        batch = self._queue.fetch_batch(timeout, limit)
+        if self._refresh_runs() and batch:
+            proven = ProvenBatch.prove(batch, self._pipeline)
+            if proven is not None:
+                proven.note(self._pipeline, len(batch))
+                return batch
+        if batch:
+            self._queue.enqueue(batch)
+        return []
+
+    def _take_proven(self, out: list[Message], limit: int) -> None:
+        """What is left of a batch poll() proved, up to ``limit`` in ``out``, in bulk."""
+        raw, taken = self._raw, len(out)
+        take = min(self._proven, limit - taken)
+        out.extend(islice(raw, take))
+        deque(starmap(raw.popleft, repeat((), take)), maxlen=0)  # take poplefts without a Python loop
+        self._proven -= take
+        if not self._proven:
+            self._end_batch()
+        if self._deserialize:
+            self._deserializers.apply_from(out, taken, self._ready)
+
+    def _fill(self, out: list[Message], limit: int) -> None:
+        """``out`` up to ``limit`` from what is ready, queued or fetched without waiting."""
+        raw = self._raw
+        while self._ready and len(out) < limit:
+            self._hand_out(out, self._ready.popleft())
+        while len(out) < limit:
+            if not raw and not self._fetch(0):
+                break
+            while raw and len(out) < limit:  # straight from the queue: no per-message poll()
+                taken = len(out)
+                if self._runs_now and self._queue.take_plain(self._pipeline, out, limit):
+                    if self._deserialize:
+                        self._deserializers.apply_from(out, taken, self._ready)
+                    continue
+                msg = self._handle(raw.popleft())
+                if msg is not None:
+                    self._hand_out(out, msg)
 
     def _hand_out(self, out: list[Message], msg: Message) -> None:
         out.append(msg)
@@ -235,6 +316,7 @@ class HybridConsumer(ConsumerSurface):
         offsets, translated to the offset a restart must resume from. Synchronous commits return
         the user-visible offsets, as ``committed()`` would show them.
         """
+        self._note_handed()
         return self._offsets.commit(message, offsets, asynchronous)
 
     def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
@@ -250,9 +332,11 @@ class HybridConsumer(ConsumerSurface):
 
     def safe_offset(self, partition: TopicPartition) -> int | None:
         """The offset a restart must resume from so that nothing delivered later is lost."""
+        self._note_handed()
         return self._pipeline.safe_offset((partition.topic, partition.partition))
 
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        self._note_handed()
         return self._offsets.position(partitions)
 
     def seek(self, partition: TopicPartition) -> None:
@@ -262,6 +346,7 @@ class HybridConsumer(ConsumerSurface):
         target are re-read but not re-delivered; below the tracked range raises
         :class:`~gateway.errors.OffsetNotTrackedError`.
         """
+        self._end_batch()
         self._offsets.seek(partition)
 
     # -- membership ----------------------------------------------------------------------------
@@ -280,14 +365,17 @@ class HybridConsumer(ConsumerSurface):
         self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        self._end_batch()
         self._offsets.assign(partitions)
         self._consumer.assign(list(partitions))
 
     def unassign(self) -> None:
+        self._end_batch()
         self._consumer.unassign()
         self._offsets.reset()
 
     def unsubscribe(self) -> None:
+        self._end_batch()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)
         self._consumer.unsubscribe()
@@ -296,6 +384,7 @@ class HybridConsumer(ConsumerSurface):
     def close(self) -> None:
         if self._closed:
             return
+        self._end_batch()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)
         self._closed = True
@@ -309,6 +398,7 @@ class HybridConsumer(ConsumerSurface):
         self._consumer.close()
 
     def metrics(self) -> dict[str, int]:
+        self._note_handed()
         return {**self._pipeline.metrics(), **self._events.counters, **self._resolver.metrics()}
 
     @property

@@ -24,8 +24,9 @@ def partition_of(msg: Any) -> TopicPartitionKey:
 class RecordQueue:
     def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int = 8_000_000) -> None:
         self._consumer = consumer
-        self._batch = batch
-        self._batch_bytes = batch_bytes
+        self.batch = batch
+        """Records per fetch (``fetch.batch.records``), fewer when they are large."""
+        self.batch_bytes = batch_bytes
         self.refs = refs
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
@@ -33,21 +34,30 @@ class RecordQueue:
 
     def fetch(self, timeout: float) -> bool:
         """One batch from librdkafka into the queue; False when ``timeout`` passed with nothing."""
+        batch = self.fetch_batch(timeout, self.batch)
+        if not batch:
+            return False
+        self.enqueue(batch)
+        return True
+
+    def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
+        """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
         first = self._consumer.poll(timeout)
         if first is None:
-            return False
-        more = self._more_after(first)
-        rest = self._consumer.consume(more, 0) if more else []
-        self.raw.append(first)
-        self.raw.extend(rest)
+            return []
+        more = min(self._more_after(first), limit - 1)
+        batch: list[Any] = self._consumer.consume(more, 0) if more > 0 else []
+        batch.insert(0, first)
+        return batch
+
+    def enqueue(self, batch: list[Any]) -> None:
+        """Fetched records behind those queued; referenced payloads among them start downloading."""
+        self.raw.extend(batch)
         self._fresh = True
         if self.refs.enabled:
             self.refs.scan(
-                ((m.topic(), m.partition(), m.offset()), m.value(), m.headers())
-                for m in (first, *rest)
-                if m.error() is None
+                ((m.topic(), m.partition(), m.offset()), m.value(), m.headers()) for m in batch if m.error() is None
             )
-        return True
 
     def take_plain(self, pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
         """Plain records from the head of the queue into ``out``: a fresh batch whole when it can be.
@@ -70,9 +80,9 @@ class RecordQueue:
         """
         value = first.value()
         size = len(value) if value is not None else 0
-        if size * self._batch <= self._batch_bytes:
-            return self._batch - 1
-        return max(0, min(self._batch, self._batch_bytes // max(size, 1)) - 1)
+        if size * self.batch <= self.batch_bytes:
+            return self.batch - 1
+        return max(0, min(self.batch, self.batch_bytes // max(size, 1)) - 1)
 
     def next_offsets(self, wanted: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """The offset of the first queued record of each partition in ``wanted`` that has one."""

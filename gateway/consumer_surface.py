@@ -23,6 +23,8 @@ class ConsumerSurface:
     _offsets: OffsetDriver
 
     close: Callable[[], None]
+    _note_handed: Callable[[], None]  # before reading delivered offsets (see HybridConsumer.poll)
+    _end_batch: Callable[[], None]  # before changing a partition's state
 
     def __enter__(self) -> Any:
         return self
@@ -32,11 +34,13 @@ class ConsumerSurface:
 
     def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Add partitions to the assignment; an explicit offset is a seek, as in ``assign``."""
+        self._end_batch()
         self._offsets.add(partitions)
         self._consumer.incremental_assign(list(partitions))
 
     def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
         """Remove partitions; their queued records, pending segments and stored offsets go with them."""
+        self._end_batch()
         self._consumer.incremental_unassign(list(partitions))
         self._offsets.forget([(tp.topic, tp.partition) for tp in partitions])
 
@@ -46,6 +50,7 @@ class ConsumerSurface:
         They are committed as safe offsets, like ``commit(message=...)`` / ``commit(offsets=...)``:
         an incomplete large message before them is never skipped.
         """
+        self._note_handed()
         self._offsets.store(message, offsets)
 
     def offsets_for_times(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
@@ -64,6 +69,7 @@ class ConsumerSurface:
         Safe offsets with LinkedIn's metadata, exactly what ``commit()`` would commit: a group that
         resumes from them re-reads an incomplete large message from its first segment.
         """
+        self._note_handed()
         return self._offsets.delivered_safe_offsets()
 
     def consumer_group_metadata(self) -> Any:

@@ -10,6 +10,7 @@ the test cannot vouch for ends the run and takes the full path.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from itertools import islice, repeat, starmap
 from typing import Any
 
@@ -17,6 +18,7 @@ from confluent_kafka import Message
 
 from gateway.pipeline import ConsumerPipeline
 from gateway.protocol.classify import are_plainly_plain, is_plainly_plain
+from gateway.protocol.records import TopicPartitionKey
 
 BATCH_FROM = 16
 """Fewer records than this go one by one: the batch test's fixed cost would not pay off."""
@@ -70,17 +72,10 @@ def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any]
         return 0
     whole = n == len(raw)
     head: deque[Any] | list[Any] = raw if whole else list(islice(raw, n))  # the whole queue is read in place
-    if any(map(Message.error, head)):
+    tp = _one_plain_run(head, pipeline)
+    if tp is None:
         return 0
-    if not are_plainly_plain(list(map(Message.value, head)), list(map(Message.headers, head))):
-        return 0
-    first, last = head[0], head[-1]
-    tp = (first.topic(), first.partition())
-    # counted, not collected into sets: equal small ints and librdkafka's shared topic str compare by identity
-    if list(map(Message.partition, head)).count(tp[1]) != n or list(map(Message.topic, head)).count(tp[0]) != n:
-        return 0
-    if not pipeline.plain_run_open(tp, first.offset()):
-        return 0
+    last = head[-1]
     out.extend(head)
     if whole:
         raw.clear()
@@ -88,3 +83,53 @@ def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any]
         deque(starmap(raw.popleft, repeat((), n)), maxlen=0)  # n poplefts without a Python loop
     pipeline.plain_run_delivered(tp, last.offset(), n)
     return n
+
+
+def _one_plain_run(head: deque[Any] | list[Any], pipeline: ConsumerPipeline) -> TopicPartitionKey | None:
+    """The partition of ``head`` when every record in it is plain, of that partition, and may run; else None.
+
+    C-level passes over the records (one accessor each), not a Python loop: this is what lets a
+    batch of small records cost little more than librdkafka's own ``consume``.
+    """
+    if any(map(Message.error, head)):
+        return None
+    if not are_plainly_plain(list(map(Message.value, head)), list(map(Message.headers, head))):
+        return None
+    first = head[0]
+    tp = (first.topic(), first.partition())
+    n = len(head)
+    # counted, not collected into sets: equal small ints and librdkafka's shared topic str compare by identity
+    if list(map(Message.partition, head)).count(tp[1]) != n or list(map(Message.topic, head)).count(tp[0]) != n:
+        return None
+    if not pipeline.plain_run_open(tp, first.offset()):
+        return None
+    return tp
+
+
+@dataclass(slots=True)
+class ProvenBatch:
+    """A fetched batch proven plain and of one partition, which ``poll()`` hands out by count alone.
+
+    Proving the batch once with :func:`_one_plain_run` replaces the per-record test and offset note
+    of ``poll()``'s one-record path. The records stay at the head of the consumer's queue until
+    handed out, so everything that reads the queue sees them as before; what was handed out is
+    noted as delivered only when someone asks (:meth:`note`), once for all of them.
+    """
+
+    records: list[Any]
+    tp: TopicPartitionKey
+    noted: int = 0
+
+    @classmethod
+    def prove(cls, records: list[Any], pipeline: ConsumerPipeline) -> ProvenBatch | None:
+        """``records`` as one proven batch, or None when they are few or any of them needs another look."""
+        if len(records) < BATCH_FROM:
+            return None
+        tp = _one_plain_run(records, pipeline)
+        return None if tp is None else cls(records, tp)
+
+    def note(self, pipeline: ConsumerPipeline, handed: int) -> None:
+        """The first ``handed`` records were handed out: note those not noted yet as delivered."""
+        if handed > self.noted:
+            pipeline.plain_run_delivered(self.tp, self.records[handed - 1].offset(), handed - self.noted)
+            self.noted = handed

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.pipeline import ChunkCompleted, ConsumerPipeline, PlainMessage, ReferenceToResolve
-from gateway.plain_runs import BATCH_FROM, take_plain_batch, take_plain_run
+from gateway.plain_runs import BATCH_FROM, ProvenBatch, take_plain_batch, take_plain_run
 from gateway.protocol import encode_segment
 from gateway.protocol.classify import PLAIN_RECORD, are_plainly_plain, classify, is_plainly_plain
 from gateway.protocol.envelope import MAGIC
@@ -194,3 +194,45 @@ def test_a_plain_batch_of_one_partition_moves_whole_or_not_at_all() -> None:
     assert take_plain_batch(raw, pipeline, out, 25 + BATCH_FROM - 1) == 0  # too few for a batch
     mixed = deque([*(_msg(0, 100 + i, b"a") for i in range(20)), _msg(1, 0, b"b")])
     assert take_plain_batch(mixed, pipeline, [], 100) == 0 and len(mixed) == 21  # two partitions: nothing moved
+
+
+@given(st.lists(st.binary(max_size=8).map(lambda b: b"v" + b), max_size=60), st.lists(st.integers(0, 60), max_size=4))
+def test_a_proven_batch_noted_at_any_points_agrees_with_feeding_one_by_one(
+    values: list[bytes], stops: list[int]
+) -> None:
+    """poll()'s batch path: proven once, handed out by count, noted only when asked (at ``stops``)."""
+    tp = ("t", 0)
+    slow, fast = _loaded(0), _loaded(0)
+    raw = [_msg(0, o, v) for o, v in enumerate(values)]
+    batch = ProvenBatch.prove(raw, fast)
+    if len(values) < BATCH_FROM:
+        assert batch is None
+        return
+    assert batch is not None and batch.records is raw  # the fetched list itself, not a copy
+    handed = min(max(stops, default=0), len(values))
+    slow_out = [o for o, v in enumerate(values[:handed]) if _messages(slow.feed(tp, Record(o, None, v, None)))]
+    for stop in sorted(min(s, handed) for s in stops):
+        batch.note(fast, stop)
+    assert [m.offset() for m in batch.records[:handed]] == slow_out
+    assert fast.delivered(tp) == slow.delivered(tp)
+    assert fast.safe_offset(tp) == slow.safe_offset(tp)
+    assert fast.metrics()["plain.messages"] == slow.metrics()["plain.messages"]
+
+
+def test_a_proven_batch_is_refused_where_one_record_would_be() -> None:
+    plain = [_msg(0, i, b"v%d" % i) for i in range(20)]
+    assert ProvenBatch.prove(plain, ConsumerPipeline()) is None  # the commit is not loaded yet
+    assert ProvenBatch.prove(plain[: BATCH_FROM - 1], _loaded(0)) is None  # too short to pay off
+    assert ProvenBatch.prove([*plain, _msg(0, 20, MAGIC + b"x")], _loaded(0)) is None  # an envelope
+    assert ProvenBatch.prove([*plain, _msg(1, 0, b"other")], _loaded(0, 1)) is None  # two partitions
+    behind = _loaded(0)
+    assert behind.deliver_plain(("t", 0), 30)
+    assert ProvenBatch.prove(plain, behind) is None  # a re-read below what was delivered
+    pipeline = _loaded(0)
+    batch = ProvenBatch.prove(plain, pipeline)
+    assert batch is not None and batch.tp == ("t", 0)
+    batch.note(pipeline, 0)
+    assert pipeline.delivered(("t", 0)) is None
+    batch.note(pipeline, 7)
+    batch.note(pipeline, 7)  # noting again adds nothing
+    assert pipeline.delivered(("t", 0)) == 6 and pipeline.metrics()["plain.messages"] == 7
