@@ -13,14 +13,17 @@ from typing import Any
 
 from confluent_kafka import Message, TopicPartition
 
-from gateway.consumer_offsets import OffsetDriver
+from gateway.consumer_offsets import OffsetDriver, RebalanceCallback
+from gateway.pipeline import ConsumerPipeline
 
 
 class ConsumerSurface:
-    """Mixed into :class:`~gateway.HybridConsumer`, which provides ``_consumer`` and ``_offsets``."""
+    """Mixed into :class:`~gateway.HybridConsumer`, which provides its clients, driver and pipeline."""
 
     _consumer: Any
     _offsets: OffsetDriver
+    _pipeline: ConsumerPipeline
+    _auto_commit: bool
 
     close: Callable[[], None]
     _note_handed: Callable[[], None]  # before reading delivered offsets (see HybridConsumer.poll)
@@ -102,3 +105,81 @@ class ConsumerSurface:
 
     def memberid(self) -> Any:
         return self._consumer.memberid()
+
+    # -- commits, positions, seeks (see gateway.consumer_offsets) ------------------------------
+    def commit(
+        self,
+        message: Message | None = None,
+        offsets: Sequence[TopicPartition] | None = None,
+        asynchronous: bool = True,
+    ) -> list[TopicPartition] | None:
+        """Commit safe offsets with LinkedIn's ``"<HW>,<metadata>"`` metadata.
+
+        With no argument: what was delivered so far. With ``message`` or ``offsets``: those user
+        offsets, translated to the offset a restart must resume from. Synchronous commits return
+        the user-visible offsets, as ``committed()`` would show them.
+        """
+        self._note_handed()
+        return self._offsets.commit(message, offsets, asynchronous)
+
+    def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
+        self._offsets.on_commit(err, partitions)
+
+    def committed(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        """The user-visible committed offsets: the high watermark LinkedIn keeps in the metadata."""
+        return self._offsets.user_view(self._offsets.committed_safe_offsets(partitions, timeout))
+
+    def committed_safe_offsets(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        """What the broker really stores: the offset a restart resumes from."""
+        return self._offsets.committed_safe_offsets(partitions, timeout)
+
+    def safe_offset(self, partition: TopicPartition) -> int | None:
+        """The offset a restart must resume from so that nothing delivered later is lost."""
+        self._note_handed()
+        return self._pipeline.safe_offset((partition.topic, partition.partition))
+
+    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        self._note_handed()
+        return self._offsets.position(partitions)
+
+    def seek(self, partition: TopicPartition) -> None:
+        """LinkedIn's seek: land on the first segment of the message at ``partition.offset``.
+
+        Seeking back into a delivered large message re-delivers it whole; messages below the
+        target are re-read but not re-delivered; below the tracked range raises
+        :class:`~gateway.errors.OffsetNotTrackedError`.
+        """
+        self._end_batch()
+        self._offsets.seek(partition)
+
+    # -- membership ----------------------------------------------------------------------------
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        if not isinstance(topics, list):  # as confluent-kafka: a str would subscribe to each character
+            raise TypeError(f"expected a list of topic names, got {type(topics).__name__}")
+        assigned, revoked, lost = self._offsets.rebalance_callbacks(
+            self, on_assign, on_revoke, on_lost, commit_on_revoke=self._auto_commit
+        )
+        self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
+
+    def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        self._end_batch()
+        self._offsets.assign(partitions)
+        self._consumer.assign(list(partitions))
+
+    def unassign(self) -> None:
+        self._end_batch()
+        self._consumer.unassign()
+        self._offsets.reset()
+
+    def unsubscribe(self) -> None:
+        self._end_batch()
+        if self._auto_commit:
+            self._offsets.commit_quietly(asynchronous=False)
+        self._consumer.unsubscribe()
+        self._offsets.reset()
