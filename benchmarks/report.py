@@ -808,7 +808,9 @@ def section_method(data: dict[str, Any]) -> str:
             f"latency {plan['latency_repeats']}; passthrough {plan['passthrough_repeats']}. Every variant of a cell "
             "runs on its own fresh one-partition topic, one after the other (never concurrently), in alternating "
             "order between repetitions; topics and store keys are deleted after each repetition.",
-            "- Clients are created and connected (one metadata round trip) before the clock starts. Producers: "
+            "- Clients are created and connected (one metadata round trip) before the clock starts; a gateway "
+            "producer also learns the topic's `cleanup.policy` then (`prepare_topics`), which it would otherwise "
+            "ask the brokers at its first reference or multi-segment message. Producers: "
             "`acks=all`, `linger.ms=5`, `batch.size=1000000`. Chunked variants use `message.max.bytes=1000000` and "
             f"{env['segment_bytes']:,}-byte segments; `raw.record` raises `message.max.bytes` to "
             f"{env['raised_message_max_bytes']:,} and its consumer's fetch limits to 200 MB. Consumers use "

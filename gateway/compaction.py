@@ -149,6 +149,10 @@ class CompactionGuard:
         assert self._policies is not None
         return ReferenceTerms(no_chunks=several, persistent=self._policies.keeps_forever(topic))
 
+    def prepare(self, topic: str) -> str | None:
+        """``topic``'s cleanup.policy, asked of the brokers now (or cached), so no message waits for it later."""
+        return self._policies.policy(topic) if self._policies is not None else None
+
     def close(self) -> None:
         if self._policies is not None:
             self._policies.close()

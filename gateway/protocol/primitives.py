@@ -40,8 +40,24 @@ def uuid_halves(message_id: uuid.UUID) -> tuple[int, int]:
     return int.from_bytes(raw[:8], "big", signed=True), int.from_bytes(raw[8:], "big", signed=True)
 
 
+_UINT64 = (1 << 64) - 1
+_new_object = object.__new__
+_set_slot = object.__setattr__
+_UUID = uuid.UUID
+_UNKNOWN = uuid.SafeUUID.unknown
+
+
 def uuid_from_halves(msb: int, lsb: int) -> uuid.UUID:
-    return uuid.UUID(bytes=_LONG.pack(msb) + _LONG.pack(lsb))
+    """The UUID whose Java halves are ``msb`` and ``lsb`` (each read as a signed long).
+
+    Built as ``uuid.UUID.__init__`` itself builds one (its two slots set with ``object.__setattr__``)
+    without that constructor's argument checks: half the cost, and every segment and ``_lm`` header
+    a consumer reads makes one.
+    """
+    out = _new_object(_UUID)
+    _set_slot(out, "int", ((msb & _UINT64) << 64) | (lsb & _UINT64))
+    _set_slot(out, "is_safe", _UNKNOWN)
+    return out
 
 
 def uuid_to_key(message_id: uuid.UUID) -> bytes:

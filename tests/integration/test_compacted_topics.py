@@ -171,3 +171,13 @@ def test_twenty_keys_updated_ten_times_compact_to_the_latest_values(
     stored = {locator for locator, _ in store.list_locators(compacted)}
     assert stored == live, f"{len(stored - live)} superseded payloads left, {len(live - stored)} live ones lost"
     assert len(report.deleted) == written - len(live) > 50  # 80 written, 8 live in the layout above
+
+
+def test_prepare_topics_learns_each_cleanup_policy_ahead(kafka: KafkaService, compacted: str, topic: str) -> None:
+    with HybridProducer({**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}) as producer:
+        assert producer.prepare_topics([compacted, topic]) == {compacted: "compact", topic: "delete"}
+        with pytest.raises(CompactedTopicError):  # known ahead: refused before anything is written
+            producer.produce(compacted, b"x" * (3 * SEGMENT), key=b"k")
+    off = {**kafka.producer_config(), "large.message.compaction.check": False}
+    with HybridProducer(off) as producer:
+        assert producer.prepare_topics([compacted]) == {compacted: None}

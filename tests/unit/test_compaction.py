@@ -10,6 +10,7 @@ from gateway.compaction import (
     RETRY_UNKNOWN_S,
     CleanupPolicies,
     CompactedTopicError,
+    CompactionGuard,
     is_compacting,
     keeps_forever,
     reference_route,
@@ -79,3 +80,20 @@ def test_the_reference_route_is_the_policys_store_for_the_topic_or_the_only_stor
         reference_route(SizeThresholdPolicy(), stores, "t", 10, "compact")
     with pytest.raises(CompactedTopicError):
         reference_route(SizeThresholdPolicy(store="gone"), stores, "t", 10, "compact")
+
+
+def test_prepare_asks_once_ahead_and_the_messages_after_it_ask_nothing() -> None:
+    asked: list[str] = []
+
+    def describe(topic: str) -> str:
+        asked.append(topic)
+        return {"c": "compact", "d": "delete"}[topic]
+
+    stores = {"redis": object()}
+    guard = CompactionGuard(CleanupPolicies(describe, ManualClock().clock(), 60), SizeThresholdPolicy(), stores, 100)
+    assert (guard.prepare("c"), guard.prepare("d")) == ("compact", "delete")
+    assert asked == ["c", "d"]
+    assert guard.terms("c", 1_000, Route.reference("redis")).no_chunks
+    assert guard.reroute("d", 1_000, 100, Route.chunked()) == Route.chunked()
+    assert asked == ["c", "d"], "answered from what prepare learned"
+    assert CompactionGuard(None, SizeThresholdPolicy(), stores, 100).prepare("c") is None  # the check is off

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import uuid
 
 import pytest
@@ -23,7 +24,17 @@ from gateway.protocol import (
     wrap_metadata,
 )
 from gateway.protocol.headers import last_header
-from gateway.protocol.primitives import decode_int, decode_long, encode_int, encode_long, java_int, uuid_halves
+from gateway.protocol.primitives import (
+    INT64_MAX,
+    INT64_MIN,
+    decode_int,
+    decode_long,
+    encode_int,
+    encode_long,
+    java_int,
+    uuid_from_halves,
+    uuid_halves,
+)
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 uuids = st.uuids()
@@ -179,3 +190,13 @@ def test_header_only_segment_with_bad_header_raises() -> None:
     bad = encode_lm(LargeMessageHeader(2, uuid.uuid4(), 3, 2, 100))  # seq >= count
     with pytest.raises(InvalidSegmentError):
         MessageAssembler().assemble(("t", 0), 0, b"x" * 10, bad)
+
+
+@given(st.integers(INT64_MIN, INT64_MAX), st.integers(INT64_MIN, INT64_MAX))
+def test_uuid_from_halves_is_the_uuid_the_constructor_builds(msb: int, lsb: int) -> None:
+    built = uuid_from_halves(msb, lsb)
+    expected = uuid.UUID(bytes=encode_long(msb) + encode_long(lsb))
+    assert built == expected and hash(built) == hash(expected)
+    assert str(built) == str(expected) and built.bytes == expected.bytes and built.is_safe is expected.is_safe
+    assert uuid_halves(built) == (msb, lsb)
+    assert pickle.loads(pickle.dumps(built)) == expected
