@@ -210,10 +210,12 @@ class HybridConsumer(ConsumerSurface):
         try:
             if self._proven:  # the rest of a batch poll() proved
                 self._take_proven(out, num_messages)
-            elif not self._raw and self._runs_now and self._deferred is None and not self._ready:
-                out = self._fetch_proven(num_messages, timeout)
-                if out and self._deserialize:
-                    self._deserializers.apply_from(out, 0, self._ready)
+            else:
+                self._end_batch()  # one poll() handed out whole is noted before another batch is
+                if not self._raw and self._runs_now and self._deferred is None and not self._ready:
+                    out = self._fetch_proven(num_messages, timeout)
+                    if out and self._deserialize:
+                        self._deserializers.apply_from(out, 0, self._ready)
             if not out:
                 first = self.poll(timeout)
                 if first is None:

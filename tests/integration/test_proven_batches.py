@@ -143,3 +143,21 @@ def test_a_refused_value_inside_a_proven_batch_keeps_the_order(
     assert [m.offset() for m in refused] == [33]
     assert seen == list(range(RECORDS))
     consumer.close()
+
+
+def test_consume_after_poll_emptied_a_proven_batch_commits_everything_delivered(
+    kafka: KafkaService, topic: str
+) -> None:
+    _produce(kafka, topic)
+    group = f"proven-end-{topic}"
+    consumer = _consumer(kafka, topic, group)
+    assert _poll(consumer, 2 * BATCH) == list(range(2 * BATCH))  # the second batch proven, all of it handed out
+    assert consumer._batch is not None and consumer._proven == 0
+    got: list[int] = []
+    while len(got) < BATCH:
+        got += [m.offset() for m in consumer.consume(BATCH, 1)]
+    assert got == list(range(2 * BATCH, 3 * BATCH))
+    consumer.commit(asynchronous=False)
+    assert consumer.position([TopicPartition(topic, 0)])[0].offset == 3 * BATCH
+    consumer.close()
+    assert _committed(kafka, topic, group) == 3 * BATCH
