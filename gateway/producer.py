@@ -87,6 +87,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
         limit = getattr(self.policy, "always_plain_up_to", None)
         self._plain_up_to: int = limit(self.segment_bytes) if callable(limit) else -1
+        self._plain_direct = not self._serializers and auditor is None and not self.settings.wrap_small
+        """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
         self._clock = clock
         self._auditor = auditor
@@ -157,6 +159,15 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """``Producer.produce`` plus ``route=`` to force a route for this one message."""
         if self._closed:  # before any store write: a closed producer could not send its envelope
             raise RuntimeError(CLOSED)
+        if (
+            type(value) is bytes
+            and len(value) <= self._plain_up_to
+            and route is None
+            and headers is None
+            and self._plain_direct
+            and self._produce_direct(topic, value, key, partition, on_delivery or callback, timestamp)
+        ):
+            return
         if self._serializers:  # the whole value, before the policy sees its size
             key, value = self._serializers.serialize(topic, key, value, headers)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
@@ -197,6 +208,37 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if span is not None:
             segments = self._metrics.chunked_segments - segments_before if chosen.kind is RouteKind.CHUNKED else 1
             span.routed(chosen.kind.value, chosen.store, segments)
+
+    def _produce_direct(
+        self, topic: Any, value: bytes, key: Any, partition: Any, on_delivery: Any, timestamp: Any
+    ) -> bool:
+        """A small plain record straight to librdkafka, as :meth:`produce` would send it; False: the general path.
+
+        The size alone decides the route here (the policy answers plain for any topic below
+        ``always_plain_up_to``), so only the arguments are checked, with the same answers as
+        :meth:`OutgoingMessage.of` for valid ones; anything else, an invalid argument included,
+        takes the general path, which raises what it always raised. Most records are small and
+        plain, and the general path's checks and message object cost several times librdkafka's
+        own ``produce`` for them.
+        """
+        if (
+            type(topic) is not str
+            or not topic
+            or (key is not None and type(key) is not bytes)
+            or type(partition) is not int
+            or partition < -1
+            or type(timestamp) is not int
+            or (on_delivery is not None and not callable(on_delivery))
+            or self._references.window.writes  # envelopes in flight go first: records leave in produce() order
+            or tracing.enabled()  # a traced record gets its span on the general path
+        ):
+            return False
+        if on_delivery is None:
+            self._producer.produce(topic, value, key, partition=partition, timestamp=timestamp)
+        else:
+            self._producer.produce(topic, value, key, partition=partition, timestamp=timestamp, on_delivery=on_delivery)
+        self._metrics.plain_record(len(value), 0 if key is None else len(key))
+        return True
 
     def _send(self, topic: str, kwargs: dict[str, Any]) -> None:
         """Queue one record; while the local queue is full, serve delivery reports up to ``large.message.block.ms``."""

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field, fields
 from gateway.histogram import LATENCY_BUCKETS, SIZE_BUCKETS, HistogramSet, HistogramSnapshot
 from gateway.outgoing import OutgoingMessage
 
+_PLAIN = ("plain", "")
+"""The size histogram's labels for plain records (route, no store)."""
+
 
 @dataclass
 class ProducerMetrics:
@@ -40,10 +43,13 @@ class ProducerMetrics:
     store_put_seconds: HistogramSet = field(default_factory=lambda: HistogramSet(LATENCY_BUCKETS))
 
     def plain(self, message: OutgoingMessage) -> None:
+        self.plain_record(message.size, message.key_size)
+
+    def plain_record(self, size: int, key_size: int) -> None:
         self.plain_messages += 1
-        self.plain_bytes += message.size
-        self.plain_kafka_bytes += message.size + message.key_size
-        self.message_sizes.observe(("plain", ""), message.size)
+        self.plain_bytes += size
+        self.plain_kafka_bytes += size + key_size
+        self.message_sizes.observe(_PLAIN, size)
 
     def chunked(self, message: OutgoingMessage, segments: int, kafka_bytes: int) -> None:
         self.chunked_messages += 1

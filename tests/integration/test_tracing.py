@@ -98,3 +98,20 @@ def test_without_a_tracer_provider_no_header_is_added(kafka: KafkaService, topic
     got, _ = consume_all(consumer, 1)
     consumer.close()
     assert [m.headers() for m in got] == [[("app", b"1")]]
+
+
+def test_a_small_plain_record_without_headers_is_traced_too(
+    spans: InMemorySpanExporter, kafka: KafkaService, topic: str, consumer_config: Any
+) -> None:
+    """Such records usually skip the general path; while a provider is set they take it, span and all."""
+    with HybridProducer(kafka.producer_config()) as producer:
+        producer.produce(topic, b"tiny", partition=0)
+        assert producer.flush(30) == 0
+    sent = [s for s in spans.get_finished_spans() if s.kind is SpanKind.PRODUCER]
+    assert [s.attributes["gateway.route"] for s in sent] == ["plain"]
+    consumer = HybridConsumer(consumer_config())
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, 1)
+    consumer.close()
+    assert not errors and got[0].value() == b"tiny"
+    assert [name for name, _ in got[0].headers()] == ["traceparent"]
