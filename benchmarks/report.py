@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.common import RESULTS, ROOT
 from benchmarks.explanations import what_is_left
 from benchmarks.suite import PROFILE_BYTES
-from benchmarks.variants import CEILING, LABELS, LATENCY_VARIANTS, PASSTHROUGH_READERS
+from benchmarks.variants import CEILING, LABELS, LATENCY_VARIANTS, PASSTHROUGH_READERS, PASSTHROUGH_WRITERS
 
 PROFILE_MB = PROFILE_BYTES // 1_000_000
 
@@ -656,23 +656,34 @@ def section_passthrough(data: dict[str, Any]) -> str:
     p = data["passthrough"]
     rows = [[f"`{r}`", _cell(p["msgs_per_s"][r])] for r in PASSTHROUGH_READERS]
     ratios = p["ratios"]
-    return "\n".join(
-        [
-            "## Plain passthrough",
+    lines = [
+        "## Plain passthrough",
+        "",
+        f"{p['messages']:,} plain records of {p['size']} bytes in one partition, read to the end from the same "
+        "topic by a raw `Consumer` and by `HybridConsumer`, each with `poll()` per message and with "
+        "`consume(500)` batches. Messages/s, median (min-max).",
+        "",
+        backend_line(data),
+        "",
+        _table(["reader", "messages/s"], rows),
+        "",
+        f"Ratios: poll {ratios['poll']:.2f}, consume {ratios['consume']:.2f}, HybridConsumer.poll vs the fastest "
+        f"raw reader {ratios['poll_vs_fastest_raw']:.2f}.",
+        "",
+    ]
+    if "produce" in ratios:  # results from before the writers were measured have no such rows
+        writers = [[f"`{w}`", _cell(p["msgs_per_s"][w])] for w in PASSTHROUGH_WRITERS]
+        lines += [
+            "The same records written, each writer to its own fresh topic, by a raw `Producer` and by "
+            "`HybridProducer`, one `produce()` per record, until `flush()` has every acknowledgement "
+            "(no target; reported because every small record pays it):",
             "",
-            f"{p['messages']:,} plain records of {p['size']} bytes in one partition, read to the end from the same "
-            "topic by a raw `Consumer` and by `HybridConsumer`, each with `poll()` per message and with "
-            "`consume(500)` batches. Messages/s, median (min-max).",
+            _table(["writer", "messages/s"], writers),
             "",
-            backend_line(data),
-            "",
-            _table(["reader", "messages/s"], rows),
-            "",
-            f"Ratios: poll {ratios['poll']:.2f}, consume {ratios['consume']:.2f}, HybridConsumer.poll vs the fastest "
-            f"raw reader {ratios['poll_vs_fastest_raw']:.2f}.",
+            f"Ratio: produce {ratios['produce']:.2f}.",
             "",
         ]
-    )
+    return "\n".join(lines)
 
 
 def _profile_summary(gw: dict[str, Any], base: dict[str, Any], speed: str) -> str:

@@ -36,6 +36,7 @@ from benchmarks.variants import (
     KAFKA_VARIANTS,
     LATENCY_VARIANTS,
     PASSTHROUGH_READERS,
+    PASSTHROUGH_WRITERS,
     PRODUCE_VARIANTS,
     RAISED_MESSAGE_MAX,
     RAW_TOPIC_CONFIG,
@@ -47,6 +48,7 @@ from benchmarks.variants import (
     Work,
     consume_job,
     passthrough_job,
+    passthrough_produce_job,
     produce_job,
     produce_small,
 )
@@ -414,19 +416,28 @@ class Suite:
                     raise AssertionError(f"{reader} read {out.messages} of {n}")
                 rates[reader].append(n / seconds)
                 self.ui.advance()
+        self.drop_topics()
+        for rep in range(plan.passthrough_repeats):
+            for writer in _order(PASSTHROUGH_WRITERS, rep):
+                self.ui.step(f"passthrough rep {rep + 1}/{plan.passthrough_repeats}: {writer}")
+                written = self.topic(f"passthrough-{writer}")
+                seconds, out = self.run_job(passthrough_produce_job(self.svc, writer, written, n, size))
+                rates.setdefault(writer, []).append(n / seconds)
+                self.ui.advance()
+            self.drop_topics()
         row: dict[str, Any] = {
             "messages": n,
             "size": size,
             "same_topic": True,
             "msgs_per_s": {r: stat(s) for r, s in rates.items()},
         }
-        med = {r: row["msgs_per_s"][r]["median"] for r in PASSTHROUGH_READERS}
+        med = {r: row["msgs_per_s"][r]["median"] for r in rates}
         row["ratios"] = {
             "poll": med["hybrid.poll"] / med["raw.poll"],
             "consume": med["hybrid.consume"] / med["raw.consume"],
             "poll_vs_fastest_raw": med["hybrid.poll"] / max(med["raw.poll"], med["raw.consume"]),
+            "produce": med["hybrid.produce"] / med["raw.produce"],
         }
-        self.drop_topics()
         self.ui.note(
             f"passthrough {n} x {size} B: msgs/s "
             + " ".join(f"{r} {med[r]:,.0f}" for r in med)
@@ -477,7 +488,7 @@ class Suite:
             (plan.repeats * per_size + 2) * len(plan.sizes)
             + (plan.mix_repeats * 2 * len(MIX_VARIANTS) + 1) * len(plan.mixes)
             + plan.latency_repeats * len(LATENCY_VARIANTS) * len(plan.latency)
-            + plan.passthrough_repeats * len(PASSTHROUGH_READERS)
+            + plan.passthrough_repeats * (len(PASSTHROUGH_READERS) + len(PASSTHROUGH_WRITERS))
         )
         results: dict[str, Any] = {
             "mode": plan.mode,

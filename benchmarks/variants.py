@@ -645,6 +645,24 @@ def passthrough_job(svc: Services, reader: str, topic: str, messages: int) -> Jo
     return Job(run, consumer.close)
 
 
+PASSTHROUGH_WRITERS = ("raw.produce", "hybrid.produce")
+
+
+def passthrough_produce_job(svc: Services, writer: str, topic: str, messages: int, size: int) -> Job:
+    """Write ``messages`` small plain records one way, every one acknowledged (``flush``) before the clock stops."""
+    producer: Any = Producer(svc.producer_conf()) if writer == "raw.produce" else HybridProducer(svc.producer_conf())
+    _warm(producer, topic)
+    value = b"x" * size
+
+    def run() -> Outcome:
+        for _ in range(messages):
+            _produce(producer, topic, value=value, partition=0)
+        _flush(producer)
+        return Outcome(messages * size, messages)
+
+    return Job(run)
+
+
 def produce_small(svc: Services, topic: str, messages: int, size: int) -> None:
     producer = Producer(svc.producer_conf())
     value = b"x" * size
