@@ -79,11 +79,15 @@ class HistogramSet:
         self._lock = threading.Lock()
 
     def observe(self, labels: tuple[str, ...], value: float) -> None:
+        self.histogram(labels).observe(value)
+
+    def histogram(self, labels: tuple[str, ...]) -> Histogram:
+        """The histogram of ``labels``, created on first use; a hot path may keep it."""
         histogram = self._by_labels.get(labels)
         if histogram is None:
             with self._lock:
                 histogram = self._by_labels.setdefault(labels, Histogram(self._bounds))
-        histogram.observe(value)
+        return histogram
 
     def snapshot(self) -> dict[tuple[str, ...], HistogramSnapshot]:
         with self._lock:

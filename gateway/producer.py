@@ -233,10 +233,12 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             or tracing.enabled()  # a traced record gets its span on the general path
         ):
             return False
-        if on_delivery is None:
-            self._producer.produce(topic, value, key, partition=partition, timestamp=timestamp)
-        else:
-            self._producer.produce(topic, value, key, partition=partition, timestamp=timestamp, on_delivery=on_delivery)
+        if on_delivery is not None:
+            self._producer.produce(topic, value, key, partition, on_delivery=on_delivery, timestamp=timestamp)
+        elif timestamp:
+            self._producer.produce(topic, value, key, partition, timestamp=timestamp)
+        else:  # the common case; positional arguments are the cheapest call into confluent-kafka
+            self._producer.produce(topic, value, key, partition)
         self._metrics.plain_record(len(value), 0 if key is None else len(key))
         return True
 
