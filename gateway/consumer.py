@@ -16,7 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from itertools import islice, repeat, starmap
+from itertools import islice
 from typing import Any
 
 from confluent_kafka import Consumer, Message
@@ -32,7 +32,7 @@ from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.pipeline import WholeMessage
-from gateway.plain_runs import ProvenBatch
+from gateway.plain_runs import ProvenBatch, drop_head
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import Record
 from gateway.references import ReferenceFetcher
@@ -252,7 +252,7 @@ class HybridConsumer(ConsumerSurface):
         raw, taken = self._raw, len(out)
         take = min(self._proven, limit - taken)
         out.extend(islice(raw, take))
-        deque(starmap(raw.popleft, repeat((), take)), maxlen=0)  # take poplefts without a Python loop
+        drop_head(raw, take)
         self._proven -= take
         if not self._proven:
             self._end_batch()

@@ -85,6 +85,24 @@ def _check_partition(partition: Any) -> int:
     return partition
 
 
+def accepted_as_is(topic: Any, key: Any, partition: Any, timestamp: Any, on_delivery: Any) -> bool:
+    """True when :meth:`OutgoingMessage.of` would take these arguments unchanged and raise nothing.
+
+    The producer's direct path for small plain records asks this instead of building the message;
+    False says only "ask :meth:`OutgoingMessage.of`", which converts what it can or raises.
+    Kept beside it so that both follow one rule.
+    """
+    return (
+        type(topic) is str
+        and topic != ""
+        and (key is None or type(key) is bytes)
+        and type(partition) is int
+        and partition >= -1
+        and type(timestamp) is int
+        and (on_delivery is None or callable(on_delivery))
+    )
+
+
 def headers_size(headers: Sequence[tuple[str, bytes | None]]) -> int:
     """An upper bound of the bytes the headers take in a record (name, value and varint framing)."""
     return sum(len(k) + (len(v) if v is not None else 0) + 10 for k, v in headers)

@@ -80,9 +80,14 @@ def take_plain_batch(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any]
     if whole:
         raw.clear()
     else:
-        deque(starmap(raw.popleft, repeat((), n)), maxlen=0)  # n poplefts without a Python loop
+        drop_head(raw, n)
     pipeline.plain_run_delivered(tp, last.offset(), n)
     return n
+
+
+def drop_head(raw: deque[Any], n: int) -> None:
+    """``n`` poplefts without a Python loop."""
+    deque(starmap(raw.popleft, repeat((), n)), maxlen=0)
 
 
 def _one_plain_run(head: deque[Any] | list[Any], pipeline: ConsumerPipeline) -> TopicPartitionKey | None:

@@ -23,7 +23,7 @@ from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.errors import ConfigurationError
 from gateway.histogram import HistogramSnapshot
-from gateway.outgoing import DeliveryCallback, OutgoingMessage, as_bytes, headers_list
+from gateway.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
@@ -215,20 +215,13 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """A small plain record straight to librdkafka, as :meth:`produce` would send it; False: the general path.
 
         The size alone decides the route here (the policy answers plain for any topic below
-        ``always_plain_up_to``), so only the arguments are checked, with the same answers as
-        :meth:`OutgoingMessage.of` for valid ones; anything else, an invalid argument included,
-        takes the general path, which raises what it always raised. Most records are small and
-        plain, and the general path's checks and message object cost several times librdkafka's
-        own ``produce`` for them.
+        ``always_plain_up_to``), so only the arguments are checked (:func:`accepted_as_is`); anything
+        else, an invalid argument included, takes the general path, which raises what it always
+        raised. Most records are small and plain, and the general path's checks and message object
+        cost several times librdkafka's own ``produce`` for them.
         """
         if (
-            type(topic) is not str
-            or not topic
-            or (key is not None and type(key) is not bytes)
-            or type(partition) is not int
-            or partition < -1
-            or type(timestamp) is not int
-            or (on_delivery is not None and not callable(on_delivery))
+            not accepted_as_is(topic, key, partition, timestamp, on_delivery)
             or self._references.window.writes  # envelopes in flight go first: records leave in produce() order
             or tracing.enabled()  # a traced record gets its span on the general path
         ):
