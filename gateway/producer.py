@@ -11,7 +11,7 @@ queue-full retry loop and the auditing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -307,24 +307,6 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             self._producer.flush(10 if timeout < 0 else timeout)
         self._closed = True
         return bool(self._producer.close())
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        return self._producer.list_topics(topic=topic, timeout=timeout)
-
-    def prepare_topics(self, topics: Sequence[str], timeout: float = 10.0) -> dict[str, str | None]:
-        """Learn now what the first large message to each topic would otherwise wait for.
-
-        That is the topic's metadata (librdkafka connects to its leader) and its ``cleanup.policy``,
-        which the producer asks of the brokers before the first reference or multi-segment message
-        to a topic (13-70 ms on Apache Kafka over loopback). Returns the cleanup policy of each
-        topic as the producer now knows it: None where the brokers cannot say or the check is off
-        (``large.message.compaction.check``), which is then treated as not compacted.
-        """
-        known: dict[str, str | None] = {}
-        for topic in topics:
-            self._producer.list_topics(topic=topic, timeout=timeout)
-            known[topic] = self._compaction.prepare(topic)
-        return known
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         self._references.drain()  # each envelope in librdkafka's queue, then purged like any record
