@@ -835,16 +835,31 @@ def section_method(data: dict[str, Any]) -> str:
     )
 
 
+_BROKER_CAVEATS = {
+    "kafka": "**{kafka}** is the real broker, one KRaft node (broker and controller in one JVM) with its log on "
+    "the local disk and no replication: a production cluster adds replication round trips that no cell here pays.",
+    "mock": "**{kafka}** is librdkafka's in-process mock cluster: no network, no disk, no replication.",
+    "external": "**{kafka}** is a cluster given by `KAFKA_BOOTSTRAP_SERVERS`; what it runs on is not recorded here.",
+}
+_EMULATOR_CAVEAT = "**{kafka}** is an emulation: single broker, no replication, not Apache Kafka's own code."
+
+
+def _broker_caveat(env: dict[str, Any]) -> str:
+    """What the broker of this run is, so nobody reads an emulator's MB/s as Apache Kafka's (or the reverse)."""
+    template = _BROKER_CAVEATS.get(str(env.get("kafka_backend", "")), _EMULATOR_CAVEAT)
+    return template.format(kafka=env["kafka"])
+
+
 def section_caveats(data: dict[str, Any]) -> str:
     env = data["env"]
     return "\n".join(
         [
             "## Caveats",
             "",
-            f"- **{env['kafka']} is an emulation**, single broker, in-memory, no replication, no size limits; moto "
-            "is a Python S3 emulation in another process on the same cores. Absolute MB/s say little about a real "
-            "cluster; ratios measured in one run on one machine say more. Rerun with `--backend external` "
-            "(`KAFKA_BOOTSTRAP_SERVERS`) and `REDIS_URL` / `S3_ENDPOINT_URL` to measure real services.",
+            f"- {_broker_caveat(env)} moto is a Python S3 emulation in another process on the same cores. "
+            "Absolute MB/s say little about a production cluster; ratios measured in one run on one machine say "
+            "more. Rerun with `--backend external` (`KAFKA_BOOTSTRAP_SERVERS`) and `REDIS_URL` / `S3_ENDPOINT_URL` "
+            "to measure real services.",
             f"- {env['cpus']} CPUs are shared by the client, the broker, redis-server and moto: a route that needs "
             "more CPU in the client (hashing, reassembly) competes with the servers it talks to.",
             "- Quick mode moves only a few tens of MB per cell, so a single scheduling hiccup moves a median; the "

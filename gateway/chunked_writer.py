@@ -8,7 +8,6 @@ half-queued without the caller knowing: if a later segment cannot be queued, ``s
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from gateway.outgoing import OutgoingMessage, Send
 from gateway.producer_config import ProducerSettings
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.headers import TIMESTAMP_HEADER, encode_timestamp, has_header
+from gateway.protocol.primitives import random_uuid4
 from gateway.protocol.records import OutRecord
 from gateway.protocol.splitter import iter_split, split_count
 
@@ -46,7 +46,7 @@ class ChunkedWriter:
         settings = self.settings
         key_bytes = message.key_bytes
         hdrs = message.header_list
-        timestamp = message.stamped(self._clock.wall_ms).timestamp
+        timestamp = message.timestamp if message.timestamp > 0 else self._clock.wall_ms()  # as ``stamped`` does
         if settings.timestamp_header and not has_header(hdrs, TIMESTAMP_HEADER):
             hdrs.append((TIMESTAMP_HEADER, encode_timestamp(timestamp)))
         value = message.payload
@@ -59,7 +59,7 @@ class ChunkedWriter:
             message.topic,
             partition,
             timestamp,
-            uuid.uuid4(),
+            random_uuid4(),
             key_bytes,
             value,
             segment_size,

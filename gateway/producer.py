@@ -237,15 +237,21 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
 
     def _send(self, topic: str, kwargs: dict[str, Any]) -> None:
         """Queue one record; while the local queue is full, serve delivery reports up to ``large.message.block.ms``."""
-        deadline = self._clock.monotonic() + self.settings.block_s
+        try:
+            self._producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            if self.settings.block_s <= 0:
+                raise
+            deadline = self._clock.monotonic() + self.settings.block_s
         while True:
+            self._producer.poll(0.05)
             try:
                 self._producer.produce(topic, **kwargs)
                 return
             except BufferError:
                 if self._clock.monotonic() >= deadline:
                     raise
-                self._producer.poll(0.05)
 
     def _produce_plain(self, message: OutgoingMessage) -> None:
         """One record with the caller's own arguments; a full queue raises at once, as librdkafka does."""

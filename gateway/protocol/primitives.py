@@ -7,14 +7,18 @@ readable against the spec.
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
+from collections.abc import Callable
 
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+_UINT64 = (1 << 64) - 1
+_TWO64 = 1 << 64
 
 
 def encode_long(value: int) -> bytes:
@@ -36,11 +40,11 @@ def decode_int(data: bytes | memoryview, offset: int = 0) -> int:
 
 def uuid_halves(message_id: uuid.UUID) -> tuple[int, int]:
     """``(msb, lsb)`` as Java's ``getMostSignificantBits``/``getLeastSignificantBits`` return them."""
-    raw = message_id.bytes
-    return int.from_bytes(raw[:8], "big", signed=True), int.from_bytes(raw[8:], "big", signed=True)
+    value = message_id.int
+    msb, lsb = value >> 64, value & _UINT64
+    return msb - _TWO64 if msb >> 63 else msb, lsb - _TWO64 if lsb >> 63 else lsb
 
 
-_UINT64 = (1 << 64) - 1
 _new_object = object.__new__
 _set_slot = object.__setattr__
 _UUID = uuid.UUID
@@ -56,6 +60,23 @@ def uuid_from_halves(msb: int, lsb: int) -> uuid.UUID:
     """
     out = _new_object(_UUID)
     _set_slot(out, "int", ((msb & _UINT64) << 64) | (lsb & _UINT64))
+    _set_slot(out, "is_safe", _UNKNOWN)
+    return out
+
+
+_VERSION_4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_VERSION_4_SET = (4 << 76) | (0x8000 << 48)
+
+
+def random_uuid4(random_bytes: Callable[[int], bytes] = os.urandom) -> uuid.UUID:
+    """``uuid.uuid4()`` built the way :func:`uuid_from_halves` builds one: a fresh message id per chunked message.
+
+    The same 122 random bits and the same version and variant bits as ``uuid.uuid4()``, which
+    goes through ``UUID.__init__``'s argument checks; ``random_bytes`` is there for tests.
+    """
+    out = _new_object(_UUID)
+    value = int.from_bytes(random_bytes(16), "big")
+    _set_slot(out, "int", (value & _VERSION_4_CLEAR) | _VERSION_4_SET)
     _set_slot(out, "is_safe", _UNKNOWN)
     return out
 

@@ -32,6 +32,7 @@ from gateway.protocol.primitives import (
     encode_int,
     encode_long,
     java_int,
+    random_uuid4,
     uuid_from_halves,
     uuid_halves,
 )
@@ -200,3 +201,21 @@ def test_uuid_from_halves_is_the_uuid_the_constructor_builds(msb: int, lsb: int)
     assert str(built) == str(expected) and built.bytes == expected.bytes and built.is_safe is expected.is_safe
     assert uuid_halves(built) == (msb, lsb)
     assert pickle.loads(pickle.dumps(built)) == expected
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_random_uuid4_is_what_uuid4_makes_of_the_same_random_bytes(raw: bytes) -> None:
+    built = random_uuid4(lambda n: raw[:n])
+    expected = uuid.UUID(bytes=raw, version=4)  # what ``uuid.uuid4()`` does with ``os.urandom(16)``
+    assert built == expected and hash(built) == hash(expected) and built.bytes == expected.bytes
+    assert built.version == 4 and built.variant == uuid.RFC_4122 and built.is_safe is expected.is_safe
+    assert pickle.loads(pickle.dumps(built)) == expected
+
+
+@given(uuids)
+def test_uuid_halves_are_javas_signed_longs(message_id: uuid.UUID) -> None:
+    raw = message_id.bytes
+    assert uuid_halves(message_id) == (
+        int.from_bytes(raw[:8], "big", signed=True),
+        int.from_bytes(raw[8:], "big", signed=True),
+    )
