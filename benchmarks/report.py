@@ -866,7 +866,7 @@ def section_caveats(data: dict[str, Any]) -> str:
             "min-max columns show how far. Full mode (`gateway bench`) moves 5-7x the volume per cell, adds 100 MB "
             "payloads, and repeats the fixed sizes and passthrough 7 times, mixes and latency 5 times.",
             "- Memory: a quick-mode cell (10-30 MB) is smaller than librdkafka's prefetch queue (64 MiB) and the "
-            "gateway's fetch-ahead budget (64 MB), so a consumer may hold the whole cell and several consumers then "
+            "gateway's fetch-ahead budget (32 MB), so a consumer may hold the whole cell and several consumers then "
             "show the same figure; full mode's larger cells show where each one's memory is bounded.",
             "- At 100 KB the forced `chunked` route writes each value as one LinkedIn segment (the default policy "
             "would send it plain, untouched); the ceiling does the same.",

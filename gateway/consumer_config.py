@@ -23,7 +23,7 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
   this consumer holds the message it assembles (and referenced payloads fetched ahead, within
   ``reference.fetch.budget.bytes``) itself, so 64 MiB more prefetched by librdkafka was a further
   five 10 MB messages in memory while the application worked on one; read rates stayed the same;
-* ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (64 000 000): parallel
+* ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (32 000 000): parallel
   fetch-ahead of referenced payloads across the fetched batch;
 * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
   error (carrying the record in ``kafka_message``); ``deliver`` returns the record with

@@ -21,7 +21,11 @@ from gateway.protocol.peers import PeerPointer, PeerRecord
 from gateway.store import Store
 
 DEFAULT_WORKERS = 4
-DEFAULT_BUDGET = 64_000_000
+DEFAULT_BUDGET = 32_000_000
+"""Bytes fetched ahead and not yet taken. Side by side on the broker with 10 MB payloads (medians of 5),
+64, 40 and 32 MB read at the same rate (Redis 2.62, 2.51, 2.66 and S3 1.14, 1.17, 1.17 of the
+sequential baseline), while the reader's peak memory beyond a raw segment reader's fell from 1.6 to
+0.1-0.34 payloads: three payloads ahead already keep four fetch threads busy."""
 GROUP_BELOW = 1 << 19
 """Payloads smaller than this are fetched ahead in groups, one round trip each, from stores with ``get_many``.
 
