@@ -80,8 +80,8 @@ def test_writes_the_payload_pending_and_queues_an_envelope_that_points_at_it() -
     assert kwargs["headers"][:-1] == [("h", b"v")] and kwargs["headers"][-1][0] == ENVELOPE_HEADER
     envelope = decode_envelope(kwargs["value"])
     assert envelope.store == "mem" and envelope.size == len(b"payload bytes")
-    assert envelope.checksum == CHECKSUM_SHA256  # the store records a digest: SHA-256, the one S3 metadata keeps
-    assert envelope.digest == hashlib.sha256(b"payload bytes").digest()
+    assert envelope.checksum == CHECKSUM_BLAKE3  # ``auto``: what every consumer verifies fastest
+    assert envelope.digest == blake3.blake3(b"payload bytes").digest()
     assert store.get(envelope.locator) == b"payload bytes"
     assert store.pending == {envelope.locator: 1_000_000}, "journalled pending at the clock's time"
     m = w.metrics.snapshot()
@@ -287,9 +287,15 @@ def test_bad_headers_are_refused_before_the_payload_is_written() -> None:
     assert "header 'h' must be bytes or str" in str(info.value)
 
 
-@pytest.mark.parametrize("needs_digest", [True, False], ids=["digest-first", "hashed-beside-the-write"])
-def test_a_large_payloads_digest_is_the_same_whether_hashed_first_or_beside_the_write(needs_digest: bool) -> None:
-    """A store without digest metadata gets the payload while a worker hashes it; the envelope is the same."""
+@pytest.mark.parametrize(
+    ("setting", "needs_digest", "given"),
+    [("sha256", True, True), ("sha256", False, False), ("auto", True, False), ("blake3", False, False)],
+    ids=["sha256-first-for-the-store", "sha256-beside", "blake3-beside-a-digest-store", "blake3-beside"],
+)
+def test_a_large_payloads_digest_is_the_same_whether_hashed_first_or_beside_the_write(
+    setting: str, needs_digest: bool, given: bool
+) -> None:
+    """Only a SHA-256 that the store records is computed first; otherwise a worker hashes while the store writes."""
     from gateway.digests import OVERLAP_FROM_BYTES
 
     class Store(MemoryStore):
@@ -300,23 +306,25 @@ def test_a_large_payloads_digest_is_the_same_whether_hashed_first_or_beside_the_
             return super().put(*args, sha256=sha256, **kwargs)
 
     store = Store()
-    w, sent = writer(store)
+    sent = Sent()
+    w = ReferenceWriter({"mem": store}, {"mem": StoreHealth()}, sent, fallback_cap=0, checksum=setting)
     value = bytes(range(256)) * (OVERLAP_FROM_BYTES // 256 + 1)
     w.send(ROUTE, False, message(value))
     envelope = decode_envelope(sent.records[0][1]["value"])
-    expected = hashlib.sha256(value).digest() if needs_digest else blake3.blake3(value).digest()
-    assert envelope.digest == expected
-    assert envelope.checksum == (CHECKSUM_SHA256 if needs_digest else CHECKSUM_BLAKE3)
-    assert f"digest given: {needs_digest}" in store.calls
+    sha256 = setting == "sha256"
+    assert envelope.digest == (hashlib.sha256(value).digest() if sha256 else blake3.blake3(value).digest())
+    assert envelope.checksum == (CHECKSUM_SHA256 if sha256 else CHECKSUM_BLAKE3)
+    assert f"digest given: {given}" in store.calls
     w.close()
 
 
 @pytest.mark.parametrize(
     ("setting", "needs_digest", "checksum"),
     [
-        ("auto", True, CHECKSUM_SHA256),
+        ("auto", True, CHECKSUM_BLAKE3),
         ("auto", False, CHECKSUM_BLAKE3),
         ("sha256", False, CHECKSUM_SHA256),
+        ("sha256", True, CHECKSUM_SHA256),
         ("blake3", True, CHECKSUM_BLAKE3),
     ],
 )
