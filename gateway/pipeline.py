@@ -250,31 +250,9 @@ class ConsumerPipeline:
                 result.number_of_segments,
             )
         if kind.kind is RecordKind.ENVELOPE:
-            try:
-                envelope = decode_envelope(record.value)
-            except EnvelopeFormatError as exc:
-                if kind.marked:
-                    return ReferenceToResolve(
-                        record,
-                        None,
-                        without(headers, ENVELOPE_HEADER),
-                        RouteKind.REFERENCE,
-                        offset,
-                        safe_now,
-                        error=error_text(exc),
-                        exception=exc,
-                    )
-                # a legacy value that merely starts like an envelope: not ours, pass it on
-            else:
-                return ReferenceToResolve(
-                    record,
-                    None,
-                    without(headers, ENVELOPE_HEADER),
-                    RouteKind.REFERENCE,
-                    offset,
-                    safe_now,
-                    envelope=envelope,
-                )
+            reference = _reference(record, kind.marked, headers, safe_now)
+            if reference is not None:
+                return reference
         if self._peers is not None and kind.kind is RecordKind.PLAIN:
             peer = peer_event(self._peers, record, headers, safe_now, self.counters)
             if peer is not None:
@@ -431,3 +409,29 @@ class ConsumerPipeline:
         return self._commits.plan_seek(tp, offset, committed_view)
 
     user_view_of_commit = staticmethod(CommitTranslator.user_view_of_commit)
+
+
+def _reference(record: Record, marked: bool, headers: Headers | None, safe_now: int) -> ReferenceToResolve | None:
+    """The envelope in ``record``; None for a legacy value that merely starts like one (not ours: plain).
+
+    A record marked as an envelope by its header that does not decode is still a reference, one
+    that carries its error, so the consumer reports it instead of handing out the envelope's bytes.
+    """
+    try:
+        envelope = decode_envelope(record.value)
+    except EnvelopeFormatError as exc:
+        if not marked:
+            return None
+        return ReferenceToResolve(
+            record,
+            None,
+            without(headers, ENVELOPE_HEADER),
+            RouteKind.REFERENCE,
+            record.offset,
+            safe_now,
+            error=error_text(exc),
+            exception=exc,
+        )
+    return ReferenceToResolve(
+        record, None, without(headers, ENVELOPE_HEADER), RouteKind.REFERENCE, record.offset, safe_now, envelope=envelope
+    )

@@ -5,8 +5,8 @@ arguments untouched. Chunked messages become LinkedIn segments that share key, p
 timestamp; their per-segment delivery reports are folded into one ``on_delivery`` call per
 logical message (:mod:`gateway.delivery`). Reference messages are written to a store first and
 removed again if Kafka refuses the envelope (:mod:`gateway.reference_writer`). This class only
-drives them (:mod:`gateway.chunked_writer` for segments): it owns the librdkafka producer, the one
-queue-full retry loop and the auditing.
+drives them (:mod:`gateway.chunked_writer` for segments, :mod:`gateway.queue_full` for the wait
+for queue room they share): it owns the librdkafka producer, the auditing and tracing.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
 from gateway.producer_surface import CLOSED, ProducerSurface, ProducerTransactions
 from gateway.protocol.headers import Headers
+from gateway.queue_full import BlockingSend
 from gateway.reference_writer import ReferenceWriter
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
@@ -103,11 +104,12 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
         self._closed = False
         self._metrics = ProducerMetrics()
-        self._chunks = ChunkedWriter(self.settings, self._send, metrics=self._metrics, clock=clock)
+        send = BlockingSend(self._producer, clock, self.settings.block_s)
+        self._chunks = ChunkedWriter(self.settings, send, metrics=self._metrics, clock=clock)
         self._references = ReferenceWriter(
             self.stores,
             self.health,
-            self._send,
+            send,
             fallback_cap=self.settings.fallback_cap,
             metrics=self._metrics,
             clock=clock,
@@ -171,14 +173,11 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if self._serializers:  # the whole value, before the policy sees its size
             key, value = self._serializers.serialize(topic, key, value, headers)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
-        if route is None:
-            chosen = self._routed(message)
-        elif isinstance(route, Route):
-            chosen = route
-        elif isinstance(route, str):
-            chosen = Route.parse(route)
-        else:
-            raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
+        self._produce_routed(message, self._routed(message) if route is None else _forced(route), route is not None)
+
+    def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
+        """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
+        topic = message.topic
         terms = self._compaction.terms(topic, message.size, chosen)  # raises for chunks compaction would lose
         auditor = self._auditor
         if auditor is not None:
@@ -191,8 +190,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:
-                forced = route is not None or terms.no_chunks
-                chosen = self._references.send(chosen, forced, message, persistent=terms.persistent)
+                no_fallback = forced or terms.no_chunks
+                chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
             if chosen.kind is not RouteKind.REFERENCE and self._references.window.writes:
                 self._references.drain()  # records leave in the order produce() was called
             if chosen.kind is RouteKind.PLAIN:
@@ -234,24 +233,6 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             self._producer.produce(topic, value, key, partition)
         self._metrics.plain_record(len(value), 0 if key is None else len(key))
         return True
-
-    def _send(self, topic: str, kwargs: dict[str, Any]) -> None:
-        """Queue one record; while the local queue is full, serve delivery reports up to ``large.message.block.ms``."""
-        try:
-            self._producer.produce(topic, **kwargs)
-            return
-        except BufferError:
-            if self.settings.block_s <= 0:
-                raise
-            deadline = self._clock.monotonic() + self.settings.block_s
-        while True:
-            self._producer.poll(0.05)
-            try:
-                self._producer.produce(topic, **kwargs)
-                return
-            except BufferError:
-                if self._clock.monotonic() >= deadline:
-                    raise
 
     def _produce_plain(self, message: OutgoingMessage) -> None:
         """One record with the caller's own arguments; a full queue raises at once, as librdkafka does."""
@@ -322,6 +303,15 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
     def inner(self) -> Producer:
         """The wrapped librdkafka producer, for what this wrapper does not expose."""
         return self._producer
+
+
+def _forced(route: Route | str) -> Route:
+    """``produce(route=...)`` as a :class:`Route`."""
+    if isinstance(route, Route):
+        return route
+    if isinstance(route, str):
+        return Route.parse(route)
+    raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
 
 
 def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:

@@ -120,10 +120,17 @@ class Resolver:
 
         Taken in order until the budget says wait (the rest, ``items[n:]``, are for later), each
         with its own future, so :meth:`resolve` takes them one at a time as it takes the others.
+        While payloads are ahead, a group waits until the budget has room for all of it: cut to the
+        room left, a full budget would send each group as soon as one payload was taken, one
+        payload per round trip (100 KB Redis payloads read at 0.68 of the baseline that way, on
+        the broker with a 32 MB budget).
         """
         taken: list[tuple[Envelope, Future[bytes]]] = []
         count = 0
         with self._lock:
+            fresh = sum(envelope.size for key, envelope in items if key not in self._ahead)
+            if self._ahead and self._ahead_bytes + fresh > self.budget:
+                return 0
             for key, envelope in items:
                 if key not in self._ahead:
                     if self._over_budget(envelope.size):

@@ -113,7 +113,7 @@ def test_small_payloads_are_fetched_ahead_in_one_request_and_each_keeps_its_own_
         refs.resolver.close()
 
 
-def test_groups_stop_at_the_budget_and_at_a_large_payload_and_resume() -> None:
+def test_groups_stop_at_the_budget_and_at_a_large_payload_and_resume_whole() -> None:
     store = GroupingMemoryStore()
     refs = ReferenceFetcher(Resolver({"mem": store}, workers=2, budget=5_000))
     try:
@@ -121,15 +121,16 @@ def test_groups_stop_at_the_budget_and_at_a_large_payload_and_resume() -> None:
         big = stored(store, b"b" * GROUP_BELOW)
         refs.scan([*(scan_item(i, e) for i, e in enumerate(envelopes)), scan_item(8, big)])
         assert store.calls == ["put"] * 9 + ["get_many:5"]  # the budget holds five
-        for i in range(8):
+        prefetched = refs.resolver.counters
+        for i in range(2):
+            assert refs.resolve(i, envelopes[i]) == bytes([i]) * 1000
+        assert prefetched["prefetched"] == 5, "room for one or two of the three left: the group waits"
+        assert refs.resolve(2, envelopes[2]) == bytes([2]) * 1000
+        assert prefetched["prefetched"] == 8, "room for all three: one request"
+        for i in range(3, 8):
             assert refs.resolve(i, envelopes[i]) == bytes([i]) * 1000
         assert refs.resolve(8, big) == b"b" * GROUP_BELOW  # alone, not in a group
-        assert [c for c in store.calls if c.startswith("get_many")] == [
-            "get_many:5",
-            "get_many:1",
-            "get_many:1",
-            "get_many:1",
-        ]
+        assert [c for c in store.calls if c.startswith("get_many")] == ["get_many:5", "get_many:3"]
     finally:
         refs.resolver.close()
 

@@ -1,0 +1,47 @@
+"""The one queue-full retry loop: segments and envelopes wait for room in librdkafka's queue.
+
+A chunked message is several records, and a reference message has already written its payload
+when its envelope is queued; raising ``BufferError`` halfway would leave the first half-sent and
+the second orphaned. So, unlike a plain record, they wait for room: delivery reports are served
+(which frees queue space) until ``large.message.block.ms`` has passed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Producer
+
+from gateway.clock import Clock
+
+
+class BlockingSend:
+    """``send(topic, kwargs)``: ``Producer.produce`` that serves delivery reports while the queue is full.
+
+    ``BufferError`` is raised at once when ``block_s`` is 0, else once ``block_s`` has passed.
+    """
+
+    __slots__ = ("_block_s", "_clock", "_producer")
+
+    def __init__(self, producer: Producer, clock: Clock, block_s: float) -> None:
+        self._producer = producer
+        self._clock = clock
+        self._block_s = block_s
+
+    def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
+        produce = self._producer.produce
+        try:
+            produce(topic, **kwargs)
+            return
+        except BufferError:
+            if self._block_s <= 0:
+                raise
+            deadline = self._clock.monotonic() + self._block_s
+        while True:
+            self._producer.poll(0.05)
+            try:
+                produce(topic, **kwargs)
+                return
+            except BufferError:
+                if self._clock.monotonic() >= deadline:
+                    raise
