@@ -81,7 +81,7 @@ WHAT_IS_LEFT: dict[str, str] = {
     ),
     "memory.consumer.chunked": (
         "The consumer holds the message being assembled (one copy) and the fetched batch of raw segments "
-        "(`fetch.batch.bytes`, 8 MB); librdkafka prefetches up to `queued.max.messages.kbytes` (16 MiB here) "
+        "(`fetch.batch.bytes`, 8 MB); librdkafka prefetches up to `queued.max.messages.kbytes` (12 MiB here) "
         "beside it."
     ),
     "memory.consumer.redis": (

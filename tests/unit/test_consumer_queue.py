@@ -47,8 +47,8 @@ def test_a_fetch_holds_about_the_byte_bound(size: int, taken: int) -> None:
 
 def test_librdkafkas_fetch_backoff_and_prefetch_are_small_unless_set() -> None:
     _, conf = parse_consumer_config({"group.id": "g"})
-    assert conf["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS
-    assert conf["queued.max.messages.kbytes"] == QUEUED_MAX_KBYTES == 16_384
+    assert conf["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS == 3
+    assert conf["queued.max.messages.kbytes"] == QUEUED_MAX_KBYTES == 12_288
     settings, conf = parse_consumer_config(
         {"group.id": "g", "fetch.queue.backoff.ms": 500, "fetch.batch.bytes": 9, "queued.max.messages.kbytes": 65536}
     )
