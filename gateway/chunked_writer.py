@@ -46,7 +46,7 @@ class ChunkedWriter:
         settings = self.settings
         key_bytes = message.key_bytes
         hdrs = message.header_list
-        timestamp = message.timestamp if message.timestamp > 0 else self._clock.wall_ms()  # as ``stamped`` does
+        timestamp = message.timestamp_or_now(self._clock.wall_ms)  # the message itself is not copied
         if settings.timestamp_header and not has_header(hdrs, TIMESTAMP_HEADER):
             hdrs.append((TIMESTAMP_HEADER, encode_timestamp(timestamp)))
         value = message.payload

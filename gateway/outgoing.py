@@ -177,9 +177,13 @@ class OutgoingMessage:
         """A fresh list each time: routes append their own headers to it."""
         return list(self.header_items)
 
+    def timestamp_or_now(self, now_ms: Callable[[], int]) -> int:
+        """The caller's timestamp, or now when the caller left it to the broker (0 or less)."""
+        return self.timestamp if self.timestamp > 0 else now_ms()
+
     def stamped(self, now_ms: Callable[[], int]) -> OutgoingMessage:
-        """This message with its timestamp set to now when the caller left it to the broker (0 or less)."""
-        return self if self.timestamp > 0 else replace(self, timestamp=now_ms())
+        """This message with :meth:`timestamp_or_now` as its timestamp (no copy when it is the caller's)."""
+        return self if self.timestamp > 0 else replace(self, timestamp=self.timestamp_or_now(now_ms))
 
     def with_callback(self, on_delivery: DeliveryCallback | None) -> OutgoingMessage:
         return replace(self, on_delivery=on_delivery)

@@ -29,19 +29,15 @@ class BlockingSend:
         self._block_s = block_s
 
     def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
-        produce = self._producer.produce
-        try:
-            produce(topic, **kwargs)
-            return
-        except BufferError:
-            if self._block_s <= 0:
-                raise
-            deadline = self._clock.monotonic() + self._block_s
+        deadline: float | None = None  # the clock is read only once the queue is full
         while True:
-            self._producer.poll(0.05)
             try:
-                produce(topic, **kwargs)
+                self._producer.produce(topic, **kwargs)
                 return
             except BufferError:
-                if self._clock.monotonic() >= deadline:
+                now = self._clock.monotonic()
+                if deadline is None:
+                    deadline = now + self._block_s
+                if now >= deadline:
                     raise
+            self._producer.poll(0.05)
