@@ -24,13 +24,13 @@ from gateway.compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.errors import ConfigurationError
 from gateway.histogram import HistogramSnapshot
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
-from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy
+from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
 from gateway.producer_surface import CLOSED, ProducerSurface, ProducerTransactions
-from gateway.protocol.headers import Headers
 from gateway.queue_full import BlockingSend
 from gateway.reference_writer import ReferenceWriter
+from gateway.route_choice import RouteChooser
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
@@ -86,8 +86,6 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         missing = sorted(set(named()) - set(self.stores)) if callable(named) else []
         if missing:
             raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
-        limit = getattr(self.policy, "always_plain_up_to", None)
-        self._plain_up_to: int = limit(self.segment_bytes) if callable(limit) else -1
         self._plain_direct = not self._serializers and auditor is None and not self.settings.wrap_small
         """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
@@ -102,6 +100,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             else None
         )
         self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
+        self._routes = RouteChooser(self.settings, self.policy, self._compaction)
+        self._plain_up_to = self._routes.plain_up_to
         self._closed = False
         self._metrics = ProducerMetrics()
         send = BlockingSend(self._producer, clock, self.settings.block_s)
@@ -118,32 +118,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             send_chunked=self._chunks.send,
         )
 
-    # -- routing ---------------------------------------------------------------------------
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""
-        return self._size_route(size) or self._policy_route(topic, size, as_bytes(key, "key"), headers_list(headers))
-
-    def _size_route(self, size: int) -> Route | None:
-        """The route the size alone decides, without asking the policy per message; None when it does not."""
-        wrap_small = self.settings.wrap_small
-        if size <= self._plain_up_to and not wrap_small:
-            return PLAIN  # the policy says plain for any topic at this size
-        if wrap_small and self.settings.chunking and 0 < size <= self.segment_bytes:
-            return CHUNKED
-        return None
-
-    def _policy_route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
-        segment_size = self.settings.segment_size_for(key, headers)
-        route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
-        if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
-            return PLAIN  # large.message.enabled=false, LinkedIn's way: Kafka takes the record or refuses it
-        return self._compaction.reroute(topic, size, segment_size, route)
-
-    def _routed(self, message: OutgoingMessage) -> Route:
-        """:meth:`route_for` on the arguments ``produce`` has already checked and converted."""
-        return self._size_route(message.size) or self._policy_route(
-            message.topic, message.size, message.key_bytes, message.header_list
-        )
+        return self._routes.route(topic, size, as_bytes(key, "key"), headers_list(headers))
 
     def produce(
         self,
@@ -173,7 +150,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if self._serializers:  # the whole value, before the policy sees its size
             key, value = self._serializers.serialize(topic, key, value, headers)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
-        self._produce_routed(message, self._routed(message) if route is None else _forced(route), route is not None)
+        self._produce_routed(message, self._routes.of(message) if route is None else _forced(route), route is not None)
 
     def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
         """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
