@@ -643,7 +643,9 @@ def section_memory(data: dict[str, Any]) -> str:
             "",
             "MB, measured the same way while each variant sends the cell's payloads to a fresh topic and flushes: "
             "`raw.record` is a raw `Producer` sending the same bytes as one record each (limits raised), which "
-            "already holds librdkafka's own copy of what is in flight; what a route adds to that is its cost.",
+            "already holds librdkafka's own copy of what is in flight; what a route adds to that is its cost. "
+            "`raw.segments` is a raw `Producer` sending the chunked route's segment records, built beforehand: "
+            "what librdkafka holds for those records whoever sends them.",
             "",
             backend_line(data),
             "",

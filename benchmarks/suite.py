@@ -57,7 +57,7 @@ from gateway.testing import RedisServer, S3Server
 TARGET_RATIO = 0.9
 MIX_VARIANTS = ("raw.record", "chunked", "redis", "s3")
 MEMORY_VARIANTS = ("raw.record", "raw.segments", "chunked", "redis", "s3")
-PRODUCER_MEMORY_VARIANTS = ("raw.record", "chunked", "redis", "s3")
+PRODUCER_MEMORY_VARIANTS = ("raw.record", "raw.segments", "chunked", "redis", "s3")
 S3_VARIANTS = frozenset({"s3.raw", "s3.raw+env", "s3"})
 """Consumers whose memory is measured; the store-only baselines hold one payload at a time."""
 PROFILE_PASSTHROUGH_MESSAGES = 30_000

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from itertools import islice
 from typing import Any
 
@@ -25,16 +25,14 @@ from confluent_kafka.error import KeyDeserializationError, ValueDeserializationE
 from gateway import tracing
 from gateway.auditing import Auditor
 from gateway.consumer_config import parse_consumer_config
-from gateway.consumer_errors import DeadLetters, RateLimitedLog
 from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver
 from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
-from gateway.pipeline import WholeMessage
 from gateway.plain_runs import ProvenBatch, drop_head
 from gateway.protocol.classify import is_plainly_plain
-from gateway.protocol.records import Record
+from gateway.record_path import RecordPath
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
 from gateway.serialization import Deserializers
@@ -79,24 +77,16 @@ class HybridConsumer(ConsumerSurface):
             settings.on_commit,
             auto_offset_store=settings.auto_offset_store,
         )
-        dlq = settings.unresolved.dead_letter_topic
-        self._events = EventHandler(
-            self._pipeline,
-            self._queue.refs,
-            settings.deliver_errors,
-            auditor,
-            settings.unresolved,
-            None if dlq is None else DeadLetters(dlq, conf),
-            RateLimitedLog(log, settings.warning_interval_s),
+        self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._queue.refs, auditor, log)
+        self._path = RecordPath(
+            self._pipeline, self._events, self._offsets, self._queue, self.stores, keys_read=settings.peers is not None
         )
         self._deferred: BaseException | None = None
         self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
-        self._keys_read = settings.peers is not None
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
-        self._traced = tracing.enabled()  # looked up again with every fetch, not for every record
         self._raw: deque[Message] = self._queue.raw
         self._batch: ProvenBatch | None = None  # the fetched batch poll() hands out by count alone
         self._proven = 0  # how many of its records are still at the head of the queue
@@ -174,8 +164,8 @@ class HybridConsumer(ConsumerSurface):
 
     def _refresh_runs(self) -> bool:
         """Whether plain records may go by bookkeeping alone: decided again with every fetched batch."""
-        self._traced = tracing.enabled()
-        self._runs_now = self._plain_runs and not self._traced  # a traced message gets its span on the full path
+        traced = self._path.traced = tracing.enabled()  # looked up with every fetch, not for every record
+        self._runs_now = self._plain_runs and not traced  # a traced message gets its span on the full path
         return self._runs_now
 
     def _next_whole(self, timeout: float) -> Message | None:
@@ -185,7 +175,7 @@ class HybridConsumer(ConsumerSurface):
         raw = self._queue.raw
         while True:
             while raw:  # records poll()'s hot path left: they need the full path
-                out = self._handle(raw.popleft())
+                out = self._path.handle(raw.popleft())
                 if out is not None:
                     return out
             if deadline is None and timeout is not None and timeout >= 0:
@@ -273,7 +263,7 @@ class HybridConsumer(ConsumerSurface):
                     if self._deserialize:
                         self._deserializers.apply_from(out, taken, self._ready)
                     continue
-                msg = self._handle(raw.popleft())
+                msg = self._path.handle(raw.popleft())
                 if msg is not None:
                     self._hand_out(out, msg)
 
@@ -281,29 +271,6 @@ class HybridConsumer(ConsumerSurface):
         out.append(msg)
         if self._deserialize:
             self._deserializers.apply_from(out, len(out) - 1, self._ready)
-
-    def _handle(self, msg: Any) -> Message | None:
-        """One raw record through the pipeline; the message the application gets, if any."""
-        if msg.error() is not None:
-            return msg  # type: ignore[no-any-return]
-        tp = (msg.topic(), msg.partition())
-        if self._pipeline.needs_commit(tp):  # first record of this partition: with the others queued
-            self._offsets.load_commits([msg, *self._queue.raw])
-        # key and timestamp stay with msg; only a peer's record (bakdata) may need its key decoded
-        record = Record(msg.offset(), msg.key() if self._keys_read else None, msg.value(), msg.headers())
-        try:
-            events = self._pipeline.feed(tp, record)
-            out = self._events.handle(msg, events)
-            if out is not None and self._traced:
-                tracing.consumed(out, *_traced(events))
-            return out
-        except GatewayError as exc:  # every typed error leaves with its record, nothing is lost
-            if exc.kafka_message is None:
-                exc.kafka_message = msg
-            raise
-        finally:  # after resolving, so a payload fetched ahead is used; also frees one never taken
-            if self.stores:
-                self._queue.refs.done((tp[0], tp[1], record.offset))
 
     def close(self) -> None:
         if self._closed:
@@ -329,12 +296,3 @@ class HybridConsumer(ConsumerSurface):
     def inner(self) -> Consumer:
         """The wrapped librdkafka consumer; reading from it directly bypasses reassembly and tracking."""
         return self._consumer  # type: ignore[no-any-return]
-
-
-def _traced(events: Sequence[Any]) -> tuple[str, str | None, int]:
-    """Route, store and segment count of the whole message among ``events``, for its span."""
-    whole = [e for e in events if isinstance(e, WholeMessage)]
-    if not whole:
-        return "plain", None, 1
-    last = whole[-1]
-    return last.route.value, last.envelope.store if last.envelope is not None else None, last.number_of_segments

@@ -8,11 +8,13 @@ are replaced by the whole message's, a reference is resolved into its payload, a
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, Message
 
 from gateway.auditing import Auditor, AuditType
+from gateway.consumer_config import ConsumerSettings
 from gateway.consumer_errors import DeadLetters, ErrorPolicy, RateLimitedLog, UnresolvedSettings, attempt
 from gateway.errors import EnvelopeFormatError, GatewayError, LargeMessageDroppedError
 from gateway.pipeline import (
@@ -67,6 +69,28 @@ class EventHandler:
             "reference.skipped": 0,
             "reference.dead.lettered": 0,
         }
+
+    @classmethod
+    def for_consumer(
+        cls,
+        settings: ConsumerSettings,
+        librdkafka_conf: Mapping[str, Any],
+        pipeline: ConsumerPipeline,
+        refs: ReferenceFetcher,
+        auditor: Auditor | None,
+        logger: logging.Logger,
+    ) -> EventHandler:
+        """As a consumer with ``settings`` needs it: its dead letters go out with the client's own settings."""
+        dlq = settings.unresolved.dead_letter_topic
+        return cls(
+            pipeline,
+            refs,
+            settings.deliver_errors,
+            auditor,
+            settings.unresolved,
+            None if dlq is None else DeadLetters(dlq, librdkafka_conf),
+            RateLimitedLog(logger, settings.warning_interval_s),
+        )
 
     @property
     def counters(self) -> dict[str, int]:

@@ -231,34 +231,9 @@ class ConsumerPipeline:
         if skip:
             return None
         self._commits.set_high_watermark(tp, offset)
-        headers = record.headers
-        if kind.has_lm:
-            lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
-            headers = without(headers, LM_HEADER)
-            headers.append((LM_HEADER, encode_lm(delivered_lm(lm))))
         current = self._commits.safe_offset(tp)
         safe_now = offset + 1 if current is None else current
-        if result.segmented:
-            self.counters["chunked.messages"] += 1
-            return ChunkCompleted(
-                record,
-                result.value,
-                headers,
-                RouteKind.CHUNKED,
-                result.starting_offset,
-                safe_now,
-                result.number_of_segments,
-            )
-        if kind.kind is RecordKind.ENVELOPE:
-            reference = _reference(record, kind.marked, headers, safe_now)
-            if reference is not None:
-                return reference
-        if self._peers is not None and kind.kind is RecordKind.PLAIN:
-            peer = peer_event(self._peers, record, headers, safe_now, self.counters)
-            if peer is not None:
-                return peer
-        self.counters["plain.messages"] += 1
-        return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
+        return _whole_message(record, kind, result, safe_now, self._peers, self.counters)
 
     def _as_payload(self, tp: TopicPartitionKey, record: Record) -> list[Event]:
         """``treat.bad.segments.as.payload``: a record that fails segment validation is a plain message."""
@@ -409,6 +384,46 @@ class ConsumerPipeline:
         return self._commits.plan_seek(tp, offset, committed_view)
 
     user_view_of_commit = staticmethod(CommitTranslator.user_view_of_commit)
+
+
+def _whole_message(
+    record: Record,
+    kind: Classified,
+    result: Assembled,
+    safe_now: int,
+    peers: PeerReader | None,
+    counters: dict[str, int],
+) -> PlainMessage | ChunkCompleted | ReferenceToResolve | None:
+    """What the record completing a message makes: chunked, a reference to resolve, a peer's pointer or plain.
+
+    A delivered chunked message carries LinkedIn's delivered form of its ``_lm`` header.
+    """
+    headers = record.headers
+    if kind.has_lm:
+        lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
+        headers = without(headers, LM_HEADER)
+        headers.append((LM_HEADER, encode_lm(delivered_lm(lm))))
+    if result.segmented:
+        counters["chunked.messages"] += 1
+        return ChunkCompleted(
+            record,
+            result.value,
+            headers,
+            RouteKind.CHUNKED,
+            result.starting_offset,
+            safe_now,
+            result.number_of_segments,
+        )
+    if kind.kind is RecordKind.ENVELOPE:
+        reference = _reference(record, kind.marked, headers, safe_now)
+        if reference is not None:
+            return reference
+    if peers is not None and kind.kind is RecordKind.PLAIN:
+        peer = peer_event(peers, record, headers, safe_now, counters)
+        if peer is not None:
+            return peer
+    counters["plain.messages"] += 1
+    return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
 
 
 def _reference(record: Record, marked: bool, headers: Headers | None, safe_now: int) -> ReferenceToResolve | None:
