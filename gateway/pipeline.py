@@ -25,7 +25,7 @@ from gateway.offsets import DeliveredOffsetTracker, HighWatermark
 from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
-from gateway.protocol.headers import LM_HEADER, Headers, decode_lm, delivered_lm, encode_lm, without
+from gateway.protocol.headers import LM_HEADER, Headers, decode_lm, encode_delivered_lm, without
 from gateway.protocol.peers import PeerReader, PeerRecord
 from gateway.protocol.records import Record, TopicPartitionKey
 
@@ -402,7 +402,7 @@ def _whole_message(
     if kind.has_lm:
         lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
         headers = without(headers, LM_HEADER)
-        headers.append((LM_HEADER, encode_lm(delivered_lm(lm))))
+        headers.append((LM_HEADER, encode_delivered_lm(lm)))
     if result.segmented:
         counters["chunked.messages"] += 1
         return ChunkCompleted(

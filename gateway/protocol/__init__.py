@@ -13,6 +13,7 @@ from gateway.protocol.headers import (
     LmType,
     decode_lm,
     delivered_lm,
+    encode_delivered_lm,
     encode_lm,
 )
 from gateway.protocol.metadata import offset_from_metadata, user_metadata_from, wrap_metadata
@@ -36,6 +37,7 @@ __all__ = [
     "decode_lm",
     "decode_segment",
     "delivered_lm",
+    "encode_delivered_lm",
     "encode_lm",
     "encode_segment",
     "offset_from_metadata",

@@ -88,6 +88,15 @@ def delivered_lm(header: LargeMessageHeader) -> LargeMessageHeader:
     return LargeMessageHeader(header.type, NIL_UUID, -1, header.number_of_segments, size)
 
 
+def encode_delivered_lm(header: LargeMessageHeader) -> bytes:
+    """``encode_lm(delivered_lm(header))`` packed at once: every chunked message a consumer hands out needs it."""
+    if header.type == LmType.LEGACY:
+        return _LM_SHORT.pack(header.type, 0, 0, -1, header.number_of_segments)
+    return _LM_LONG.pack(
+        header.type, 0, 0, -1, header.number_of_segments, header.message_size if header.type >= 1 else 0
+    )
+
+
 def encode_timestamp(ms: int) -> bytes:
     return encode_long(ms)
 

@@ -16,6 +16,7 @@ from gateway.protocol import (
     LargeMessageHeader,
     decode_lm,
     decode_segment,
+    delivered_lm,
     encode_lm,
     encode_segment,
     offset_from_metadata,
@@ -23,7 +24,7 @@ from gateway.protocol import (
     user_metadata_from,
     wrap_metadata,
 )
-from gateway.protocol.headers import last_header
+from gateway.protocol.headers import encode_delivered_lm, last_header
 from gateway.protocol.primitives import (
     INT64_MAX,
     INT64_MIN,
@@ -103,6 +104,14 @@ def test_lm_header_round_trip(kind: int, mid: uuid.UUID, seg: int, nseg: int, si
     decoded = decode_lm(encoded)
     expected_size = size if kind >= 1 else (-1 if kind == 0 else 0)
     assert decoded == LargeMessageHeader(kind, mid, seg, nseg, expected_size)
+
+
+@given(st.integers(-128, 127), uuids, int32, int32, int32)
+def test_delivered_lm_packed_at_once_is_the_delivered_header_encoded(
+    kind: int, mid: uuid.UUID, seg: int, nseg: int, size: int
+) -> None:
+    header = LargeMessageHeader(kind, mid, seg, nseg, size)
+    assert encode_delivered_lm(header) == encode_lm(delivered_lm(header))
 
 
 @given(st.binary(max_size=40))
