@@ -24,6 +24,7 @@ from gateway.protocol.headers import LargeMessageHeader, decode_lm
 from gateway.protocol.primitives import INT64_MAX
 from gateway.protocol.records import TopicPartitionKey
 from gateway.protocol.segments import Segment
+from gateway.protocol.slots import direct_init
 
 DEFAULT_BUFFER_CAPACITY = 32_000_000
 DEFAULT_EXPIRATION_OFFSET_GAP = 1000
@@ -34,6 +35,7 @@ SEGMENT_BOOKKEEPING_BYTES = 256
 """What each buffered segment costs beyond its chunk bytes (the memoryview, the record value's header)."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Assembled:
     """A complete message. ``value`` is the record value itself for plain records (no copy)."""

@@ -28,6 +28,7 @@ from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
 from gateway.protocol.headers import LM_HEADER, Headers, decode_lm, encode_delivered_lm, without
 from gateway.protocol.peers import PeerReader, PeerRecord
 from gateway.protocol.records import Record, TopicPartitionKey
+from gateway.protocol.segments import Segment
 
 
 @dataclass(slots=True)
@@ -193,6 +194,11 @@ class ConsumerPipeline:
             # Bookkeeping reduces to "delivered at offset, safe at offset + 1" when nothing is pending,
             # held or filtered in the partition; otherwise the full path runs (same answer, slower).
             return [PlainMessage(record, record.value, record.headers, RouteKind.PLAIN, offset, offset + 1)]
+        segment = kind.segment
+        if segment is not None and segment.number_of_segments == 1:
+            whole = self._single_segment(tp, record, kind, segment)
+            if whole is not None:
+                return [whole]
         self.counters["records"] += 1
         try:
             result = (
@@ -218,6 +224,26 @@ class ConsumerPipeline:
         else:
             events.append(message)
         return events
+
+    def _single_segment(
+        self, tp: TopicPartitionKey, record: Record, kind: Classified, segment: Segment
+    ) -> ChunkCompleted | None:
+        """A one-segment message where a plain record would go by bookkeeping alone; None otherwise.
+
+        The assembler holds nothing for such a message, so it is tracked as a plain record is:
+        the same answer as the full path, without its per-record calls.
+        """
+        offset = record.offset
+        hw = self._open_high_watermark(tp, offset)
+        if hw is None:
+            return None
+        self._tracker.track_plain(tp, offset)
+        hw.current = offset
+        counters = self.counters
+        counters["records"] += 1
+        counters["chunked.messages"] += 1
+        headers = _delivered_headers(record.headers, kind)
+        return ChunkCompleted(record, bytes(segment.payload), headers, RouteKind.CHUNKED, offset, offset + 1, 1)
 
     def _track(
         self, tp: TopicPartitionKey, record: Record, kind: Classified, result: Assembled
@@ -398,11 +424,7 @@ def _whole_message(
 
     A delivered chunked message carries LinkedIn's delivered form of its ``_lm`` header.
     """
-    headers = record.headers
-    if kind.has_lm:
-        lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
-        headers = without(headers, LM_HEADER)
-        headers.append((LM_HEADER, encode_delivered_lm(lm)))
+    headers = _delivered_headers(record.headers, kind)
     if result.segmented:
         counters["chunked.messages"] += 1
         return ChunkCompleted(
@@ -424,6 +446,16 @@ def _whole_message(
             return peer
     counters["plain.messages"] += 1
     return PlainMessage(record, result.value, headers, RouteKind.PLAIN, result.starting_offset, safe_now)
+
+
+def _delivered_headers(headers: Headers | None, kind: Classified) -> Headers | None:
+    """``headers`` to hand out: a record with an ``_lm`` header gets LinkedIn's delivered form of it."""
+    if not kind.has_lm:
+        return headers
+    lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
+    out = without(headers, LM_HEADER)
+    out.append((LM_HEADER, encode_delivered_lm(lm)))
+    return out
 
 
 def _reference(record: Record, marked: bool, headers: Headers | None, safe_now: int) -> ReferenceToResolve | None:

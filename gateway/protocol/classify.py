@@ -18,6 +18,7 @@ from gateway.errors import InvalidSegmentError
 from gateway.protocol.envelope import ENVELOPE_HEADER, MAGIC, looks_like_envelope
 from gateway.protocol.headers import LM_HEADER, Header, LargeMessageHeader, decode_lm
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE, Segment, decode_segment
+from gateway.protocol.slots import direct_init
 
 
 class RecordKind(Enum):
@@ -26,6 +27,7 @@ class RecordKind(Enum):
     ENVELOPE = "envelope"
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Classified:
     """The answer, with what was decoded on the way so that nobody decodes it again.

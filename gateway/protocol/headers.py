@@ -14,6 +14,7 @@ from enum import IntEnum
 
 from gateway.errors import HeaderFormatError
 from gateway.protocol.primitives import encode_long, uuid_from_halves, uuid_halves
+from gateway.protocol.slots import direct_init
 
 LM_HEADER = "_lm"
 TIMESTAMP_HEADER = "_t"
@@ -36,6 +37,7 @@ class LmType(IntEnum):
     V3 = 2
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class LargeMessageHeader:
     """The decoded ``_lm`` value. ``message_size`` is -1 where the 25-byte form carries none."""

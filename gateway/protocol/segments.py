@@ -13,7 +13,8 @@ import uuid
 from dataclasses import dataclass
 
 from gateway.errors import InvalidSegmentError
-from gateway.protocol.primitives import java_int, uuid_from_halves, uuid_halves
+from gateway.protocol.primitives import uuid_from_halves, uuid_halves
+from gateway.protocol.slots import direct_init
 
 SEGMENT_HEADER_SIZE = 33
 """``DefaultSegmentSerializer.PAYLOAD_HEADER_OVERHEAD``."""
@@ -26,6 +27,7 @@ CURRENT_VERSION = 0
 _HEADER = struct.Struct(">bIqqiii")
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One piece of a large message, however it travelled (payload header or ``_lm`` V3 header).
@@ -93,7 +95,7 @@ def decode_segment(value: bytes | bytearray | memoryview | None) -> Segment | No
     version, check, msb, lsb, seq, nseg, size = _HEADER.unpack_from(value, 0)
     if version > CURRENT_VERSION:  # signed: 0x80-0xff are negative and accepted, as in Java
         return None
-    if java_int(check) != java_int(msb + lsb):
+    if (check - msb - lsb) & 0xFFFFFFFF:  # the checksum is (int)(msb + lsb): equal modulo 2**32
         return None
     if seq < 0 or nseg <= 0 or seq >= nseg:
         return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.assembler import MessageAssembler
 from gateway.consumer_events import with_safe_offset
@@ -31,7 +33,12 @@ TP = ("t", 0)
 
 
 def pipeline(
-    capacity: int = 1_000_000, gap: int = 1000, *, raise_on_drop: bool = False, bookkeeping: bool = False
+    capacity: int = 1_000_000,
+    gap: int = 1000,
+    *,
+    raise_on_drop: bool = False,
+    bookkeeping: bool = False,
+    fast_path: bool = True,
 ) -> ConsumerPipeline:
     """``bookkeeping=False`` counts chunk bytes only, so that byte arithmetic in tests stays readable."""
     extra = {} if bookkeeping else {"message_bookkeeping": 0, "segment_bookkeeping": 0}
@@ -40,6 +47,7 @@ def pipeline(
             capacity, gap, exception_on_message_dropped=raise_on_drop, max_message_bytes=10_000_000, **extra
         ),
         DeliveredOffsetTracker(),
+        fast_path=fast_path,
     )
     p.load_commit(TP, None, None)
     return p
@@ -228,6 +236,48 @@ def test_fast_and_full_paths_give_the_same_events() -> None:
     assert got_fast == got_full
     assert fast.fast_plain > 0 and full.fast_plain == 0
     assert fast.metrics() == full.metrics()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["plain", "single", "single-h3", "multi", "tombstone"]), min_size=1, max_size=30),
+    high_watermark=st.none() | st.integers(0, 12),
+)
+def test_one_segment_messages_go_the_fast_way_with_the_full_ways_answers(
+    kinds: list[str], high_watermark: int | None
+) -> None:
+    """A one-segment message where the partition allows a plain run: same events, metrics and commits."""
+    log: list[tuple[bytes | None, Headers | None]] = []
+    open_message: list[tuple[bytes | None, Headers]] = []
+    for kind in kinds:
+        if kind == "plain":
+            log.append((b"p", None))
+        elif kind == "tombstone":
+            log.append((None, None))
+        elif kind.startswith("single"):
+            log.append(segments(payload(7), 10, header_only=kind == "single-h3")[0])
+        else:  # the next segment of a three-segment message, started when none is open
+            open_message = open_message or segments(payload(30), 10)
+            log.append(open_message.pop(0))
+    fast, full = pipeline(), pipeline(fast_path=False)
+    for p in (fast, full):
+        p.forget(TP)
+        p.load_commit(TP, high_watermark, None if high_watermark is None else f"{high_watermark},")
+    got_fast = [feed(fast, off, *rec) for off, rec in enumerate(log)]
+    got_full = [feed(full, off, *rec) for off, rec in enumerate(log)]
+    assert got_fast == got_full
+    assert fast.metrics() == full.metrics()
+    assert fast.safe_offset(TP) == full.safe_offset(TP)
+    assert fast.delivered(TP) == full.delivered(TP)
+    for position in range(len(log) + 1):  # a commit at any position: the same offset and metadata, or the same refusal
+        assert _commit_at(fast, position) == _commit_at(full, position)
+
+
+def _commit_at(p: ConsumerPipeline, position: int) -> object:
+    try:
+        return p.safe_offsets_to_commit({TP: (position, "")}, False)
+    except Exception as exc:
+        return type(exc), str(exc)
 
 
 def test_tombstone_with_unreadable_lm_header_is_an_invalid_record_and_counted() -> None:
