@@ -25,7 +25,7 @@ from gateway.offsets import DeliveredOffsetTracker, HighWatermark
 from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
-from gateway.protocol.headers import LM_HEADER, Headers, decode_lm, encode_delivered_lm, without
+from gateway.protocol.headers import LM_HEADER, Headers, delivered_lm_value, encode_delivered_lm, without
 from gateway.protocol.peers import PeerReader, PeerRecord
 from gateway.protocol.records import Record, TopicPartitionKey
 from gateway.protocol.segments import Segment
@@ -452,9 +452,8 @@ def _delivered_headers(headers: Headers | None, kind: Classified) -> Headers | N
     """``headers`` to hand out: a record with an ``_lm`` header gets LinkedIn's delivered form of it."""
     if not kind.has_lm:
         return headers
-    lm = kind.lm if kind.lm is not None else decode_lm(kind.lm_raw)
     out = without(headers, LM_HEADER)
-    out.append((LM_HEADER, encode_delivered_lm(lm)))
+    out.append((LM_HEADER, encode_delivered_lm(kind.lm) if kind.lm is not None else delivered_lm_value(kind.lm_raw)))
     return out
 
 

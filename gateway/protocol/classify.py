@@ -16,7 +16,7 @@ from enum import Enum
 
 from gateway.errors import InvalidSegmentError
 from gateway.protocol.envelope import ENVELOPE_HEADER, MAGIC, looks_like_envelope
-from gateway.protocol.headers import LM_HEADER, Header, LargeMessageHeader, decode_lm
+from gateway.protocol.headers import LM_HEADER, Header, LargeMessageHeader, LmType, decode_lm, lm_type
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE, Segment, decode_segment
 from gateway.protocol.slots import direct_init
 
@@ -32,8 +32,11 @@ class RecordKind(Enum):
 class Classified:
     """The answer, with what was decoded on the way so that nobody decodes it again.
 
-    ``lm`` is the decoded *last* ``_lm`` header (``None`` when there is none); ``has_lm`` and ``lm_raw`` say whether the
-    record carried one at all and its bytes. ``marked`` is True when the envelope header is present.
+    ``has_lm`` and ``lm_raw`` say whether the record carried an ``_lm`` header and the *last* one's bytes
+    (checked readable). ``lm`` is that header decoded where the segment was read from it (header-only,
+    type 2 and up), else ``None``: a payload-header segment carries the same facts itself, and the one
+    use of its ``_lm`` header, the delivered form, reads the bytes. ``marked`` is True when the
+    envelope header is present.
     """
 
     kind: RecordKind
@@ -81,8 +84,8 @@ def classify(value: bytes | None, headers: Sequence[Header] | None, offset: int 
                 marked = True
     lm: LargeMessageHeader | None = None
     if has_lm:
-        try:
-            lm = decode_lm(lm_raw)
+        try:  # checked always, decoded only where it describes the segment (header-only, type 2 and up)
+            lm = decode_lm(lm_raw) if lm_type(lm_raw) >= LmType.V3 else None
         except Exception as exc:
             where = "" if offset is None else f" at offset {offset}"
             raise InvalidSegmentError(f"unreadable _lm header{where}: {exc}") from exc

@@ -67,21 +67,33 @@ def encode_lm(header: LargeMessageHeader) -> bytes:
     return _LM_LONG.pack(header.type, lsb_msb[1], lsb_msb[0], header.segment_number, header.number_of_segments, size)
 
 
+def _checked_lm(value: bytes | bytearray | memoryview | None) -> bytes | bytearray | memoryview:
+    """``value`` when ``LargeMessageHeaderValue.fromBytes`` would read it; else :class:`HeaderFormatError`."""
+    if value is None or len(value) == 0:
+        raise HeaderFormatError("_lm header is empty")
+    if len(value) < _LM_SHORT.size:
+        raise HeaderFormatError(f"_lm header has {len(value)} bytes, at least 25 are needed")
+    return value
+
+
 def decode_lm(value: bytes | bytearray | memoryview | None) -> LargeMessageHeader:
     """``LargeMessageHeaderValue.fromBytes``: the size is read only when the value is exactly 29 bytes.
 
     Where Java throws (empty or shorter than 25 bytes) this raises :class:`HeaderFormatError`.
     """
-    if value is None or len(value) == 0:
-        raise HeaderFormatError("_lm header is empty")
-    if len(value) < _LM_SHORT.size:
-        raise HeaderFormatError(f"_lm header has {len(value)} bytes, at least 25 are needed")
+    value = _checked_lm(value)
     if len(value) == _LM_LONG.size:
         kind, lsb, msb, seg, nseg, size = _LM_LONG.unpack_from(value, 0)
     else:
         kind, lsb, msb, seg, nseg = _LM_SHORT.unpack_from(value, 0)
         size = INVALID_MESSAGE_SIZE
     return LargeMessageHeader(kind, uuid_from_halves(msb, lsb), seg, nseg, size)
+
+
+def lm_type(value: bytes | bytearray | memoryview | None) -> int:
+    """The (signed) type of an ``_lm`` value, which raises as :func:`decode_lm` would: without decoding the rest."""
+    first = _checked_lm(value)[0]
+    return first - 256 if first > 127 else first
 
 
 def delivered_lm(header: LargeMessageHeader) -> LargeMessageHeader:
@@ -92,11 +104,24 @@ def delivered_lm(header: LargeMessageHeader) -> LargeMessageHeader:
 
 def encode_delivered_lm(header: LargeMessageHeader) -> bytes:
     """``encode_lm(delivered_lm(header))`` packed at once: every chunked message a consumer hands out needs it."""
-    if header.type == LmType.LEGACY:
-        return _LM_SHORT.pack(header.type, 0, 0, -1, header.number_of_segments)
-    return _LM_LONG.pack(
-        header.type, 0, 0, -1, header.number_of_segments, header.message_size if header.type >= 1 else 0
-    )
+    return _delivered(header.type, header.number_of_segments, header.message_size)
+
+
+def delivered_lm_value(value: bytes | bytearray | memoryview | None) -> bytes:
+    """``encode_delivered_lm(decode_lm(value))`` from the raw ``_lm`` value, without the typed header in between."""
+    value = _checked_lm(value)
+    if len(value) == _LM_LONG.size:
+        kind, _, _, _, nseg, size = _LM_LONG.unpack_from(value, 0)
+    else:
+        kind, _, _, _, nseg = _LM_SHORT.unpack_from(value, 0)
+        size = INVALID_MESSAGE_SIZE
+    return _delivered(kind, nseg, size)
+
+
+def _delivered(kind: int, number_of_segments: int, message_size: int) -> bytes:
+    if kind == LmType.LEGACY:
+        return _LM_SHORT.pack(kind, 0, 0, -1, number_of_segments)
+    return _LM_LONG.pack(kind, 0, 0, -1, number_of_segments, message_size if kind >= 1 else 0)
 
 
 def encode_timestamp(ms: int) -> bytes:

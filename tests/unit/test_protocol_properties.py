@@ -24,7 +24,7 @@ from gateway.protocol import (
     user_metadata_from,
     wrap_metadata,
 )
-from gateway.protocol.headers import encode_delivered_lm, last_header
+from gateway.protocol.headers import delivered_lm_value, encode_delivered_lm, last_header, lm_type
 from gateway.protocol.primitives import (
     INT64_MAX,
     INT64_MIN,
@@ -112,6 +112,20 @@ def test_delivered_lm_packed_at_once_is_the_delivered_header_encoded(
 ) -> None:
     header = LargeMessageHeader(kind, mid, seg, nseg, size)
     assert encode_delivered_lm(header) == encode_lm(delivered_lm(header))
+
+
+@given(st.binary(max_size=40) | st.binary(min_size=25, max_size=25) | st.binary(min_size=29, max_size=29))
+def test_lm_type_and_delivered_value_read_raw_bytes_as_the_decoder_does(value: bytes) -> None:
+    try:
+        header = decode_lm(value)
+    except HeaderFormatError:
+        with pytest.raises(HeaderFormatError):
+            lm_type(value)
+        with pytest.raises(HeaderFormatError):
+            delivered_lm_value(value)
+        return
+    assert lm_type(value) == header.type
+    assert delivered_lm_value(value) == encode_delivered_lm(header)
 
 
 @given(st.binary(max_size=40))
