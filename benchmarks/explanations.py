@@ -24,18 +24,29 @@ WHAT_IS_LEFT: dict[str, str] = {
         "0.92-1.03 before the last change and 0.99-1.02 after, per-repetition ratios ranging 0.50-1.31."
     ),
     "chunked.consume": (
-        "Each segment record costs Python work a raw read does not: the segment and `_lm` headers are parsed "
-        "into typed values, the offset is tracked for safe commits, the delivered `_lm` header is written, and "
-        "the payload is copied once out of the record, behind its header. For one-segment messages that was "
-        "about 12.9 µs per record against 1.6 µs for a raw `poll()` (500-byte messages on the embedded "
-        "cluster); at 100 KB a raw record takes about 50-65 µs. From 1 MB up the work per byte is one copy "
-        "of each segment into the message. What held 100 MB messages back was librdkafka pausing fetches "
-        "for `fetch.queue.backoff.ms` whenever its queue was full, as it is while a message is assembled: "
-        "with 10 ms the route read 0.81-0.90 of `raw.segments` side by side on the broker (9-15 "
-        "repetitions), with 3 ms 0.99-1.23; the default is now 3 ms, with a 12 MiB queue (1.03) so that "
-        "the faster refill does not hold more of a 10 MB message. Full runs still swing: at 100 MB the last "
-        "four read 0.48 and 0.47 with 10 ms, 1.02 with 3 ms and 16 MiB, and 0.75 (0.45-1.35) with 3 ms and "
-        "12 MiB; at 1 MB 1.08, 0.88 and 1.08; at 10 MB 0.96, 0.93 and 0.94."
+        "Each segment record costs Python work a raw read does not: the segment and `_lm` headers are checked "
+        "and the segment decoded into a typed value, the offset is tracked for safe commits, the delivered "
+        "`_lm` header is written, and the payload is copied once out of the record, behind its header. For "
+        "one-segment messages of 500 B on the embedded cluster (medians of 7) a record took 12.9 µs before "
+        "this round and 7.9 µs after (a one-segment message in a partition with nothing pending is tracked "
+        "as a plain record is; a payload-header segment's `_lm` header is checked, not decoded; the typed "
+        "values are built through their slots), against 1.6 µs for a raw `poll()` and 2.9 µs for the least a "
+        "reader of such segments must do in Python (both headers unpacked with `struct`, the payload sliced "
+        "out, value and headers set; no typed values, no offset tracking). At 100 KB, side by side on the "
+        "broker (13 repetitions of 1 000 messages, order alternating, twice), that least reader read 1.08 "
+        "and 0.86 of `raw.segments` and the route 0.92 and 0.95 (per repetition 0.50-1.80): at this size "
+        "the route is within the noise of a reader with no bookkeeping at all. From 1 MB up the work per "
+        "byte is one copy of each segment into the message. What swings at 100 MB is that copy: timed "
+        "inside the consumer on the broker (22 repetitions of 3 messages), appending 300 MB of segments "
+        "took 61-73 ms in the 15 repetitions where the route read 1.05-1.73 of `raw.segments`, and 88-381 ms "
+        "in the three where it read 0.34-0.75 (up to 115 ms of CPU, with 10 000-13 000 page faults system-wide "
+        "against about 2 800), while the time spent in librdkafka's `poll` and `consume` stayed "
+        "within 40-100 ms. "
+        "Fetching was tuned first: with `fetch.queue.backoff.ms` 10 the route read 0.81-0.90 side by side "
+        "(9-15 repetitions), with 3 ms 0.99-1.23, so the default is 3 ms, with a 12 MiB queue (1.03) so "
+        "that the faster refill does not hold more of a 10 MB message. Full runs swing accordingly: at "
+        "100 MB the last five read 0.48 and 0.47 with 10 ms, 1.02, 0.75 and 0.53 with 3 ms; at 10 MB 0.96, "
+        "0.93, 0.94 and 0.88."
     ),
     "redis.produce": (
         "The ceiling is one bare `SET`. The gateway writes the payload, its pending mark and its index entry "
@@ -90,8 +101,13 @@ WHAT_IS_LEFT: dict[str, str] = {
     ),
     "memory.consumer.chunked": (
         "The consumer holds the message being assembled (one copy) and the fetched batch of raw segments "
-        "(`fetch.batch.bytes`, 8 MB); librdkafka prefetches up to `queued.max.messages.kbytes` (12 MiB here) "
-        "beside it."
+        "(`fetch.batch.bytes`); librdkafka prefetches up to `queued.max.messages.kbytes` (12 MiB here) beside "
+        "it. With an 8 MB batch a 10 MB reader's peak changed from pass to pass, by about a message: measured "
+        "apart on the broker (20 messages of 10 MB, 5 passes, four times), the route held 31-51 MB against "
+        "28-44 MB for the raw segment reader, 0.19-1.14 of a message more (medians), and two full runs read "
+        "1.56 and 1.44. With 2 MB, now the default, it held 33.9-35.7 MB, 0.50-0.55 more, and read 10 MB "
+        "messages at 1.24 of the raw reader against 1.07 with 8 MB in the same runs (11 repetitions); at "
+        "100 KB, 1 MB and 100 MB the two read alike within the noise."
     ),
     "memory.consumer.redis": (
         "Payloads fetched ahead are held until handed out, within `reference.fetch.budget.bytes` (32 MB; it was "
@@ -113,7 +129,8 @@ WHAT_IS_LEFT: dict[str, str] = {
         "route 201.4-201.6. So the segments alone cost 0.17 of a message at 10 MB, more than the target, even "
         "when raw confluent-kafka sends them; the route needs each segment's delivery report to report the "
         "message once, and the one segment it builds at a time in Python (0.8 MB, traced with tracemalloc) "
-        "does not raise the peak above the raw sender's. The `raw.segments` row shows the same in each run."
+        "does not raise the peak above the raw sender's. The `raw.segments` row (no delivery callbacks) shows "
+        "what the segment records themselves cost in each run."
     ),
     "passthrough.poll": (
         "`poll()` fetches 500 records at a time; a batch proven plain as a whole (C-level passes over error, "

@@ -22,7 +22,7 @@ def partition_of(msg: Any) -> TopicPartitionKey:
 
 
 class RecordQueue:
-    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int = 8_000_000) -> None:
+    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int) -> None:
         self._consumer = consumer
         self.batch = batch
         """Records per fetch (``fetch.batch.records``), fewer when they are large."""

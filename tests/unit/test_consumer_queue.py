@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Message
 
-from gateway.consumer_config import FETCH_QUEUE_BACKOFF_MS, QUEUED_MAX_KBYTES, parse_consumer_config
+from gateway.consumer_config import FETCH_BATCH_BYTES, FETCH_QUEUE_BACKOFF_MS, QUEUED_MAX_KBYTES, parse_consumer_config
 from gateway.consumer_queue import RecordQueue
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
@@ -46,9 +46,10 @@ def test_a_fetch_holds_about_the_byte_bound(size: int, taken: int) -> None:
 
 
 def test_librdkafkas_fetch_backoff_and_prefetch_are_small_unless_set() -> None:
-    _, conf = parse_consumer_config({"group.id": "g"})
+    settings_default, conf = parse_consumer_config({"group.id": "g"})
     assert conf["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS == 3
     assert conf["queued.max.messages.kbytes"] == QUEUED_MAX_KBYTES == 12_288
+    assert settings_default.batch_bytes == FETCH_BATCH_BYTES == 2_000_000
     settings, conf = parse_consumer_config(
         {"group.id": "g", "fetch.queue.backoff.ms": 500, "fetch.batch.bytes": 9, "queued.max.messages.kbytes": 65536}
     )
