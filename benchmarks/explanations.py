@@ -19,9 +19,11 @@ WHAT_IS_LEFT: dict[str, str] = {
         "librdkafka's `produce` of the same bytes, on the embedded cluster. No single call stands out in "
         "the profile (the route, the id, the `_lm` and `_t` headers, the size checks, the delivery fold, "
         "metrics). From 1 MB up the work per byte is the copy, and the cells swing between runs: the last "
-        "four full runs read 0.85, 0.99, 0.88 and 1.01 at 100 KB, 0.90, 1.25, 1.14 and 0.96 at 1 MB, and 0.99, "
-        "1.04, 0.94 and 0.93 at 10 MB; side by side on the broker (5 repetitions, twice) the 100 KB cell read "
-        "0.92-1.03 before the last change and 0.99-1.02 after, per-repetition ratios ranging 0.50-1.31."
+        "seven full runs read 0.85, 0.99, 0.88, 1.01, 0.98, 1.02 and 0.97 at 100 KB, 0.90, 1.25, 1.14, 0.96, "
+        "0.88, 0.99 and 0.86 at 1 MB, and 0.99, 1.04, 0.94, 0.93, 1.02, 0.91 and 0.93 at 10 MB. Side by side "
+        "on the broker with nothing else in between (11 repetitions, order alternating, fresh topics) the "
+        "route read 1.05 of `raw.segments` at 1 MB (0.75-1.75 per repetition) and 0.98 at 10 MB "
+        "(0.75-1.17); at 100 KB (5 repetitions, twice) 0.99-1.02."
     ),
     "chunked.consume": (
         "Each segment record costs Python work a raw read does not: the segment and `_lm` headers are checked "
@@ -45,8 +47,8 @@ WHAT_IS_LEFT: dict[str, str] = {
         "Fetching was tuned first: with `fetch.queue.backoff.ms` 10 the route read 0.81-0.90 side by side "
         "(9-15 repetitions), with 3 ms 0.99-1.23, so the default is 3 ms, with a 12 MiB queue (1.03) so "
         "that the faster refill does not hold more of a 10 MB message. Full runs swing accordingly: at "
-        "100 MB the last five read 0.48 and 0.47 with 10 ms, 1.02, 0.75 and 0.53 with 3 ms; at 10 MB 0.96, "
-        "0.93, 0.94 and 0.88."
+        "100 MB the last seven read 0.48 and 0.47 with 10 ms, then 1.02, 0.75, 0.53, 0.74 and 0.65; at 10 MB "
+        "the last six 0.96, 0.93, 0.94, 0.88, 0.89 and 1.19."
     ),
     "redis.produce": (
         "The ceiling is one bare `SET`. The gateway writes the payload, its pending mark and its index entry "
@@ -78,7 +80,10 @@ WHAT_IS_LEFT: dict[str, str] = {
         "keeps the route near the baseline, one round trip per group instead of one per payload. "
         "Once the byte budget was full, groups went out one payload per round trip (0.68 at 100 KB in one "
         "full run with the 32 MB budget); a group now waits until the budget has room for all of it (1.04 "
-        "side by side)."
+        "side by side). The last three full runs read 0.87, 0.74 and 0.83 at 100 KB, with the baseline "
+        "spreading over 523-983 MB/s where the route stayed within 414-594; side by side on the broker (11 "
+        "repetitions of 1 000 payloads, order alternating) the route read 0.95 of the baseline (0.57-1.12 "
+        "per repetition), and the code before this round's changes 0.93 (0.68-1.08)."
     ),
     "s3.produce": (
         "One `PutObject` per payload, like the baseline, carrying the payload's SHA-256 (computed by the "
