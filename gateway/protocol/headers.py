@@ -76,17 +76,20 @@ def _checked_lm(value: bytes | bytearray | memoryview | None) -> bytes | bytearr
     return value
 
 
+def _lm_fields(value: bytes | bytearray | memoryview | None) -> tuple[int, int, int, int, int, int]:
+    """Type, the id's two halves as written (low first), segment, count and size; size -1 in the 25-byte form."""
+    value = _checked_lm(value)
+    if len(value) == _LM_LONG.size:
+        return _LM_LONG.unpack_from(value, 0)
+    return (*_LM_SHORT.unpack_from(value, 0), INVALID_MESSAGE_SIZE)
+
+
 def decode_lm(value: bytes | bytearray | memoryview | None) -> LargeMessageHeader:
     """``LargeMessageHeaderValue.fromBytes``: the size is read only when the value is exactly 29 bytes.
 
     Where Java throws (empty or shorter than 25 bytes) this raises :class:`HeaderFormatError`.
     """
-    value = _checked_lm(value)
-    if len(value) == _LM_LONG.size:
-        kind, lsb, msb, seg, nseg, size = _LM_LONG.unpack_from(value, 0)
-    else:
-        kind, lsb, msb, seg, nseg = _LM_SHORT.unpack_from(value, 0)
-        size = INVALID_MESSAGE_SIZE
+    kind, lsb, msb, seg, nseg, size = _lm_fields(value)
     return LargeMessageHeader(kind, uuid_from_halves(msb, lsb), seg, nseg, size)
 
 
@@ -109,12 +112,7 @@ def encode_delivered_lm(header: LargeMessageHeader) -> bytes:
 
 def delivered_lm_value(value: bytes | bytearray | memoryview | None) -> bytes:
     """``encode_delivered_lm(decode_lm(value))`` from the raw ``_lm`` value, without the typed header in between."""
-    value = _checked_lm(value)
-    if len(value) == _LM_LONG.size:
-        kind, _, _, _, nseg, size = _LM_LONG.unpack_from(value, 0)
-    else:
-        kind, _, _, _, nseg = _LM_SHORT.unpack_from(value, 0)
-        size = INVALID_MESSAGE_SIZE
+    kind, _, _, _, nseg, size = _lm_fields(value)
     return _delivered(kind, nseg, size)
 
 
