@@ -234,11 +234,8 @@ class ConsumerPipeline:
         the same answer as the full path, without its per-record calls.
         """
         offset = record.offset
-        hw = self._open_high_watermark(tp, offset)
-        if hw is None:
+        if not self._run_of_one(tp, offset):
             return None
-        self._tracker.track_plain(tp, offset)
-        hw.current = offset
         counters = self.counters
         counters["records"] += 1
         counters["chunked.messages"] += 1
@@ -355,12 +352,18 @@ class ConsumerPipeline:
         ``poll``'s hot path: the check and the bookkeeping of a one-record run in a single call.
         False changes nothing, and the record takes the full path.
         """
+        if not self._run_of_one(tp, offset):
+            return False
+        self.fast_plain += 1
+        return True
+
+    def _run_of_one(self, tp: TopicPartitionKey, offset: int) -> bool:
+        """Note ``offset`` as delivered at ``offset + 1`` when :meth:`plain_run_open` allows it; else change nothing."""
         hw = self._open_high_watermark(tp, offset)
         if hw is None:
             return False
         self._tracker.track_plain(tp, offset)
         hw.current = offset
-        self.fast_plain += 1
         return True
 
     def metrics(self) -> dict[str, int]:
