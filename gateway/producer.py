@@ -29,6 +29,7 @@ from gateway.producer_config import parse_producer_config
 from gateway.producer_metrics import ProducerMetrics
 from gateway.producer_surface import CLOSED, ProducerSurface, ProducerTransactions
 from gateway.queue_full import BlockingSend
+from gateway.reference_window import InOrderProducer, WriteWindow
 from gateway.reference_writer import ReferenceWriter
 from gateway.route_choice import RouteChooser
 from gateway.serialization import Serializers
@@ -93,7 +94,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
-        self._producer = Producer(conf)
+        window = WriteWindow(self.settings.write_window, self.stores, self.settings.write_linger_s)
+        self._producer = InOrderProducer(conf, window) if window.size > 1 else Producer(conf)
+        """With a write window, the producer that sends the writes in flight ahead of every other record."""
         policies = (
             CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, self.settings.topic_config_refresh_s)
             if self.settings.compaction_check
@@ -114,7 +117,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             metrics=self._metrics,
             clock=clock,
             checksum=self.settings.checksum,
-            window=self.settings.write_window,
+            window=window,
             send_chunked=self._chunks.send,
         )
 
@@ -169,8 +172,6 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             if chosen.kind is RouteKind.REFERENCE:
                 no_fallback = forced or terms.no_chunks
                 chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
-            if chosen.kind is not RouteKind.REFERENCE and self._references.window.writes:
-                self._references.drain()  # records leave in the order produce() was called
             if chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
@@ -198,7 +199,6 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """
         if (
             not accepted_as_is(topic, key, partition, timestamp, on_delivery)
-            or self._references.window.writes  # envelopes in flight go first: records leave in produce() order
             or tracing.enabled()  # a traced record gets its span on the general path
         ):
             return False
@@ -226,14 +226,12 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
 
     # -- Producer surface ------------------------------------------------------------------
     def poll(self, timeout: float = 0) -> int:
-        self._references.drain()
         served = int(self._producer.poll(timeout))
         self._references.clear_acked_marks()
         return served
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for delivery reports; returns the *logical* messages still in flight."""
-        self._references.drain()
         if timeout is None or timeout < 0:
             self._producer.flush()
         else:
@@ -273,7 +271,6 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         return bool(self._producer.close())
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
-        self._references.drain()  # each envelope in librdkafka's queue, then purged like any record
         self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     @property

@@ -53,6 +53,8 @@ class ProducerSettings:
     """``reference.checksum``: the payload digest in envelopes (see :mod:`gateway.digests`)."""
     write_window: int = 1
     """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns)."""
+    write_linger_s: float = 0.01
+    """``reference.write.linger.ms``: the longest a write waits in the window before its envelope is queued."""
 
     @property
     def overhead(self) -> int:
@@ -110,6 +112,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
     checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
     write_window = pop_int(conf, "reference.write.window", 1, minimum=1)
+    write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -129,6 +132,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         refresh_s,
         checksum,
         write_window,
+        write_linger_s,
     )
     return settings, conf
 

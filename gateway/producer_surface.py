@@ -93,6 +93,9 @@ class ProducerSurface:
 class ProducerTransactions:
     """confluent-kafka's transaction methods, with the store writes of an aborted transaction undone.
 
+    Writes still in a ``reference.write.window`` go into Kafka ahead of each transaction call: the
+    producer's :class:`~gateway.reference_window.InOrderProducer` sees to it.
+
     Segments and envelopes go through the one librdkafka producer, so they are in the open
     transaction like any record; what Kafka cannot abort is the payload a reference message put in
     a store, and that is what :mod:`gateway.transactions` tracks.
@@ -105,25 +108,21 @@ class ProducerTransactions:
         _call(self._producer.init_transactions, timeout)
 
     def begin_transaction(self) -> None:
-        self._references.drain()  # writes in flight belong before the transaction
         self._producer.begin_transaction()
         self._references.transaction.begin()
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
         """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped."""
-        self._references.drain()
         _call(self._producer.send_offsets_to_transaction, timeout, positions, group_metadata)
 
     def commit_transaction(self, timeout: float = -1) -> None:
         """Commit; on an error that requires an abort the writes stay tracked for ``abort_transaction``."""
-        self._references.drain()  # every envelope of the transaction is in it before the commit
         _call(self._producer.commit_transaction, timeout)
         self._references.transaction.committed()
         self._references.clear_acked_marks()  # held while the transaction was open
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort in Kafka, then delete the payloads the transaction's reference messages stored."""
-        self._references.drain()
         _call(self._producer.abort_transaction, timeout)
         undo(self._references.transaction.aborted())
         self._references.clear_acked_marks()  # what is left of them: deleting took the others

@@ -4,15 +4,34 @@ A chunked message is several records, and a reference message has already writte
 when its envelope is queued; raising ``BufferError`` halfway would leave the first half-sent and
 the second orphaned. So, unlike a plain record, they wait for room: delivery reports are served
 (which frees queue space) until ``large.message.block.ms`` has passed.
+
+A thread of the library's own (the write window's) waits without serving them: delivery reports,
+and the application's callbacks they run, belong to the application's ``poll`` and ``flush``.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import Producer
 
 from gateway.clock import Clock
+
+_quiet = threading.local()
+
+
+@contextmanager
+def without_serving_reports() -> Iterator[None]:
+    """In this thread, wait for queue room by sleeping instead of serving delivery reports."""
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = False
 
 
 class BlockingSend:
@@ -40,4 +59,7 @@ class BlockingSend:
                     deadline = now + self._block_s
                 if now >= deadline:
                     raise
-            self._producer.poll(0.05)
+            if getattr(_quiet, "on", False):
+                time.sleep(0.05)
+            else:
+                self._producer.poll(0.05)

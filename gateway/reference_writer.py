@@ -51,7 +51,7 @@ class ReferenceWriter:
         metrics: ProducerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
         checksum: str = "auto",
-        window: int = 1,
+        window: int | WriteWindow = 1,
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
     ) -> None:
         self.stores = stores
@@ -64,7 +64,8 @@ class ReferenceWriter:
         self._digests = PayloadDigester(checksum)
         self.transaction = TransactionLedger()
         """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
-        self.window = WriteWindow(window, dict(stores))
+        self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
+        self.window.settle_with(self._settle)
         self._send_chunked = send_chunked or _no_chunking
 
     @property
@@ -97,8 +98,6 @@ class ReferenceWriter:
     ) -> Route:
         health = self.health[name]
         pipeline = self.window.pipeline_for(name)
-        if pipeline is None and self.window.writes:
-            self.drain()  # this write waits for its reply: those before it go out first
         now = self._clock.wall_ms()
         if not health.allow(now):
             return self._fallback(name, forced, message.size, "is marked unhealthy")
@@ -121,28 +120,22 @@ class ReferenceWriter:
         except StoreError as exc:
             return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
         pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
-        write = WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
-        self.window.writes.append(write)
-        while self.window.full():
-            self._confirm_oldest()
+        self.window.add(
+            WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
+        )
         return route
 
     @property
     def in_flight(self) -> int:
-        """Messages whose store write is sent and whose envelope is not yet produced."""
-        return len(self.window.writes)
+        """Messages whose store write is sent and whose envelope is not yet produced, or failure not yet reported."""
+        return len(self.window)
 
     def drain(self) -> None:
-        """Confirm every write in flight and produce its envelope, oldest first (``poll``, ``flush``, ...)."""
-        if not self.window.writes:
-            return
-        with self.window.lock:
-            while self.window.writes:
-                self._confirm_oldest()
+        """Confirm every write in flight and produce its envelope, oldest first."""
+        self.window.drain()
 
-    def _confirm_oldest(self) -> None:
-        """The oldest write's reply; then its envelope, or, where it failed, what ``produce`` would have done."""
-        write = self.window.writes.popleft()
+    def _settle(self, write: WriteInFlight) -> None:
+        """A write's reply; then its envelope, or, where it failed, what ``produce`` would have done."""
         message = write.message
         try:
             try:
@@ -157,8 +150,7 @@ class ReferenceWriter:
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
             log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
-            if message.on_delivery is not None:
-                message.on_delivery(exc, None)
+            self.window.failed(message.on_delivery, exc)  # reported by the next poll() or flush()
 
     def _put_failed(self, name: str, forced: bool, message: OutgoingMessage, now: int, exc: StoreError) -> Route:
         """Count the failure; ``CHUNKED`` when the store is unavailable and the message may fall back, else raise."""
@@ -285,8 +277,7 @@ class ReferenceWriter:
         A store that journals writes in batches (S3) keeps its open batch's marker until the batch
         closes; once the producer is done, nothing more will be taken from it.
         """
-        self.drain()
-        self.window.close()
+        self.window.close()  # settles the writes in flight first
         self._digests.close()
         for store in self.stores.values():
             end = getattr(store, "end_journal_batches", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -13,12 +14,24 @@ from gateway.outgoing import OutgoingMessage
 from gateway.policy import Route
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import decode_envelope
+from gateway.reference_window import WriteWindow
 from gateway.reference_writer import ReferenceWriter
 from tests.unit.fake_clock import ManualClock
 from tests.unit.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.test_reference_writer import Sent
 
 ROUTE = Route.reference("mem")
+
+
+class InOrder(Sent):
+    """The producer's queue as ``InOrderProducer`` keeps it: the window's writes settle before each record."""
+
+    window: WriteWindow | None = None
+
+    def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
+        if self.window is not None:
+            self.window.drain()
+        super().__call__(topic, kwargs)
 
 
 def windowed(
@@ -65,9 +78,10 @@ def test_a_window_of_one_writes_before_returning_without_a_pipeline() -> None:
     assert store.calls == ["put"] and len(sent.records) == 1 and w.in_flight == 0
 
 
-def test_a_store_that_cannot_pipeline_drains_the_window_first() -> None:
+def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
+    """The producer's queue settles the window before each record (``InOrderProducer``), envelopes too."""
     piped, plain = PipeliningMemoryStore("piped"), MemoryStore("plain")
-    sent = Sent()
+    sent = InOrder()
     w = ReferenceWriter(
         {"piped": piped, "plain": plain},
         {name: StoreHealth(2, 30_000, 5_000) for name in ("piped", "plain")},
@@ -75,6 +89,7 @@ def test_a_store_that_cannot_pipeline_drains_the_window_first() -> None:
         fallback_cap=1_000,
         window=4,
     )
+    sent.window = w.window
     w.send(Route.reference("piped"), False, message(b"first"))
     assert sent.records == []
     w.send(Route.reference("plain"), False, message(b"second"))
@@ -115,6 +130,8 @@ def test_a_failure_that_cannot_fall_back_is_reported_to_on_delivery(
     store.pipeline.fail_confirm = error
     with caplog.at_level(logging.ERROR, logger="gateway.reference_writer"):
         w.drain()
+    assert reports == [] and w.in_flight == 1, "reported by poll() or flush(), as librdkafka reports its own"
+    assert w.window.report_failures() == 1
     [(err, msg)] = reports
     assert isinstance(err, StoreError) and msg is None
     assert "failed after produce() returned" in caplog.text
@@ -129,6 +146,7 @@ def test_an_envelope_that_cannot_be_queued_rolls_back_and_is_reported() -> None:
     w.send(ROUTE, False, message(b"payload", on_delivery=lambda err, msg: reports.append(err)))
     sent.error = BufferError("Local: Queue full")
     w.drain()
+    w.window.report_failures()
     assert len(reports) == 1 and isinstance(reports[0], BufferError)
     assert store.payloads == {} and store.calls[-1] == "delete", "the payload was rolled back"
     assert w.metrics.snapshot()["rollbacks"] == 1
@@ -140,3 +158,39 @@ def test_close_drains_and_closes_the_pipeline() -> None:
     w.send(ROUTE, False, message(b"v"))
     w.close()
     assert len(sent.records) == 1 and store.pipeline.closed
+
+
+def test_a_write_nobody_settles_is_settled_after_the_linger() -> None:
+    """A producer the application stops calling still queues its envelopes (``reference.write.linger.ms``)."""
+    store = PipeliningMemoryStore()
+    sent = Sent()
+    window = WriteWindow(8, {store.name: store}, linger_s=0.02)
+    w = ReferenceWriter(
+        {store.name: store}, {store.name: StoreHealth(2, 30_000, 5_000)}, sent, fallback_cap=0, window=window
+    )
+    w.send(ROUTE, False, message(b"v"))
+    assert sent.records == [] and w.in_flight == 1
+    deadline = time.monotonic() + 5
+    while w.in_flight and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert w.in_flight == 0 and len(sent.records) == 1
+    w.close()
+
+
+def test_a_write_leaves_the_window_only_once_its_envelope_is_queued() -> None:
+    """What another thread sees while a write settles: still in flight, so it waits for the lock."""
+    store = PipeliningMemoryStore()
+    seen: list[int] = []
+    w: ReferenceWriter
+
+    def send(topic: str, kwargs: dict[str, Any]) -> None:
+        seen.append(len(w.window.writes))
+
+    w = ReferenceWriter(
+        {store.name: store}, {store.name: StoreHealth(2, 30_000, 5_000)}, send, fallback_cap=0, window=4
+    )
+    w.send(ROUTE, False, message(b"a"))
+    w.send(ROUTE, False, message(b"b"))
+    w.drain()
+    assert seen == [2, 1]
+    w.close()
