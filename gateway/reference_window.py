@@ -51,6 +51,10 @@ DEFAULT_LINGER_S = 0.01
 """``reference.write.linger.ms``' default: far below any Kafka timeout, above a burst's spacing."""
 
 
+IDLE_THREAD_S = 1.0
+"""How long the linger thread waits for a write before it ends."""
+
+
 @dataclass(slots=True)
 class WriteInFlight:
     """One message whose payload is on its way to ``store``; its envelope waits for the store's reply."""
@@ -153,11 +157,17 @@ class WriteWindow:
         return len(failures)
 
     def _linger(self) -> None:
-        """Settle the writes once the oldest has waited ``linger_s``, for a producer nobody calls."""
+        """Settle the writes once the oldest has waited ``linger_s``, for a producer nobody calls.
+
+        The thread ends after a second without writes (the next write starts another), so a
+        producer dropped without ``close()`` is not kept alive by it.
+        """
         with self._wake:
             while not self._closed:
                 if not self.writes:
-                    self._wake.wait()
+                    self._wake.wait(IDLE_THREAD_S)
+                    if not self.writes:
+                        break
                     continue
                 due = self.writes[0].queued_at + self.linger_s - time.monotonic()
                 if due > 0:
@@ -168,6 +178,7 @@ class WriteWindow:
                         self.drain()
                 except Exception:  # settle reports its own failures; this is a defect, logged, not fatal
                     log.exception("settling the reference write window failed")
+            self._thread = None
 
     def close(self) -> None:
         """Settle what is in flight, stop the linger thread, give the pipelines back."""
@@ -175,8 +186,9 @@ class WriteWindow:
         with self.lock:
             self._closed = True
             self._wake.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
         for pipeline in self._pipelines.values():
             if pipeline is not None:
                 pipeline.close()
@@ -233,4 +245,4 @@ def _unset(write: WriteInFlight) -> None:
     raise RuntimeError(f"the write window has no writer to settle {write.locator}")
 
 
-__all__ = ["DEFAULT_LINGER_S", "InOrderProducer", "WriteInFlight", "WriteWindow"]
+__all__ = ["DEFAULT_LINGER_S", "IDLE_THREAD_S", "InOrderProducer", "WriteInFlight", "WriteWindow"]

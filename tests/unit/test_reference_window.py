@@ -194,3 +194,23 @@ def test_a_write_leaves_the_window_only_once_its_envelope_is_queued() -> None:
     w.drain()
     assert seen == [2, 1]
     w.close()
+
+
+def test_the_linger_thread_ends_when_idle_and_starts_again_with_the_next_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer dropped without close() is not kept alive by a thread waiting for writes forever."""
+    monkeypatch.setattr("gateway.reference_window.IDLE_THREAD_S", 0.05)
+    store = PipeliningMemoryStore()
+    sent = Sent()
+    window = WriteWindow(8, {store.name: store}, linger_s=0.01)
+    health = {store.name: StoreHealth(2, 30_000, 5_000)}
+    w = ReferenceWriter({store.name: store}, health, sent, fallback_cap=0, window=window)
+    for round_ in range(2):
+        w.send(ROUTE, False, message(b"v%d" % round_))
+        deadline = time.monotonic() + 5
+        while window._thread is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert window._thread is None, "the thread ended once idle"
+        assert len(sent.records) == round_ + 1, "after settling the write"
+    w.close()
