@@ -18,13 +18,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import cramjam
 import pytest
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
-from gateway.errors import LocatorError
+from gateway.errors import LocatorError, PayloadIntegrityError
+from gateway.protocol.peers import BAKDATA_COMPRESSION_HEADERS, BAKDATA_VALUE_HEADER
 from gateway.testing import KafkaService
 from gateway.testing.s3_server import S3Server
 from stores import RedisStore, S3Store
+from tests.bombs import MIB, peak_growth, reset_peak, zeros
 
 PEERS_DIR = Path(__file__).resolve().parents[1] / "peerwriters"
 FORMATS = "bakdata,kafs3,aws"
@@ -248,6 +251,54 @@ def test_a_pointer_outside_every_store_is_a_typed_error_with_its_record_and_no_r
         after = _read_all(consumer, 1)
     assert after == [(None, b"after")]  # the loop goes on; the error held commits at the bad record
     assert store.metrics().get("get", 0) == 0
+
+
+def test_decompression_bombs_are_typed_errors_with_their_records_within_the_limit_of_memory(
+    kafka: KafkaService, topic: str, s3_server: S3Server, peer_bucket: str, s3_client: Any
+) -> None:
+    """The issue's bombs as bakdata stores blobs (zstd: 512 MiB of zeros in 16 KB; lz4: 64 MiB in 280 KB).
+
+    With a 1 MiB limit, each is a ``PayloadIntegrityError`` carrying its record, the loop goes on to a
+    blob exactly at the limit and the record after, and the process's RSS never rises by more than
+    the limit and the decoder's buffers (the bombs took 1 GiB and 128 MiB before).
+    """
+    from confluent_kafka import Producer
+
+    limit = MIB
+    fits = bytes(range(256)) * (limit // 256)
+    objects = {"zstd": zeros("zstd", 512 * MIB), "lz4": zeros("lz4", 64 * MIB), "fits": cramjam.zstd.compress(fits)}
+    raw = Producer(kafka.producer_config())
+    for name, codec_id in (("zstd", 4), ("lz4", 3), ("fits", 4)):
+        s3_client.put_object(Bucket=peer_bucket, Key=f"bakdata/{name}", Body=bytes(objects[name]))
+        headers = [(BAKDATA_VALUE_HEADER, b"\x01"), (BAKDATA_COMPRESSION_HEADERS[0], bytes([codec_id]))]
+        raw.produce(
+            topic, f"s3://{peer_bucket}/bakdata/{name}".encode(), key=name.encode(), headers=headers, partition=0
+        )
+    raw.produce(topic, b"after", key=b"after", partition=0)
+    raw.flush(30)
+    store = S3Store(s3_server.client(), bucket=peer_bucket, prefix="bakdata/", name="peers")
+    store.get_object("bakdata/fits", limit)  # the S3 client's first request loads its models: not decoding's memory
+    conf = {**kafka.consumer_config(), "large.message.peer.formats": "bakdata", "large.message.peer.max.bytes": limit}
+    errors: list[PayloadIntegrityError] = []
+    got: list[tuple[Any, Any]] = []
+    with HybridConsumer(conf, stores={"peers": store}) as consumer:
+        consumer.subscribe([topic])
+        before = reset_peak()
+        for _ in range(60):
+            try:
+                got += [(msg.key(), msg.value()) for msg in consumer.consume(10, 1.0)]
+            except PayloadIntegrityError as exc:
+                errors.append(exc)
+            if len(got) >= 2:
+                break
+        growth = peak_growth(before)
+    assert [(e.kafka_message.offset(), e.kafka_message.key()) for e in errors if e.kafka_message] == [
+        (0, b"zstd"),
+        (1, b"lz4"),
+    ]
+    assert all("beyond the limit of 1048576 bytes" in str(e) for e in errors)
+    assert got == [(b"fits", fits), (b"after", b"after")]
+    assert growth <= limit + 32 * MIB, f"peak RSS grew {growth / MIB:.0f} MiB"
 
 
 @pytest.mark.requires("java_clients")
