@@ -64,6 +64,8 @@ def scan_topic(
         consumer.close()
     if not scan.sightings:
         return scan  # nothing points at any wanted write: nothing to tell committed from aborted
+    if clock() >= deadline:
+        return scan.settled_by(CommittedRead.failed("the scan deadline passed before the read_committed read"))
     consumer = _consumer(client_config, "read_committed")
     try:
         committed = _read_committed(consumer, topic, scan, wait=wait, deadline=deadline, clock=clock)
