@@ -9,6 +9,7 @@ landed payload stays one ``poll`` call long, and ``gateway gc --bootstrap`` keep
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from gateway.store import Store
 
@@ -31,6 +32,16 @@ class AckedMarks:
         """Queue one mark; True once enough are queued to clear them without waiting for ``poll``."""
         self._acked.append((store, locator))
         return len(self._acked) >= CLEAR_MARKS_EVERY
+
+    def forget(self, writes: Iterable[tuple[Store, str]]) -> None:
+        """Drop the queued marks of ``writes`` without clearing them.
+
+        For the writes of an aborted transaction: their envelopes were aborted, so where deleting a
+        payload failed its mark is what lets ``gateway gc`` find it; clearing it would leave the payload
+        for ever.
+        """
+        drop = {(id(store), locator) for store, locator in writes}
+        self._acked = [(store, locator) for store, locator in self._acked if (id(store), locator) not in drop]
 
     def clear(self) -> None:
         """One call per store where the store can batch (``clear_pending_many``), else one per mark."""

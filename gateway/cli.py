@@ -87,11 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="find payloads whose envelope never landed in Kafka (crashed producers, failed rollbacks); "
         "a dry run unless --delete",
         description="Lists the store writes still marked pending after the grace period and reads the topics "
-        "they belong to (--bootstrap) up to the end offsets taken at the start. A payload is deleted only when "
-        "that read was complete and found no envelope with its message id or locator, whatever store name the "
-        "envelopes use; a payload whose envelope is found keeps its data (only the pending mark is cleared); "
-        "anything else (metadata error, read incomplete or past --scan-timeout, undecodable envelope mentioning "
-        "it) is kept and reported with the reason. Also aborts incomplete S3 multipart uploads older than the "
+        "they belong to (--bootstrap) up to the end offsets taken at the start, then read_committed over the "
+        "envelopes found. A payload is deleted only when that read was complete and found no envelope with its "
+        "message id or locator, whatever store name the envelopes use, or found only envelopes of aborted "
+        "transactions; a payload whose committed envelope is found keeps its data (only the pending mark is "
+        "cleared); anything else (metadata error, read incomplete or past --scan-timeout, undecodable envelope "
+        "mentioning it, envelope of a transaction still open) is kept with its mark and reported with the "
+        "reason. Also aborts incomplete S3 multipart uploads older than the "
         "grace period. Without --delete this is a dry run. Exit status: 0 every payload decided, 4 some kept "
         "for lack of proof (run again), 1 a store operation failed, 2 bad arguments.",
     )
@@ -283,7 +285,7 @@ def _gc_lines(report: Any) -> list[str]:
         f"kept {len(report.landed)} whose envelope landed, kept {len(report.kept)} unproved, "
         f"{len(report.failed)} failed; {abort} {len(report.aborted)} stale multipart uploads"
     ]
-    out += [f"  {verb}: {locator}" for locator in report.deleted]
+    out += [f"  {verb}: {locator}: {report.proofs.get(locator, 'proved dead')}" for locator in report.deleted]
     out += [f"  landed: {locator}" for locator in report.landed]
     out += [f"  kept: {locator}: {why}" for locator, why in report.kept]
     out += [f"  failed: {what}: {error}" for what, error in report.failed]

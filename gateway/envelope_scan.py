@@ -6,8 +6,12 @@ when the read found no envelope for it, so a read that quietly stopped early, or
 metadata came back with an error and was taken for empty, would delete live data. Hence every
 metadata, partition and fetch error ends the read as incomplete, and so does the deadline.
 
-The read is ``read_uncommitted``: an envelope of an open transaction may still commit, and one of
-an aborted transaction is still seen by ``read_uncommitted`` consumers, so both keep their payload.
+The first read is ``read_uncommitted``: it sees every envelope, of open and aborted transactions
+too, and notes where each one pointing at a pending write lies. A second, ``read_committed``, read
+then goes over just those offsets (from the first to the last, per partition): what it returns is
+committed, what it steps over is aborted. It never reads past a partition's last stable offset,
+where a ``read_committed`` fetch would wait for the open transaction: envelopes there stay
+undecided, and so do their payloads (see :class:`gateway.payload_gc.CommittedRead`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gateway.payload_gc import EnvelopeMatcher, Pending, ScanProgress, TopicScan
+from gateway.payload_gc import CommittedRead, EnvelopeMatcher, Pending, ScanProgress, TopicScan, committed_ranges
 
 log = logging.getLogger(__name__)
 
@@ -49,81 +53,133 @@ def scan_topic(
     timeout_s: float = 600.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> TopicScan:
-    """Read ``topic`` up to the high watermarks taken at the start, matching envelopes against ``wanted``."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    """Read ``topic`` up to the high watermarks taken at the start, matching envelopes against ``wanted``,
+    then ``read_committed`` over the envelopes found; ``timeout_s`` bounds both reads together."""
+    deadline = clock() + timeout_s
+    wait = max(1.0, min(timeout_s, 60.0))  # per metadata request; the deadline bounds the whole read
+    consumer = _consumer(client_config, "read_uncommitted")
+    try:
+        scan = _scan(consumer, topic, wanted, wait=wait, deadline=deadline, clock=clock)
+    finally:
+        consumer.close()
+    if not scan.sightings:
+        return scan  # nothing points at any wanted write: nothing to tell committed from aborted
+    if clock() >= deadline:
+        return scan.settled_by(CommittedRead.failed("the scan deadline passed before the read_committed read"))
+    consumer = _consumer(client_config, "read_committed")
+    try:
+        committed = _read_committed(consumer, topic, scan, wait=wait, deadline=deadline, clock=clock)
+    finally:
+        consumer.close()
+    return scan.settled_by(committed)
 
-    consumer = Consumer(
+
+def _consumer(client_config: Mapping[str, Any], isolation: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
         {
             **client_config,
             "group.id": f"gateway-gc-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "isolation.level": "read_uncommitted",
+            "isolation.level": isolation,
             "auto.offset.reset": "error",
             "allow.auto.create.topics": False,
         }
     )
-    started = clock()
-    wait = max(1.0, min(timeout_s, 60.0))  # per metadata request; the deadline bounds the whole read
+
+
+def _scan(
+    consumer: Any, topic: str, wanted: Sequence[Pending], *, wait: float, deadline: float, clock: Callable[[], float]
+) -> TopicScan:
+    """The ``read_uncommitted`` read, from each partition's start to the high watermark taken first."""
+    from confluent_kafka import KafkaException, TopicPartition
+
     try:
+        meta = consumer.list_topics(topic, timeout=wait).topics.get(topic)
+    except KafkaException as exc:
+        return TopicScan.failed(topic, f"metadata of topic {topic} could not be read: {exc}")
+    problem = partition_problems(topic, meta)
+    if problem is not None:
+        return TopicScan.failed(topic, problem)
+    ends: dict[int, int] = {}
+    starts: dict[int, int] = {}
+    for p in sorted(meta.partitions):
         try:
-            meta = consumer.list_topics(topic, timeout=wait).topics.get(topic)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=wait, cached=False)
         except KafkaException as exc:
-            return TopicScan.failed(topic, f"metadata of topic {topic} could not be read: {exc}")
-        problem = partition_problems(topic, meta)
-        if problem is not None:
-            return TopicScan.failed(topic, problem)
-        ends: dict[int, int] = {}
-        starts: dict[int, int] = {}
-        for p in sorted(meta.partitions):
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=wait, cached=False)
-            except KafkaException as exc:
-                return TopicScan.failed(topic, f"offsets of {topic}[{p}] could not be read: {exc}")
-            if low < 0 or high < low:
-                return TopicScan.failed(topic, f"offsets of {topic}[{p}] came back invalid: low {low}, high {high}")
-            ends[p], starts[p] = int(high), int(low)
-        return _read(consumer, topic, wanted, starts, ends, deadline=started + timeout_s, clock=clock)
-    finally:
-        consumer.close()
+            return TopicScan.failed(topic, f"offsets of {topic}[{p}] could not be read: {exc}")
+        if low < 0 or high < low:
+            return TopicScan.failed(topic, f"offsets of {topic}[{p}] came back invalid: low {low}, high {high}")
+        ends[p], starts[p] = int(high), int(low)
+    matcher = EnvelopeMatcher(wanted)
+    progress = ScanProgress(ends)
+    why = _read(consumer, topic, starts, matcher, progress, deadline=deadline, clock=clock)
+    log.debug(
+        "topic %s read to %s: %d envelopes, %d undecodable", topic, dict(ends), matcher.envelopes, matcher.undecodable
+    )
+    return TopicScan.finished(topic, matcher, progress, why)
+
+
+def _read_committed(
+    consumer: Any, topic: str, scan: TopicScan, *, wait: float, deadline: float, clock: Callable[[], float]
+) -> CommittedRead:
+    """The ``read_committed`` read over the offsets where ``scan`` saw envelopes of the wanted writes.
+
+    A ``read_committed`` consumer's high watermark is the last stable offset, and its fetches stop there.
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+
+    sightings = [s for where in scan.sightings.values() for s in where]
+    lows: dict[int, int] = {}
+    stable: dict[int, int] = {}
+    for p in sorted({partition for partition, _ in sightings}):
+        try:
+            low, lso = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=wait, cached=False)
+        except KafkaException as exc:
+            return CommittedRead.failed(f"read_committed offsets of {topic}[{p}] could not be read: {exc}")
+        if low < 0 or lso < low:
+            return CommittedRead.failed(f"read_committed offsets of {topic}[{p}] came back invalid: {low}, {lso}")
+        lows[p], stable[p] = int(low), int(lso)
+    ranges = committed_ranges(sightings, lows, stable)
+    matcher = EnvelopeMatcher(scan.sightings)
+    progress = ScanProgress({p: end for p, (_, end) in ranges.items()})
+    why = _read(consumer, topic, {p: start for p, (start, _) in ranges.items()}, matcher, progress, deadline, clock)
+    return CommittedRead.finished(topic, matcher, progress, ranges, stable, why)
 
 
 def _read(
     consumer: Any,
     topic: str,
-    wanted: Sequence[Pending],
     starts: Mapping[int, int],
-    ends: Mapping[int, int],
-    *,
+    matcher: EnvelopeMatcher,
+    progress: ScanProgress,
     deadline: float,
     clock: Callable[[], float],
-) -> TopicScan:
+) -> str:
+    """Feed ``matcher`` from ``starts`` until ``progress`` is complete; why it stopped short, or ``""``."""
     from confluent_kafka import KafkaError, TopicPartition
 
-    matcher = EnvelopeMatcher(wanted)
-    progress = ScanProgress(ends)
     for p, low in starts.items():
         progress.advance(p, low)
     todo = [TopicPartition(topic, p, starts[p]) for p, _, _ in progress.lagging()]
     if not todo:
-        return TopicScan.finished(topic, matcher, progress)
+        return ""
     consumer.assign(todo)
     while not progress.complete:
         if clock() >= deadline:
-            return TopicScan.finished(topic, matcher, progress, "the scan deadline passed")
+            return "the scan deadline passed"
         first = consumer.poll(0.5)
         if first is None:
             continue
         for msg in [first, *consumer.consume(_BATCH - 1, 0)]:
             error = msg.error()
             if error is None:
-                matcher.observe(msg.value(), msg.headers())
+                matcher.observe(msg.value(), msg.headers(), msg.partition(), msg.offset())
                 progress.advance(msg.partition(), msg.offset() + 1)
             elif error.code() == KafkaError._PARTITION_EOF:
                 progress.advance(msg.partition(), msg.offset())
             else:
-                return TopicScan.finished(topic, matcher, progress, f"read error: {error}")
-    log.debug(
-        "topic %s read to %s: %d envelopes, %d undecodable", topic, dict(ends), matcher.envelopes, matcher.undecodable
-    )
-    return TopicScan.finished(topic, matcher, progress)
+                return f"read error: {error}"
+    return ""

@@ -3,13 +3,23 @@
 The producer marks every store write pending and clears the mark once Kafka acknowledged the
 envelope, or deletes the payload when the send failed. A mark that outlives the grace period
 therefore means the producer died between the write and the acknowledgement, or its rollback
-failed, or the process died after the acknowledgement but before it cleared the mark. Only the
-topic can tell these apart, so a payload is deleted only when a *complete* read of its topic
-proved that no envelope points at it. Everything else is kept, with the reason:
+failed, or the process died after the acknowledgement but before it cleared the mark, or the
+envelope belongs to a Kafka transaction that is still open or was aborted (a transactional
+producer holds its marks until the commit). Only the topic can tell these apart, so a payload is
+deleted only when a *complete* read of its topic proved that no envelope points at it, or that
+every envelope pointing at it was aborted. Everything else is kept, with the reason:
 
 * the scan did not reach the end offsets it captured at its start (deadline, partition errors);
 * the topic's metadata carried an error (unknown topic, authorization, leader not available);
-* a record marked as an envelope did not decode and mentions the payload's id or locator.
+* a record marked as an envelope did not decode and mentions the payload's id or locator;
+* an envelope lies at or past its partition's last stable offset: its transaction, or one
+  before it, is still open, and a ``read_committed`` read cannot tell yet whether it commits.
+
+Telling committed from aborted takes two reads: ``read_uncommitted`` up to the high watermarks
+sees every envelope and where it lies (its *sighting*); ``read_committed`` over the offsets of the
+sightings returns the committed ones and silently steps over the aborted ones. An envelope the
+second read stepped over is aborted; only a committed one makes a payload *landed* (its mark is
+cleared), so the mark of an aborted envelope is never cleared by mistake.
 
 Envelopes are matched by the payload's message id or its exact locator, never by store name: the
 name is whatever the producer registered its store under, which the sweeper cannot know, while the
@@ -24,7 +34,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.errors import GatewayError, InvalidSegmentError
@@ -38,9 +48,9 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 
 class Verdict(enum.Enum):
     LANDED = "landed"
-    """An envelope in the topic points at the payload: it is live."""
+    """A committed (or non-transactional) envelope in the topic points at the payload: it is live."""
     ABSENT = "absent"
-    """A complete read of the topic found nothing pointing at it: it may go."""
+    """A complete read of the topic found nothing pointing at it, or only aborted envelopes: it may go."""
     UNKNOWN = "unknown"
     """Neither could be proved; the payload stays."""
 
@@ -64,6 +74,10 @@ class Pending:
     past the grace period may belong to a payload acknowledged long ago, so it proves nothing alone."""
 
 
+Sighting = tuple[int, int]
+"""``(partition, offset)`` of a record pointing at a pending write (an envelope, or a suspect)."""
+
+
 @dataclass
 class EnvelopeMatcher:
     """Watches a topic's records for envelopes pointing at any of the ``wanted`` writes.
@@ -75,6 +89,8 @@ class EnvelopeMatcher:
     found: set[Pending] = field(default_factory=set, init=False)
     suspects: set[Pending] = field(default_factory=set, init=False)
     """Writes mentioned by a record that is marked as an envelope but does not decode."""
+    sightings: dict[Pending, set[Sighting]] = field(default_factory=dict, init=False)
+    """Where each record behind ``found`` and ``suspects`` lies."""
     store_names: set[str] = field(default_factory=set, init=False)
     envelopes: int = field(default=0, init=False)
     undecodable: int = field(default=0, init=False)
@@ -84,7 +100,7 @@ class EnvelopeMatcher:
         self._by_id = {p.message_id: p for p in self._pending}
         self._by_locator = {p.locator: p for p in self._pending}
 
-    def observe(self, value: bytes | None, headers: Headers) -> None:
+    def observe(self, value: bytes | None, headers: Headers, partition: int, offset: int) -> None:
         try:
             kind = classify(value, headers).kind
         except InvalidSegmentError:  # an unreadable _lm header: an envelope only if marked as one
@@ -100,11 +116,13 @@ class EnvelopeMatcher:
             for p in self._pending:
                 if mentions(raw, p):
                     self.suspects.add(p)
+                    self.sightings.setdefault(p, set()).add((partition, offset))
             return
         self.store_names.add(envelope.store)
         for hit in (self._by_id.get(envelope.message_id), self._by_locator.get(envelope.locator)):
             if hit is not None:
                 self.found.add(hit)
+                self.sightings.setdefault(hit, set()).add((partition, offset))
 
 
 def mentions(raw: bytes, pending: Pending) -> bool:
@@ -138,6 +156,93 @@ class ScanProgress:
         return not self.lagging()
 
 
+def lag_problem(topic: str, progress: ScanProgress, why: str = "") -> str | None:
+    """What a read short of its end offsets failed to reach, or ``None`` when it reached them all."""
+    lagging = progress.lagging()
+    if not lagging:
+        return None
+    problem = "scan of " + ", ".join(
+        f"{topic}[{p}] stopped at offset {reached} of {end}" for p, reached, end in lagging
+    )
+    return problem + (f" ({why})" if why else "")
+
+
+def committed_ranges(
+    sightings: Iterable[Sighting], lows: Mapping[int, int], stable: Mapping[int, int]
+) -> dict[int, tuple[int, int]]:
+    """Per partition, the offsets ``[start, end)`` a ``read_committed`` read goes through to decide ``sightings``.
+
+    From the first sighting (or the log start, where retention has moved past it) to just past the
+    last, never beyond the last stable offset: a ``read_committed`` fetch there waits for the open
+    transaction instead of answering, and nothing there can be decided yet anyway.
+    """
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for partition, offset in sightings:
+        first[partition] = min(offset, first.get(partition, offset))
+        last[partition] = max(offset, last.get(partition, offset))
+    out: dict[int, tuple[int, int]] = {}
+    for partition in sorted(first):
+        start = max(first[partition], lows.get(partition, 0))
+        out[partition] = (start, max(start, min(last[partition] + 1, stable.get(partition, 0))))
+    return out
+
+
+@dataclass(frozen=True)
+class CommittedRead:
+    """What a ``read_committed`` read over the offsets of a topic's sightings established.
+
+    Kafka hands a ``read_committed`` reader the committed (and non-transactional) records below a
+    partition's last stable offset and steps over the aborted ones. An envelope seen
+    ``read_uncommitted`` at an offset this read went through without returning it was aborted. At
+    or past the last stable offset nothing is proved: the transaction there may still commit.
+    """
+
+    problem: str | None
+    found: frozenset[Pending] = frozenset()
+    """Writes a committed envelope points at."""
+    suspects: frozenset[Pending] = frozenset()
+    read: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    """Per partition, the offsets ``[start, reached)`` the read went through."""
+    stable: Mapping[int, int] = field(default_factory=dict)
+    """Per partition, the last stable offset when the read started."""
+
+    @classmethod
+    def failed(cls, problem: str) -> CommittedRead:
+        return cls(problem)
+
+    @classmethod
+    def finished(
+        cls,
+        topic: str,
+        matcher: EnvelopeMatcher,
+        progress: ScanProgress,
+        ranges: Mapping[int, tuple[int, int]],
+        stable: Mapping[int, int],
+        why: str = "",
+    ) -> CommittedRead:
+        read = {p: (start, max(start, progress.positions.get(p, start))) for p, (start, _) in ranges.items()}
+        problem = lag_problem(topic, progress, why)
+        problem = None if problem is None else f"read_committed {problem}"
+        return cls(problem, frozenset(matcher.found), frozenset(matcher.suspects), read, dict(stable))
+
+    def covers(self, sighting: Sighting) -> bool:
+        partition, offset = sighting
+        start, reached = self.read.get(partition, (0, 0))
+        return start <= offset < reached
+
+    def undecided(self, topic: str, sighting: Sighting) -> str:
+        """Why the read did not decide the record at ``sighting``, one it does not cover."""
+        partition, offset = sighting
+        where = f"the envelope at {topic}[{partition}] offset {offset}"
+        stable = self.stable.get(partition)
+        if stable is not None and offset >= stable:
+            return f"{where} lies at or past the last stable offset {stable}: a transaction there is still open"
+        if self.problem:
+            return f"{where} was not decided: {self.problem}"
+        return f"{where} was removed (retention) before the read_committed read reached it"
+
+
 @dataclass(frozen=True)
 class TopicScan:
     """What one read of a topic established; ``problem`` is set whenever it was not complete."""
@@ -148,6 +253,10 @@ class TopicScan:
     suspects: frozenset[Pending] = frozenset()
     store_names: frozenset[str] = frozenset()
     ends: Mapping[int, int] = field(default_factory=dict)
+    sightings: Mapping[Pending, frozenset[Sighting]] = field(default_factory=dict)
+    """Where the ``read_uncommitted`` read saw each record behind ``found`` and ``suspects``."""
+    committed: CommittedRead | None = None
+    """The ``read_committed`` read over ``sightings``, once it ran (without sightings it is not needed)."""
 
     @property
     def complete(self) -> bool:
@@ -160,33 +269,42 @@ class TopicScan:
     @classmethod
     def finished(cls, topic: str, matcher: EnvelopeMatcher, progress: ScanProgress, why: str = "") -> TopicScan:
         """The outcome of a read; any partition short of its end offset makes it incomplete."""
-        lagging = progress.lagging()
-        problem = None
-        if lagging:
-            problem = "scan of " + ", ".join(
-                f"{topic}[{p}] stopped at offset {reached} of {end}" for p, reached, end in lagging
-            )
-            problem += f" ({why})" if why else ""
         return cls(
             topic,
-            problem,
+            lag_problem(topic, progress, why),
             frozenset(matcher.found),
             frozenset(matcher.suspects),
             frozenset(matcher.store_names),
             dict(progress.ends),
+            {p: frozenset(where) for p, where in matcher.sightings.items()},
         )
+
+    def settled_by(self, committed: CommittedRead) -> TopicScan:
+        return replace(self, committed=committed)
 
 
 def judge(pending: Pending, scan: TopicScan) -> Verification:
-    """The one place a payload is declared dead: only a complete scan without any trace of it."""
-    if pending in scan.found:
-        return Verification(Verdict.LANDED, f"an envelope in {scan.topic} points at it")
+    """The one place a payload is declared dead: a complete scan without any trace of it, or with only
+    envelopes that a ``read_committed`` read went past without returning (aborted transactions)."""
+    committed = scan.committed
+    if committed is not None and pending in committed.found:
+        return Verification(Verdict.LANDED, f"a committed envelope in {scan.topic} points at it")
     if not scan.complete:
         return Verification(Verdict.UNKNOWN, f"kept: {scan.problem}")
-    if pending in scan.suspects:
+    seen = sorted(scan.sightings.get(pending, ()))
+    if not seen:
+        ends = ", ".join(f"{p}:{end}" for p, end in sorted(scan.ends.items())) or "empty"
+        return Verification(Verdict.ABSENT, f"no envelope in {scan.topic} (read every partition to {ends})")
+    if committed is None:
+        what = "an undecodable envelope" if pending in scan.suspects else "an envelope"
+        return Verification(Verdict.UNKNOWN, f"kept: {what} in {scan.topic} points at it, not read committed")
+    if pending in committed.suspects:
         return Verification(Verdict.UNKNOWN, f"kept: an undecodable envelope in {scan.topic} mentions it")
-    ends = ", ".join(f"{p}:{end}" for p, end in sorted(scan.ends.items())) or "empty"
-    return Verification(Verdict.ABSENT, f"no envelope in {scan.topic} (read every partition to {ends})")
+    for sighting in seen:
+        if not committed.covers(sighting):
+            return Verification(Verdict.UNKNOWN, f"kept: {committed.undecided(scan.topic, sighting)}")
+    where = ", ".join(f"{scan.topic}[{p}] offset {o}" for p, o in seen)
+    return Verification(Verdict.ABSENT, f"only aborted envelopes point at it ({where}): read_committed went past them")
 
 
 EXIT_INCOMPLETE = 4
@@ -220,6 +338,8 @@ class SweepReport:
     examined: int = 0
     deleted: list[str] = field(default_factory=list)
     """Proved dead (deleted, or would be on a dry run)."""
+    proofs: dict[str, str] = field(default_factory=dict)
+    """Why each of ``deleted`` was proved dead (no envelope, or only aborted ones)."""
     landed: list[str] = field(default_factory=list)
     """Pending marks whose envelope was found in Kafka: the mark is cleared, the payload kept."""
     kept: list[tuple[str, str]] = field(default_factory=list)
@@ -296,6 +416,7 @@ def sweep(
                 if not dry_run:
                     store.delete(pending.locator)
                 report.deleted.append(pending.locator)
+                report.proofs[pending.locator] = verification.reason
             else:
                 report.kept.append((pending.locator, verification.reason))
         except GatewayError as exc:
@@ -338,9 +459,10 @@ def kafka_verifier(
     *,
     timeout_s: float = 600.0,
 ) -> Verifier:
-    """A verifier that reads each topic named by the batch once, up to its end offsets.
+    """A verifier that reads each topic named by the batch up to its end offsets, then ``read_committed``
+    over the offsets of the envelopes found, to tell the committed ones from the aborted ones.
 
-    ``timeout_s`` bounds each topic's read; a read that runs out of time leaves its writes unknown.
+    ``timeout_s`` bounds each topic's two reads together; running out of time leaves writes unknown.
     ``stores`` is accepted for compatibility and unused: the locators already name their topics.
     """
     from gateway.envelope_scan import scan_topic
@@ -352,8 +474,9 @@ def kafka_verifier(
         out: dict[Pending, Verification] = {}
         for topic, wanted in sorted(by_topic.items()):
             scan = scan_topic(client_config, topic, wanted, timeout_s=timeout_s)
-            if scan.problem:
-                log.warning("topic %s: %s", topic, scan.problem)
+            for problem in (scan.problem, scan.committed and scan.committed.problem):
+                if problem:
+                    log.warning("topic %s: %s", topic, problem)
             for p in wanted:
                 out[p] = judge(p, scan)
         return out

@@ -124,8 +124,8 @@ class ProducerTransactions:
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort in Kafka, then delete the payloads the transaction's reference messages stored."""
         _call(self._producer.abort_transaction, timeout)
-        undo(self._references.transaction.aborted())
-        self._references.clear_acked_marks()  # what is left of them: deleting took the others
+        undo(self._references.abandon())
+        self._references.clear_acked_marks()  # those of writes acknowledged before the transaction
 
 
 def _call(method: Callable[..., Any], timeout: float | None, *args: Any) -> Any:

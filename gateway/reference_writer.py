@@ -293,6 +293,13 @@ class ReferenceWriter:
         if not self.transaction.open:
             self._marks.clear()
 
+    def abandon(self) -> list[tuple[Store, str]]:
+        """The writes of the transaction just aborted, to undo; their marks are taken out of the queue
+        of marks to clear, so a payload whose delete fails keeps its mark for ``gateway gc``."""
+        writes = self.transaction.aborted()
+        self._marks.forget(writes)
+        return writes
+
 
 def _no_chunking(message: OutgoingMessage) -> None:
     raise StoreUnavailableError(f"the store write for {message.topic} failed and no chunked route was given")

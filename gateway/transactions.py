@@ -7,6 +7,10 @@ transaction; ``abort_transaction`` deletes them once Kafka has aborted, a commit
 forgets them. A commit whose outcome is unknown (it raised, and Kafka does not say the transaction
 must be aborted) deletes nothing: the payloads may be live, and their pending marks, if still set,
 are for ``gateway gc`` to resolve against the topic.
+
+The pending marks of an aborted transaction's writes are never cleared: a delete that fails leaves
+payload and mark, and ``gateway gc`` deletes the payload once a ``read_committed`` read of the
+topic shows its envelope aborted (so does a producer killed or fenced before it could abort).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import redis
 from gateway import HybridProducer
 from gateway.envelope_scan import partition_problems, scan_topic
 from gateway.payload_gc import (
+    CommittedRead,
     EnvelopeMatcher,
     Pending,
     ScanProgress,
@@ -53,13 +54,16 @@ def envelope_for(p: Pending, store: str = "redis", locator: str | None = None) -
 def test_only_a_complete_scan_without_any_trace_proves_absence() -> None:
     live, dead, doubtful = pending(), pending(), pending()
     matcher = EnvelopeMatcher([live, dead, doubtful])
-    matcher.observe(envelope_for(live), [envelope_header()])
-    matcher.observe(b"\x1bGWREF\x09" + str(doubtful.message_id).encode(), [envelope_header()])  # newer version
-    matcher.observe(b"plain value", None)
+    matcher.observe(envelope_for(live), [envelope_header()], 0, 0)
+    matcher.observe(b"\x1bGWREF\x09" + str(doubtful.message_id).encode(), [envelope_header()], 0, 1)  # newer
+    matcher.observe(b"plain value", None, 0, 2)
     done = ScanProgress({0: 3})
     done.advance(0, 3)
-    scan = TopicScan.finished("t", matcher, done)
-    assert scan.complete
+    uncommitted = TopicScan.finished("t", matcher, done)
+    assert uncommitted.complete and uncommitted.sightings == {live: {(0, 0)}, doubtful: {(0, 1)}}
+    assert judge(live, uncommitted).verdict is Verdict.UNKNOWN, "not landed before read_committed said so"
+    # nothing aborted: the read_committed read returned both records again
+    scan = uncommitted.settled_by(CommittedRead(None, frozenset({live}), frozenset({doubtful}), {0: (0, 3)}, {0: 3}))
     assert judge(live, scan).verdict is Verdict.LANDED
     assert judge(dead, scan).verdict is Verdict.ABSENT
     verdict = judge(doubtful, scan)
@@ -68,12 +72,12 @@ def test_only_a_complete_scan_without_any_trace_proves_absence() -> None:
     short = ScanProgress({0: 3, 1: 5})
     short.advance(0, 3)
     short.advance(1, 2)
-    partial = TopicScan.finished("t", matcher, short, "the scan deadline passed")
+    partial = TopicScan.finished("t", matcher, short, "the scan deadline passed").settled_by(scan.committed)
     assert not partial.complete
     verdict = judge(dead, partial)
     assert verdict.verdict is Verdict.UNKNOWN
     assert "t[1] stopped at offset 2 of 5" in verdict.reason and "deadline" in verdict.reason
-    assert judge(live, partial).verdict is Verdict.LANDED, "a found envelope is proof even in a partial scan"
+    assert judge(live, partial).verdict is Verdict.LANDED, "a committed envelope is proof even in a partial scan"
     failed = TopicScan.failed("t", "metadata of topic t carries an error: LEADER_NOT_AVAILABLE")
     assert judge(dead, failed).verdict is Verdict.UNKNOWN
 
@@ -81,10 +85,12 @@ def test_only_a_complete_scan_without_any_trace_proves_absence() -> None:
 def test_envelopes_match_by_message_id_or_locator_whatever_store_name_they_carry() -> None:
     by_id, by_locator, other = pending(), pending(), pending()
     matcher = EnvelopeMatcher([by_id, by_locator, other])
-    matcher.observe(envelope_for(by_id, store="blob", locator="somewhere-else"), None)  # magic, no header
+    matcher.observe(envelope_for(by_id, store="blob", locator="somewhere-else"), None, 0, 0)  # magic, no header
     matcher.observe(
         encode_envelope(Envelope("payloads", by_locator.locator, 1, b"\0" * 32, uuid.uuid4())),
         [(ENVELOPE_HEADER, b"\x01")],
+        0,
+        1,
     )
     assert matcher.found == {by_id, by_locator}
     assert matcher.store_names == {"blob", "payloads"}

@@ -1,9 +1,12 @@
-"""Transactions with large messages on a real broker: an abort takes the store writes with it, and a
-consume-transform-produce loop hands the consumer's safe offsets to the transaction."""
+"""Transactions with large messages on a real broker: an abort takes the store writes with it, a
+consume-transform-produce loop hands the consumer's safe offsets to the transaction, and ``gateway gc``
+deletes the payloads of aborted transactions (killed, fenced, or whose undo failed), never an open one's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -11,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
+from gateway.errors import StoreUnavailableError
+from gateway.payload_gc import SweepReport, kafka_verifier, sweep
 from gateway.testing import KafkaService
 from stores import RedisStore
 from tests.faults import envelope_locators
 from tests.helpers import consume_all, payload, sha
+from tests.integration.test_gc import run_gc
 
 pytestmark = pytest.mark.requires("transactions")
 
@@ -167,3 +173,186 @@ def test_a_transform_loop_killed_mid_transaction_delivers_each_input_exactly_onc
     live = {locator for _, locator in envelope_locators(kafka, target)}
     orphans = {locator for locator, _ in store.list_locators(target)} - live
     assert orphans and orphans <= set(store.list_pending(2**62))
+    # their envelopes were aborted when the restarted loop took over the transactional.id: gc deletes them
+    report = _gc(kafka, store)
+    assert set(report.deleted) == orphans and report.kept == [] and report.landed == [], report
+    assert {locator for locator, _ in store.list_locators(target)} == live
+
+
+# -- gc and aborted transactions (issue 28, point 4) -----------------------------------------------
+class FailingDelete(RedisStore):
+    """A Redis store whose deletes fail while ``failing`` is set: an abort's undo that could not run."""
+
+    failing = False
+
+    def delete(self, locator: str) -> None:
+        if self.failing:
+            raise StoreUnavailableError("delete refused by the test")
+        super().delete(locator)
+
+
+def _gc(kafka: KafkaService, store: RedisStore) -> SweepReport:
+    return sweep(
+        {"redis": store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf(), timeout_s=60), dry_run=False
+    )
+
+
+def _sent(store: RedisStore, topic: str) -> list[str]:
+    return sorted(locator for locator, _ in store.list_locators(topic))
+
+
+def test_gc_deletes_the_payloads_of_a_killed_transaction_once_it_is_aborted(
+    kafka: KafkaService, topic: str, redis_server: Any, redis_client: Any
+) -> None:
+    """The issue's reproduction: 3 reference messages flushed in a transaction, the producer SIGKILLed.
+
+    While the transaction is open gc keeps the payloads and their marks (before the fix it called
+    them landed and cleared the marks); once the next producer with the same transactional.id has
+    aborted it, gc deletes them (before: "kept 3 whose envelope landed", and after retention removed
+    the records gc examined 0 writes and the payloads stayed for ever).
+    """
+    prefix, txid = f"txg{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_client, prefix=prefix)
+    command = [
+        sys.executable, "-m", "tests.transaction_child", "--bootstrap", kafka.bootstrap_servers, "--topic", topic,
+        "--transactional-id", txid, "--redis-url", redis_server.url, "--prefix", prefix, "--count", "3",
+    ]  # fmt: skip
+    child = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "FLUSHED"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    sent = _sent(store, topic)
+    assert len(sent) == 3 and sorted(store.list_pending(2**62)) == sent
+    gc_args = ["--redis-url", redis_server.url, "--redis-prefix", prefix, "--grace", "0"]
+    gc_args += ["--bootstrap", kafka.bootstrap_servers, "--delete"]
+
+    still_open = run_gc(*gc_args)
+    assert still_open.returncode == 4, still_open.stdout + still_open.stderr
+    assert "deleted 0, kept 0 whose envelope landed, kept 3 unproved" in still_open.stdout
+    assert still_open.stdout.count("last stable offset 0: a transaction there is still open") == 3
+    assert _sent(store, topic) == sent and sorted(store.list_pending(2**62)) == sent, "payloads and marks kept"
+
+    with HybridProducer({**kafka.producer_config(), "transactional.id": txid}, stores={"redis": store}) as successor:
+        successor.init_transactions(60)  # aborts the killed producer's transaction
+    assert _read_committed(kafka, store, topic, 0) == []
+
+    aborted = run_gc(*gc_args)
+    assert aborted.returncode == 0, aborted.stdout + aborted.stderr
+    assert "deleted 3, kept 0 whose envelope landed, kept 0 unproved" in aborted.stdout
+    assert aborted.stdout.count("only aborted envelopes point at it") == 3
+    assert _sent(store, topic) == [] and store.list_pending(2**62) == []
+
+    watermarks = Consumer(kafka.consumer_config())  # then retention: nothing is left behind for ever
+    try:
+        high = watermarks.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        watermarks.close()
+    for future in kafka.admin().delete_records([TopicPartition(topic, 0, high)]).values():
+        future.result(30)
+    after = run_gc(*gc_args)
+    assert after.returncode == 0 and "examined 0 pending writes" in after.stdout
+    assert _sent(store, topic) == []
+
+
+def test_gc_deletes_what_an_abort_failed_to_undo_and_keeps_what_committed(
+    kafka: KafkaService, topic: str, redis_client: Any
+) -> None:
+    """An abort whose deletes failed: the marks stay (before the fix the producer cleared them after
+    the failed undo, and gc then cleared any left as landed), and gc deletes those 3 payloads. The 2
+    messages committed after them, marked pending again as if their producer died before clearing,
+    are landed: kept whole, marks cleared."""
+    store = FailingDelete(redis_client, prefix=f"txf{uuid.uuid4().hex[:6]}")
+    with _transactional(kafka, store) as producer:
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, payload(900_000, seed=i), key=b"aborted")
+        assert producer.flush(30) == 0
+        store.failing = True
+        producer.abort_transaction(60)
+        store.failing = False
+        aborted = _sent(store, topic)
+        producer.begin_transaction()
+        for i in range(2):
+            producer.produce(topic, payload(900_000, seed=10 + i), key=b"c%d" % i)
+        producer.commit_transaction(60)
+    committed = sorted(set(_sent(store, topic)) - set(aborted))
+    assert len(aborted) == 3 and len(committed) == 2
+    assert sorted(store.list_pending(2**62)) == aborted, "an aborted write's mark is never cleared"
+    for locator in committed:
+        store.mark_pending(locator, 1)
+
+    report = _gc(kafka, store)
+    assert sorted(report.deleted) == aborted and sorted(report.landed) == committed, report
+    assert report.kept == [] and report.exit_code() == 0
+    assert all("only aborted envelopes point at it" in report.proofs[locator] for locator in aborted)
+    assert _sent(store, topic) == committed and store.list_pending(2**62) == []
+    messages = _read_committed(kafka, store, topic, 2)
+    assert [sha(m.value()) for m in messages] == [sha(payload(900_000, seed=10 + i)) for i in range(2)]
+
+
+def test_gc_deletes_the_payloads_of_a_fenced_zombie(kafka: KafkaService, topic: str, redis_client: Any) -> None:
+    """Producer A is fenced by B with the same transactional.id: A's transaction is aborted, and A
+    can neither commit nor abort (so no undo runs). gc deletes A's 3 payloads, keeps B's message."""
+    store = RedisStore(redis_client, prefix=f"txz{uuid.uuid4().hex[:6]}")
+    conf = {**kafka.producer_config(), "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"}
+    policy = SizeThresholdPolicy(reference_above=500_000, store="redis")
+    zombie = HybridProducer(conf, policy=policy, stores={"redis": store})
+    zombie.init_transactions(60)
+    zombie.begin_transaction()
+    for i in range(3):
+        zombie.produce(topic, payload(900_000, seed=i), key=b"zombie")
+    assert zombie.flush(30) == 0
+    fenced = _sent(store, topic)
+    with HybridProducer(conf, policy=policy, stores={"redis": store}) as successor:
+        successor.init_transactions(60)  # fences the zombie and aborts its transaction
+        with pytest.raises(KafkaException):
+            zombie.commit_transaction(30)
+        with pytest.raises(KafkaException):
+            zombie.abort_transaction(30)
+        with contextlib.suppress(KafkaException):
+            zombie.close()
+        successor.begin_transaction()
+        successor.produce(topic, payload(900_000, seed=7), key=b"successor")
+        successor.commit_transaction(60)
+    assert len(fenced) == 3 and sorted(store.list_pending(2**62)) == fenced
+
+    report = _gc(kafka, store)
+    assert sorted(report.deleted) == fenced and report.kept == [] and report.exit_code() == 0, report
+    assert len(_sent(store, topic)) == 1 and store.list_pending(2**62) == []
+    messages = _read_committed(kafka, store, topic, 1)
+    assert [(m.key(), sha(m.value())) for m in messages] == [(b"successor", sha(payload(900_000, seed=7)))]
+
+
+def test_gc_keeps_the_payloads_and_marks_of_an_open_transaction(
+    kafka: KafkaService, topic: str, redis_client: Any
+) -> None:
+    """Envelopes of a transaction still open, and any record after them (past the last stable offset),
+    are undecided: payloads and marks kept, exit 4 (before the fix they were landed and their marks
+    cleared, so an abort afterwards left the payloads for ever). Once it commits they are landed."""
+    store = RedisStore(redis_client, prefix=f"txo{uuid.uuid4().hex[:6]}")
+    with _transactional(kafka, store) as producer:
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, payload(900_000, seed=i), key=b"open")
+        assert producer.flush(30) == 0
+        with HybridProducer(kafka.producer_config(), stores={"redis": store}) as plain:
+            plain.produce(topic, payload(900_000, seed=9), key=b"plain", route="reference:redis")
+        sent = _sent(store, topic)
+        for locator in sent:
+            store.mark_pending(locator, 1)  # the plain one as if its producer died before clearing
+
+        report = _gc(kafka, store)
+        assert report.deleted == [] and report.landed == [] and report.exit_code() == 4, report
+        assert sorted(locator for locator, _ in report.kept) == sent
+        assert all("at or past the last stable offset 0" in why for _, why in report.kept), report.kept
+        assert sorted(store.list_pending(2**62)) == sent and _sent(store, topic) == sent
+
+        producer.commit_transaction(60)  # clears its own marks
+    report = _gc(kafka, store)
+    assert len(report.landed) == 1 and report.deleted == [] and report.kept == [], report
+    assert _sent(store, topic) == sent and store.list_pending(2**62) == []
+    assert len(_read_committed(kafka, store, topic, 4)) == 4

@@ -19,6 +19,7 @@ from gateway.policy import CHUNKED, Route
 from gateway.producer_metrics import ProducerMetrics
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope
 from gateway.reference_writer import ReferenceWriter
+from gateway.transactions import undo
 from tests.unit.fake_clock import ManualClock
 from tests.unit.memory_store import BatchingMemoryStore, MemoryStore
 
@@ -205,6 +206,27 @@ def test_a_failed_rollback_leaves_the_pending_mark_for_gc(caplog: pytest.LogCapt
     assert len(store.pending) == 1, "gc finds it"
     assert w.metrics.snapshot()["rollback.failures"] == 1
     assert "left for gateway gc" in caplog.text
+
+
+def test_an_aborted_transactions_marks_are_never_cleared(caplog: pytest.LogCaptureFixture) -> None:
+    """Its envelopes are aborted: where the undo could not delete a payload, only the mark lets gc find it."""
+    store = MemoryStore(fail_clear=ConnectionError("store down"))
+    w, sent = writer(store)
+    w.send(ROUTE, False, message(b"before"))
+    sent.report(0, None)
+    w.clear_acked_marks()  # fails: the landed write's mark stays queued
+    store.fail_clear, store.fail_delete = None, ConnectionError("store down")
+    w.transaction.begin()
+    for i in range(2):
+        w.send(ROUTE, False, message(b"in %d" % i))
+        sent.report(1 + i, None)
+    w.clear_acked_marks()
+    assert len(store.pending) == 3, "held while the transaction is open"
+    with caplog.at_level(logging.WARNING, logger="gateway.transactions"):
+        assert undo(w.abandon()) == 2
+    w.clear_acked_marks()
+    assert sorted(store.payloads[loc] for loc in store.pending) == [b"in 0", b"in 1"], "aborted marks left for gc"
+    assert w.marks_to_clear == 0 and "left for gateway gc" in caplog.text
 
 
 def test_an_unreachable_store_sends_the_message_chunked_instead() -> None:
