@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway.compaction import CompactionGuard
+from gateway.group_offsets import send_offsets_to_transaction
 from gateway.transactions import undo
 
 CLOSED = "Producer has been closed"
@@ -110,9 +111,12 @@ class ProducerTransactions:
         self._references.transaction.begin()
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
-        """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped."""
+        """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped.
+
+        Each offset's metadata goes to Kafka as its exact UTF-8 bytes (confluent-kafka would add a NUL).
+        """
         self._references.drain()
-        _call(self._producer.send_offsets_to_transaction, timeout, positions, group_metadata)
+        send_offsets_to_transaction(self._producer, list(positions), group_metadata, timeout)
 
     def commit_transaction(self, timeout: float = -1) -> None:
         """Commit; on an error that requires an abort the writes stay tracked for ``abort_transaction``."""
