@@ -41,7 +41,8 @@ $(SPARK_LIB): tests/spark/pom.xml $(STAMP)
 	$(MVN) -f tests/spark/pom.xml package -Dspark.version=$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 	touch $@
 
-# bakdata's serde and AWS's payload offloading, run by the peer-format tests to write their formats.
+# bakdata's serde and AWS's payload offloading, run by the peer-format tests to write their formats;
+# GroupCommitter (Apache kafka-clients) commits and reads group offsets for the commit-metadata tests.
 peer-writers: $(PEERS_LIB)
 $(PEERS_LIB): tests/peerwriters/pom.xml $(wildcard tests/peerwriters/src/main/java/gateway/peers/*.java)
 	$(MVN) -f tests/peerwriters/pom.xml package

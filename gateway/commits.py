@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gateway.assembler import MessageAssembler
 from gateway.offsets import DeliveredOffsetTracker, HighWatermark
-from gateway.protocol.metadata import offset_from_metadata, user_metadata_from, wrap_metadata
+from gateway.protocol.metadata import StoredMetadata, wrap_metadata
 from gateway.protocol.records import TopicPartitionKey
 
 
@@ -71,9 +71,10 @@ class CommitTranslator:
         """True until :meth:`load_commit` was called for ``tp`` (LinkedIn reads it lazily, blocking)."""
         return tp not in self.high_watermarks
 
-    def load_commit(self, tp: TopicPartitionKey, offset: int | None, metadata: str | None) -> None:
-        """Hand in the offset and metadata stored in Kafka for ``tp`` (``offset`` None when nothing is committed)."""
-        self.high_watermarks[tp] = HighWatermark.from_commit(offset, offset_from_metadata(metadata))
+    def load_commit(self, tp: TopicPartitionKey, offset: int | None, high_watermark: int | None) -> None:
+        """Hand in what Kafka stores for ``tp``: the offset (None when nothing is committed) and the
+        high watermark its metadata carries (None unless it is LinkedIn's form, :func:`read_metadata`)."""
+        self.high_watermarks[tp] = HighWatermark.from_commit(offset, high_watermark)
 
     def high_watermark(self, tp: TopicPartitionKey) -> HighWatermark:
         return self.high_watermarks.setdefault(tp, HighWatermark())
@@ -142,12 +143,11 @@ class CommitTranslator:
         return out
 
     @staticmethod
-    def user_view_of_commit(offset: int, metadata: str | None) -> tuple[int, str | None]:
-        """What ``committed()`` shows: the HW hidden in the metadata, or the raw commit if there is none."""
-        hw = offset_from_metadata(metadata)
-        if hw is None:
-            return offset, metadata
-        return hw, user_metadata_from(metadata)
+    def user_view_of_commit(offset: int, metadata: StoredMetadata) -> tuple[int, str | None]:
+        """What ``committed()`` shows: the HW hidden in the metadata and the user's part, or the raw commit."""
+        if metadata.high_watermark is None:
+            return offset, metadata.user
+        return metadata.high_watermark, metadata.user
 
     # -- seeks ------------------------------------------------------------------------------
     def plan_seek(self, tp: TopicPartitionKey, offset: int, committed_view: int | None) -> SeekPlan:

@@ -24,12 +24,14 @@ from confluent_kafka.error import KeyDeserializationError, ValueDeserializationE
 
 from gateway import tracing
 from gateway.auditing import Auditor
+from gateway.consumer_commits import GroupCommits
 from gateway.consumer_config import parse_consumer_config
 from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver
 from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
+from gateway.group_offsets import group_offsets
 from gateway.plain_runs import ProvenBatch, drop_head
 from gateway.protocol.classify import is_plainly_plain
 from gateway.record_path import RecordPath
@@ -70,14 +72,11 @@ class HybridConsumer(ConsumerSurface):
         self._queue = RecordQueue(
             self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes
         )
-        self._offsets = OffsetDriver(
-            self._consumer,
-            self._pipeline,
-            self._queue,
-            settings.on_commit,
-            auto_offset_store=settings.auto_offset_store,
-        )
         self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._queue.refs, auditor, log)
+        commits = GroupCommits(group_offsets(self._consumer), self._pipeline, settings.on_commit, self._events.warnings)
+        self._offsets = OffsetDriver(
+            self._consumer, self._pipeline, self._queue, commits, auto_offset_store=settings.auto_offset_store
+        )
         self._path = RecordPath(
             self._pipeline, self._events, self._offsets, self._queue, self.stores, keys_read=settings.peers is not None
         )
@@ -159,6 +158,7 @@ class HybridConsumer(ConsumerSurface):
     def _fetch(self, timeout: float) -> bool:
         """One batch into the queue; whether plain runs may be taken is decided again for it."""
         fetched = self._queue.fetch(timeout)
+        self._offsets.commits.serve_results()  # on_commit runs when the consumer polls, as in confluent-kafka
         self._refresh_runs()
         return fetched
 
@@ -228,6 +228,7 @@ class HybridConsumer(ConsumerSurface):
         """
         self._auto_commit_when_due()
         batch = self._queue.fetch_batch(timeout, limit)
+        self._offsets.commits.serve_results()
         if self._refresh_runs() and batch:
             proven = ProvenBatch.prove(batch, self._pipeline)
             if proven is not None:
@@ -286,11 +287,17 @@ class HybridConsumer(ConsumerSurface):
         self._events.close()
         if self._auditor is not None:
             self._auditor.close()
+        self._offsets.commits.close()
         self._consumer.close()
 
     def metrics(self) -> dict[str, int]:
         self._note_handed()
-        return {**self._pipeline.metrics(), **self._events.counters, **self._resolver.metrics()}
+        return {
+            **self._pipeline.metrics(),
+            **self._events.counters,
+            **self._resolver.metrics(),
+            **self._offsets.commits.counters,
+        }
 
     @property
     def inner(self) -> Consumer:

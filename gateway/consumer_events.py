@@ -93,6 +93,11 @@ class EventHandler:
         )
 
     @property
+    def warnings(self) -> RateLimitedLog:
+        """The consumer's one rate limit on warnings (its ``warnings.suppressed`` counts them all)."""
+        return self._warnings
+
+    @property
     def counters(self) -> dict[str, int]:
         return {**self._counters, "warnings.suppressed": self._warnings.suppressed}
 

@@ -1,7 +1,8 @@
 """Commits, committed offsets, positions and seeks of :class:`~gateway.consumer.HybridConsumer`.
 
 The pipeline does the translation (user offsets to safe offsets with LinkedIn's ``"<HW>,<meta>"``
-metadata and back, seek plans); this module makes the librdkafka calls around it.
+metadata and back, seek plans); this module makes the librdkafka calls around it. Committed offsets
+are read and written through :class:`~gateway.consumer_commits.GroupCommits`, metadata as exact bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
 
+from gateway.consumer_commits import GroupCommits
 from gateway.consumer_queue import RecordQueue, partition_of
 from gateway.errors import GatewayError
 from gateway.pipeline import ConsumerPipeline
@@ -30,14 +32,14 @@ class OffsetDriver:
         consumer: Any,
         pipeline: ConsumerPipeline,
         queue: RecordQueue,
-        on_commit: Callable[..., Any] | None,
+        commits: GroupCommits,
         *,
         auto_offset_store: bool = True,
     ) -> None:
         self._consumer = consumer
         self._pipeline = pipeline
         self._queue = queue
-        self._user_on_commit = on_commit
+        self.commits = commits
         self.auto_offset_store = auto_offset_store
         self.stored: dict[TopicPartitionKey, tuple[int, str]] = {}
         """``store_offsets``' user offsets, committed by the next commit without arguments."""
@@ -48,12 +50,9 @@ class OffsetDriver:
         if not missing:
             return
         try:
-            committed = self._consumer.committed([TopicPartition(t, p) for t, p in missing], timeout=30)
+            self.commits.load(missing)
         except KafkaException as exc:
             raise KafkaException(exc.args[0]) from exc
-        for tp in committed:
-            offset = tp.offset if tp.offset >= 0 else None
-            self._pipeline.load_commit((tp.topic, tp.partition), offset, tp.metadata)
 
     def positions(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """Where each partition really is: the first raw record not yet processed, else librdkafka's position."""
@@ -86,25 +85,21 @@ class OffsetDriver:
             wanted = dict(self.stored)  # kept: committing the same offsets again is harmless
             ignore_hw = True
         else:
-            to_commit = self.delivered_safe_offsets()
-            if not to_commit:
-                raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
-            result = self._consumer.commit(offsets=to_commit, asynchronous=asynchronous)
-            return None if asynchronous else self.user_view(result or to_commit)
+            wanted = {tp: (off, "") for tp, off in self._delivered_positions().items()}
+            ignore_hw = False
         translated = self._pipeline.safe_offsets_to_commit(wanted, ignore_hw)
         if not translated:
             raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
-        to_commit = [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in translated.items()]
-        result = self._consumer.commit(offsets=to_commit, asynchronous=asynchronous)
-        if asynchronous:
-            return None
-        return self.user_view(result or to_commit)
+        return self.commits.commit(translated, asynchronous)
+
+    def _delivered_positions(self) -> dict[TopicPartitionKey, int]:
+        assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+        return self._pipeline.current_positions(self.positions(assigned))
 
     def delivered_safe_offsets(self) -> list[TopicPartition]:
         """What a commit without arguments commits: per assigned partition, the safe offset of what
         was delivered, with LinkedIn's ``"<HW>,<metadata>"`` metadata (``safe_offsets()``)."""
-        assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
-        positions = self._pipeline.current_positions(self.positions(assigned))
+        positions = self._delivered_positions()
         translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
         return [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in translated.items()]
 
@@ -125,25 +120,6 @@ class OffsetDriver:
         for tp in offsets:
             self.stored[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
 
-    def user_view(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
-        out = []
-        for tp in partitions:
-            if tp.offset < 0:
-                out.append(tp)
-                continue
-            offset, metadata = ConsumerPipeline.user_view_of_commit(tp.offset, tp.metadata)
-            out.append(TopicPartition(tp.topic, tp.partition, offset, metadata=metadata))
-        return out
-
-    def on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
-        if self._user_on_commit is not None:
-            self._user_on_commit(err, self.user_view(partitions))
-
-    def committed_safe_offsets(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
-        if timeout >= 0:
-            return list(self._consumer.committed(list(partitions), timeout=timeout))
-        return list(self._consumer.committed(list(partitions)))
-
     def commit_quietly(self, asynchronous: bool, partitions: Iterable[TopicPartitionKey] | None = None) -> None:
         """Auto-commit, revoke and close: a failed commit is logged, never raised into the loop."""
         try:
@@ -154,10 +130,7 @@ class OffsetDriver:
             if not positions:
                 return
             translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
-            self._consumer.commit(
-                offsets=[TopicPartition(t, p, o, metadata=m) for (t, p), (o, m) in translated.items()],
-                asynchronous=asynchronous,
-            )
+            self.commits.commit(translated, asynchronous)
         except KafkaException as exc:
             if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError._NO_OFFSET:
                 return
@@ -178,10 +151,8 @@ class OffsetDriver:
         delivered = self._pipeline.delivered(key)
         if delivered is not None and offset == delivered + 1:
             return
-        stored = self._consumer.committed([TopicPartition(*key)], timeout=30)[0]
-        view = None
-        if stored.offset >= 0:
-            view = ConsumerPipeline.user_view_of_commit(stored.offset, stored.metadata)[0]
+        stored = self.commits.read_one(key)
+        view = GroupCommits.high_watermark_view(stored)
         plan = self._pipeline.plan_seek(key, offset, view)
         target, high_watermark = plan.target, plan.high_watermark
         if plan.to_committed:
@@ -190,7 +161,7 @@ class OffsetDriver:
         self._queue.drop(key)
         self._consumer.seek(TopicPartition(key[0], key[1], target))
         self._pipeline.forget(key)
-        self._pipeline.load_commit(key, stored.offset if stored.offset >= 0 else None, stored.metadata)
+        self.commits.load_one(stored)
         self._pipeline.set_high_watermark(key, high_watermark)
 
     # -- partitions come and go ------------------------------------------------------------------

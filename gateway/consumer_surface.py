@@ -123,15 +123,20 @@ class ConsumerSurface:
         return self._offsets.commit(message, offsets, asynchronous)
 
     def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
-        self._offsets.on_commit(err, partitions)
+        self._offsets.commits.on_commit(err, partitions)
 
     def committed(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
-        """The user-visible committed offsets: the high watermark LinkedIn keeps in the metadata."""
-        return self._offsets.user_view(self._offsets.committed_safe_offsets(partitions, timeout))
+        """The user-visible committed offsets: the high watermark LinkedIn keeps in the metadata.
+
+        Metadata in LinkedIn's form shows its user part; any other metadata (another client's) is
+        shown whole with the raw offset, as a C string: ``TopicPartition`` cannot hold a NUL.
+        """
+        commits = self._offsets.commits
+        return commits.user_view(commits.read(partitions, timeout))
 
     def committed_safe_offsets(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
-        """What the broker really stores: the offset a restart resumes from."""
-        return self._offsets.committed_safe_offsets(partitions, timeout)
+        """What the broker really stores: the offset a restart resumes from, and the whole metadata."""
+        return self._offsets.commits.stored_view(partitions, timeout)
 
     def safe_offset(self, partition: TopicPartition) -> int | None:
         """The offset a restart must resume from so that nothing delivered later is lost."""

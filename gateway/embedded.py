@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import ctypes.util
 import enum
-import glob
 import os
 import re
 import signal
@@ -44,6 +42,7 @@ from types import FrameType, TracebackType
 from typing import IO, Any, Final
 
 from gateway.errors import GatewayError
+from gateway.librdkafka import LIB_ENV, candidate_library_paths
 
 __all__ = [
     "ALL_BROKERS",
@@ -91,7 +90,6 @@ _MAX_TOPIC_NAME: Final[int] = 249
 _TOPIC_NAME_RE: Final[re.Pattern[str]] = re.compile(r"[A-Za-z0-9._-]+")
 _DEFAULT_MAX_REQUEST_BYTES: Final[int] = 300_000_000
 _RECEIVE_MAX_RANGE: Final[tuple[int, int]] = (1000, 2_147_483_647)
-_LIB_ENV: Final[str] = "GATEWAY_LIBRDKAFKA"
 
 
 class EmbeddedKafkaError(GatewayError):
@@ -174,41 +172,6 @@ _OPTIONAL: Final[dict[str, tuple[Any, list[Any]]]] = {
 }
 
 
-def _candidate_library_paths() -> list[str]:
-    """Where the librdkafka that confluent-kafka uses can be, best guess first.
-
-    The copy already mapped into this process is preferred because it is, by construction, the one
-    the wheel was built and tested with; the globs cover wheels on platforms without /proc.
-    """
-    # Importing the extension maps the bundled librdkafka into the process (seen in /proc/self/maps).
-    import confluent_kafka
-    import confluent_kafka.cimpl
-
-    paths: list[str] = []
-    override = os.environ.get(_LIB_ENV)
-    if override:
-        paths.append(override)
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                fields = line.split()
-                if len(fields) >= 6 and os.path.basename(fields[-1]).startswith("librdkafka"):
-                    paths.append(fields[-1])
-    except OSError:
-        pass
-    pkg_dir = Path(confluent_kafka.__file__).resolve().parent
-    for pattern in (
-        str(pkg_dir.parent / "confluent_kafka.libs" / "librdkafka*"),  # manylinux / delvewheel
-        str(pkg_dir / ".dylibs" / "librdkafka*"),  # macOS delocate
-        str(pkg_dir / "librdkafka*"),
-    ):
-        paths.extend(sorted(glob.glob(pattern)))
-    system = ctypes.util.find_library("rdkafka")
-    if system:
-        paths.append(system)
-    return list(dict.fromkeys(paths))
-
-
 class _Lib:
     """Typed wrapper over the few librdkafka functions used here.
 
@@ -245,14 +208,14 @@ class _Lib:
     @classmethod
     def _load(cls) -> _Lib:
         problems: list[str] = []
-        for path in _candidate_library_paths():
+        for path in candidate_library_paths():
             try:
                 return cls(ctypes.CDLL(path), path)
             except (OSError, AttributeError) as exc:
                 problems.append(f"{path}: {exc}")
         raise EmbeddedKafkaError(
             "cannot find a librdkafka with the mock-cluster API (rd_kafka_mock_*); "
-            f"set {_LIB_ENV} to its path. Tried: " + ("; ".join(problems) or "nothing found")
+            f"set {LIB_ENV} to its path. Tried: " + ("; ".join(problems) or "nothing found")
         )
 
     def has(self, name: str) -> bool:

@@ -382,8 +382,8 @@ class ConsumerPipeline:
         """True until the commit stored in Kafka for ``tp`` was handed in (:meth:`load_commit`)."""
         return tp not in self._high_watermarks
 
-    def load_commit(self, tp: TopicPartitionKey, offset: int | None, metadata: str | None) -> None:
-        self._commits.load_commit(tp, offset, metadata)
+    def load_commit(self, tp: TopicPartitionKey, offset: int | None, high_watermark: int | None) -> None:
+        self._commits.load_commit(tp, offset, high_watermark)
 
     def set_high_watermark(self, tp: TopicPartitionKey, offset: int) -> None:
         self._commits.set_high_watermark(tp, offset)

@@ -22,6 +22,7 @@ from gateway.chunked_writer import ChunkedWriter
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.errors import ConfigurationError
+from gateway.group_offsets import ExactMetadataProducer
 from gateway.histogram import HistogramSnapshot
 from gateway.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
@@ -95,7 +96,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if auditor is not None:
             auditor.start()
         window = WriteWindow(self.settings.write_window, self.stores, self.settings.write_linger_s)
-        self._producer = InOrderProducer(conf, window) if window.size > 1 else Producer(conf)
+        self._producer = InOrderProducer(conf, window) if window.size > 1 else ExactMetadataProducer(conf)
         """With a write window, the producer that sends the writes in flight ahead of every other record."""
         policies = (
             CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, self.settings.topic_config_refresh_s)

@@ -112,7 +112,11 @@ class ProducerTransactions:
         self._references.transaction.begin()
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
-        """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped."""
+        """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped.
+
+        Each offset's metadata goes to Kafka as its exact UTF-8 bytes (confluent-kafka would add a NUL):
+        see :class:`~gateway.group_offsets.ExactMetadataProducer`.
+        """
         _call(self._producer.send_offsets_to_transaction, timeout, positions, group_metadata)
 
     def commit_transaction(self, timeout: float = -1) -> None:

@@ -38,9 +38,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Producer
-
 from gateway.digests import PendingDigest
+from gateway.group_offsets import ExactMetadataProducer
 from gateway.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.queue_full import without_serving_reports
 from gateway.store import PutPipeline, Store
@@ -195,7 +194,7 @@ class WriteWindow:
         self._pipelines.clear()
 
 
-class InOrderProducer(Producer):
+class InOrderProducer(ExactMetadataProducer):
     """The librdkafka producer of a ``HybridProducer`` with a write window: writes in flight go first.
 
     Every call that sends or waits for records settles the window before librdkafka sees it, and

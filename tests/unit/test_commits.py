@@ -14,6 +14,7 @@ from gateway.offsets import DeliveredOffsetTracker
 from gateway.pipeline import ConsumerPipeline, InvalidRecord, MessageDropped
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, decode_lm
 from gateway.protocol.headers import Headers, last_header
+from gateway.protocol.metadata import read_metadata
 from gateway.protocol.primitives import decode_long
 from gateway.protocol.records import Record
 from tests.helpers import payload, segments
@@ -87,7 +88,7 @@ def test_javadoc_example() -> None:
 
 def test_stored_high_watermark_filters_duplicates() -> None:
     proc = RecordProcessor(MessageAssembler(), DeliveredOffsetTracker())
-    proc.load_commit(TP, 3, "5,")
+    proc.load_commit(TP, 3, 5)
     out = [proc.process(TP, off, plain(off), []) for off in range(3, 7)]
     assert [d is not None for d in out] == [False, False, True, True]
 
@@ -118,7 +119,7 @@ def test_commit_beyond_delivered_raises() -> None:
 
 def test_commit_keeps_old_high_watermark_when_nothing_consumed() -> None:
     proc = RecordProcessor(MessageAssembler(), DeliveredOffsetTracker())
-    proc.load_commit(TP, 11, "14,")
+    proc.load_commit(TP, 11, 14)
     assert proc.safe_offsets_to_commit({TP: (11, "")}, False) == {TP: (11, "14,")}
 
 
@@ -147,7 +148,7 @@ def test_restart_from_safe_offset_with_high_watermark_delivers_each_once() -> No
     offset, meta = first.safe_offsets_to_commit({TP: (4, "")}, False)[TP]
     assert (offset, meta) == (1, "4,")
     second = RecordProcessor(MessageAssembler(), DeliveredOffsetTracker())
-    second.load_commit(TP, offset, meta)
+    second.load_commit(TP, offset, read_metadata(meta.encode()).high_watermark)
     got2 = [second.process(TP, off, *log[off]) for off in range(offset, len(log))]
     delivered_second = [d.value for d in got2 if d is not None]
     assert delivered_first == [payload(2000, 1), plain(3)]
@@ -248,8 +249,8 @@ def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
         else:
             records.append((off, plain(off), []))
     fast, full = make(), make(fast_path=False)
-    fast.load_commit(TP, 3, "4,")
-    full.load_commit(TP, 3, "4,")
+    fast.load_commit(TP, 3, 4)
+    full.load_commit(TP, 3, 4)
     fast_out, full_out = [], []
     for off, value, headers in records[3:]:
         d = fast.process(TP, off, value, headers)

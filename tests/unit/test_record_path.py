@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Message, TopicPartition
 
+from gateway.consumer_commits import GroupCommits
 from gateway.consumer_config import parse_consumer_config
 from gateway.consumer_events import EventHandler
 from gateway.consumer_offsets import OffsetDriver
 from gateway.errors import InvalidSegmentError
+from gateway.group_offsets import BindingGroupOffsets
 from gateway.pipeline import ConsumerPipeline
 from gateway.protocol.splitter import iter_split
 from gateway.record_path import RecordPath
@@ -56,7 +58,7 @@ def _path(stores: dict[str, Any] | None = None) -> tuple[RecordPath, Librdkafka,
     settings, conf = parse_consumer_config({"group.id": "g"})
     pipeline = settings.pipeline()
     inner, queue = Librdkafka(), Queue()
-    offsets = OffsetDriver(inner, pipeline, queue, None)  # type: ignore[arg-type]
+    offsets = OffsetDriver(inner, pipeline, queue, GroupCommits(BindingGroupOffsets(inner), pipeline, None))  # type: ignore[arg-type]
     events = EventHandler.for_consumer(
         settings, conf, pipeline, ReferenceFetcher(Resolver({})), None, logging.getLogger("test")
     )
