@@ -3,7 +3,8 @@
 Both readers use it: the consumer scans each fetched batch, a Spark task each batch it reads.
 Payloads of the next envelopes are then on their way while the application (or the task) works
 on the current message, within the resolver's byte budget. Keys are whatever the reader uses to
-name a record (the consumer ``(topic, partition, offset)``, a range task the offset).
+name a record (the consumer ``(topic, partition, offset)``, a range task the offset); each record's
+topic travels beside its key, since an envelope is bound to the topic its payload was written for.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from gateway.protocol.headers import Headers
 from gateway.protocol.peers import PeerRecord
 from gateway.resolver import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, Resolver
 
-ScanItem = tuple[Hashable, "bytes | None", "Headers | None"]
+ScanItem = tuple[Hashable, str, "bytes | None", "Headers | None"]
+"""``(key, topic, value, headers)`` of a fetched record."""
 
 
 class ReferenceFetcher:
@@ -36,9 +38,10 @@ class ReferenceFetcher:
     def scan(self, records: Iterable[ScanItem]) -> None:
         """Note the envelopes among ``records`` and start fetching them as the budget allows.
 
-        Broken ones are skipped here: the pipeline reports them when the record's turn comes.
+        Broken ones, and those the resolver would refuse (:meth:`Resolver.admit`), are skipped here:
+        the pipeline reports them when the record's turn comes.
         """
-        for key, value, headers in records:
+        for key, topic, value, headers in records:
             if not looks_like_envelope(value):  # necessary for an envelope that decodes; cheap
                 continue
             try:
@@ -46,6 +49,8 @@ class ReferenceFetcher:
                     continue
                 envelope = decode_envelope(value)
             except (EnvelopeFormatError, InvalidSegmentError):
+                continue
+            if not self.resolver.admits(envelope, topic):
                 continue
             self._pending[key] = envelope
             self._queue.append(key)
@@ -96,11 +101,12 @@ class ReferenceFetcher:
         if self.resolver.forget(key):
             self.schedule()
 
-    def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
-        """The verified payload (prefetched or fetched now); raises the typed store or integrity error."""
+    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
+        """The verified payload of the envelope in a record of ``topic`` (prefetched or fetched now); raises
+        the typed error."""
         self._pending.pop(key, None)
         try:
-            return self.resolver.resolve(key, envelope)
+            return self.resolver.resolve(key, envelope, topic=topic)
         finally:
             self.schedule()
 

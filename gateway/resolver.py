@@ -18,7 +18,8 @@ from gateway.errors import GatewayError, StoreError, StoreUnavailableError
 from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
-from gateway.store import Store
+from gateway.reference_rules import DEFAULT_RULES, ReferenceRules
+from gateway.store import Store, locator_topic
 
 DEFAULT_WORKERS = 4
 DEFAULT_BUDGET = 32_000_000
@@ -41,7 +42,8 @@ class Resolver:
     """Resolves envelopes against named stores; one per consumer (or Spark task).
 
     ``budget`` caps the bytes of payloads fetched ahead and not yet taken; a single payload larger
-    than the budget is still fetched, alone, when it is the one needed next.
+    than the budget is still fetched, alone, when it is the one needed next. ``rules`` say which
+    envelopes are fetched at all (:meth:`admit`).
     """
 
     def __init__(
@@ -51,9 +53,11 @@ class Resolver:
         workers: int = DEFAULT_WORKERS,
         budget: int = DEFAULT_BUDGET,
         peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES,
+        rules: ReferenceRules | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.budget = budget
+        self.rules = DEFAULT_RULES if rules is None else rules
         self.peer_max_bytes = peer_max_bytes
         self._workers = max(1, workers)
         self._pool: ThreadPoolExecutor | None = None
@@ -70,6 +74,26 @@ class Resolver:
                 f"the envelope names store {envelope.store!r}, but this consumer has {sorted(self.stores) or 'none'}"
             )
         return store
+
+    def admit(self, envelope: Envelope, topic: str) -> None:
+        """Raise the typed error for an envelope of a record in ``topic`` that must not be fetched.
+
+        The one place the rules are applied, before any store is asked: a declared size above
+        ``reference.max.payload.bytes`` (:class:`PayloadTooLargeError`), a store this reader lacks,
+        a locator the store refuses (:class:`LocatorError`), and a payload written for a topic this
+        record's topic is not (:class:`LocatorTopicError`). Fetch-ahead asks before it fetches,
+        :meth:`resolve` before it hands a payload out.
+        """
+        self.rules.check_size(envelope)
+        self.rules.check_topic(envelope, topic, locator_topic(self._store(envelope), envelope.locator))
+
+    def admits(self, envelope: Envelope, topic: str) -> bool:
+        """Whether :meth:`admit` passes: what fetch-ahead may start (a refused record reports in its turn)."""
+        try:
+            self.admit(envelope, topic)
+        except GatewayError:
+            return False
+        return True
 
     def _fetch(self, envelope: Envelope) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
@@ -90,7 +114,7 @@ class Resolver:
         return self._group_pool
 
     def prefetch(self, key: Hashable, envelope: Envelope) -> bool:
-        """Start fetching ``envelope`` in the background if the budget allows.
+        """Start fetching ``envelope``, one :meth:`admits`, in the background if the budget allows.
 
         False only when the budget says wait; an envelope naming a store this reader lacks is
         never fetched ahead (its record reports the error in its turn), so it answers True and
@@ -168,13 +192,15 @@ class Resolver:
             else:
                 future.set_result(outcome)
 
-    def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
-        """The verified payload; raises the typed store or integrity error."""
+    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
+        """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`admit`,
+        store, integrity)."""
         with self._lock:
             entry = self._ahead.pop(key, None)
             if entry is not None:
                 self._ahead_bytes -= entry[0].size
         try:
+            self.admit(envelope, topic)
             payload = entry[1].result() if entry is not None and entry[0] == envelope else self._fetch(envelope)
         except GatewayError:
             self.counters["errors"] += 1
