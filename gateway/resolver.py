@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError, StoreError, StoreUnavailableError
@@ -36,6 +37,15 @@ the workers; 400 KB ones at 0.70 and 0.68 either way."""
 GROUP_MAX_ITEMS = 64
 GROUP_MAX_BYTES = 4_000_000
 """A group's first payload waits for the whole group: kept small enough that the next group overlaps it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What :meth:`Resolver.judge` said of ``envelope`` in a record of ``topic``; ``refusal`` None: fetch it."""
+
+    envelope: Envelope
+    topic: str
+    refusal: GatewayError | None = None
 
 
 class Resolver:
@@ -75,25 +85,25 @@ class Resolver:
             )
         return store
 
-    def admit(self, envelope: Envelope, topic: str) -> None:
-        """Raise the typed error for an envelope of a record in ``topic`` that must not be fetched.
+    def judge(self, envelope: Envelope, topic: str) -> Admission:
+        """Whether the envelope of a record in ``topic`` may be fetched, and if not the typed error why.
 
         The one place the rules are applied, before any store is asked: a declared size above
         ``reference.max.payload.bytes`` (:class:`PayloadTooLargeError`), a store this reader lacks,
         a locator the store refuses (:class:`LocatorError`), and a payload written for a topic this
-        record's topic is not (:class:`LocatorTopicError`). Fetch-ahead asks before it fetches,
-        :meth:`resolve` before it hands a payload out.
+        record's topic is not (:class:`LocatorTopicError`). Fetch-ahead judges before it fetches,
+        and :meth:`resolve_admitted` raises the refusal in the record's turn.
         """
-        self.rules.check_size(envelope)
-        self.rules.check_topic(envelope, topic, locator_topic(self._store(envelope), envelope.locator))
-
-    def admits(self, envelope: Envelope, topic: str) -> bool:
-        """Whether :meth:`admit` passes: what fetch-ahead may start (a refused record reports in its turn)."""
         try:
-            self.admit(envelope, topic)
-        except GatewayError:
-            return False
-        return True
+            self.rules.check_size(envelope)
+            self.rules.check_topic(envelope, topic, locator_topic(self._store(envelope), envelope.locator))
+        except GatewayError as exc:
+            return Admission(envelope, topic, exc)
+        except Exception as exc:  # noqa: BLE001 - a store's bug: typed, as resolve types what a fetch raises
+            failed = StoreUnavailableError(f"checking {envelope.locator!r} with {envelope.store!r} failed: {exc}")
+            failed.__cause__ = exc
+            return Admission(envelope, topic, failed)
+        return Admission(envelope, topic)
 
     def _fetch(self, envelope: Envelope) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
@@ -114,7 +124,7 @@ class Resolver:
         return self._group_pool
 
     def prefetch(self, key: Hashable, envelope: Envelope) -> bool:
-        """Start fetching ``envelope``, one :meth:`admits`, in the background if the budget allows.
+        """Start fetching ``envelope`` (one :meth:`judge` admitted) in the background if the budget allows.
 
         False only when the budget says wait; an envelope naming a store this reader lacks is
         never fetched ahead (its record reports the error in its turn), so it answers True and
@@ -193,14 +203,21 @@ class Resolver:
                 future.set_result(outcome)
 
     def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
-        """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`admit`,
+        """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`judge`,
         store, integrity)."""
+        return self.resolve_admitted(key, self.judge(envelope, topic))
+
+    def resolve_admitted(self, key: Hashable, admission: Admission) -> bytes:
+        """:meth:`resolve` with the envelope judged already (at the scan: a locator parse costs µs, and a
+        refused locator is counted by its store once)."""
+        envelope = admission.envelope
         with self._lock:
             entry = self._ahead.pop(key, None)
             if entry is not None:
                 self._ahead_bytes -= entry[0].size
         try:
-            self.admit(envelope, topic)
+            if admission.refusal is not None:
+                raise admission.refusal
             payload = entry[1].result() if entry is not None and entry[0] == envelope else self._fetch(envelope)
         except GatewayError:
             self.counters["errors"] += 1

@@ -336,6 +336,8 @@ def test_hostile_envelopes_get_typed_errors_and_the_consumer_goes_on(
         e.kafka_message is not None and e.kafka_message.key() == f"bad{i}".encode() for i, e in enumerate(errors)
     )
     assert s3_requests == [], "no S3 request for locators outside the bucket/prefix"
+    rejected = (redis_store.metrics()["locator_rejected"], s3_store.metrics()["locator_rejected"])
+    assert rejected == (3, 2), "each refused locator is counted once"
 
     def calls(stats: dict[str, Any], command: str) -> int:
         return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
