@@ -62,7 +62,11 @@ class HybridConsumer(ConsumerSurface):
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
         self.stores: dict[str, Store] = dict(stores or {})
         self._resolver = Resolver(
-            self.stores, workers=settings.workers, budget=settings.budget, peer_max_bytes=settings.peer_max_bytes
+            self.stores,
+            workers=settings.workers,
+            budget=settings.budget,
+            peer_max_bytes=settings.peer_max_bytes,
+            rules=settings.reference_rules,
         )
         self._auditor = auditor
         if auditor is not None:

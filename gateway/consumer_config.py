@@ -33,6 +33,10 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
   0.35, 8 MiB none; 100 MB messages read at 0.99-1.10, 1.03 and 0.70-0.77 of the raw reader;
 * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (32 000 000): parallel
   fetch-ahead of referenced payloads across the fetched batch;
+* ``reference.max.payload.bytes`` (2 000 000 000) and ``reference.topic.renames`` (none): an
+  envelope declaring a larger payload, or pointing at a payload written for another topic than its
+  record's (unless its record's topic is a copy of that one under one of these rename formats), is
+  refused before any store is asked (see :mod:`gateway.reference_rules`);
 * ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
   error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
   ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
@@ -59,6 +63,7 @@ from gateway.offsets import DeliveredOffsetTracker
 from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.pipeline import ConsumerPipeline
 from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
+from gateway.reference_rules import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_RULES, ReferenceRules, parse_topic_renames
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 FETCH_QUEUE_BACKOFF_MS = 3
@@ -91,6 +96,7 @@ class ConsumerSettings:
     bad_segments_as_payload: bool = False
     peers: PeerReader | None = None
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
+    reference_rules: ReferenceRules = DEFAULT_RULES
 
     def pipeline(self) -> ConsumerPipeline:
         return ConsumerPipeline(
@@ -130,6 +136,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         raise ValueError(f"reference.error.mode must be 'raise' or 'deliver', got {error_mode!r}")
     workers = pop_int(conf, "reference.fetch.workers", DEFAULT_WORKERS, minimum=1)
     budget = pop_int(conf, "reference.fetch.budget.bytes", DEFAULT_BUDGET, minimum=0)
+    rules = reference_rules(conf)
     on_commit = conf.pop("on_commit", None)
     unresolved = _unresolved_settings(conf)
     warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
@@ -157,8 +164,15 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         bad_as_payload,
         peers,
         peer_max_bytes,
+        rules,
     )
     return settings, conf
+
+
+def reference_rules(conf: dict[str, Any]) -> ReferenceRules:
+    """``reference.max.payload.bytes`` and ``reference.topic.renames`` popped from ``conf``."""
+    max_payload = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
+    return ReferenceRules(max_payload, parse_topic_renames(conf.pop("reference.topic.renames", None)))
 
 
 def peer_reader(conf: dict[str, Any]) -> PeerReader | None:

@@ -165,10 +165,11 @@ class EventHandler:
             return self._resolve_peer(msg, message, message.peer)
         if message.envelope is None:  # the pipeline then says why
             return self._unresolved(msg, message, message.exception or EnvelopeFormatError(message.error or ""))
-        key = (msg.topic(), msg.partition(), message.record.offset)
+        topic = msg.topic()
+        key = (topic, msg.partition(), message.record.offset)
         envelope = message.envelope
         try:
-            payload = attempt(lambda: self._refs.resolve(key, envelope), self._policy)
+            payload = attempt(lambda: self._refs.resolve(key, envelope, topic=topic), self._policy)
         except GatewayError as exc:
             return self._unresolved(msg, message, exc)
         return self._resolved(msg, message, payload)

@@ -56,7 +56,9 @@ class RecordQueue:
         self._fresh = True
         if self.refs.enabled:
             self.refs.scan(
-                ((m.topic(), m.partition(), m.offset()), m.value(), m.headers()) for m in batch if m.error() is None
+                ((m.topic(), m.partition(), m.offset()), m.topic(), m.value(), m.headers())
+                for m in batch
+                if m.error() is None
             )
 
     def take_plain(self, pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:

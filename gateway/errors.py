@@ -121,6 +121,20 @@ class LocatorError(StoreError, ProtocolError):
     """A locator that points outside the store's bucket or prefix, or is malformed."""
 
 
+class LocatorTopicError(LocatorError):
+    """An envelope whose locator names a payload written for another topic than its record's.
+
+    Anyone who can write to a topic and has seen an envelope of another topic could otherwise make
+    this topic's readers receive that topic's payload. ``reference.topic.renames`` names the topics
+    that are copies of others under another name (MirrorMaker 2's ``source.A``).
+    """
+
+
+class PayloadTooLargeError(StoreError):
+    """An envelope declares a payload above ``reference.max.payload.bytes``: refused before any read,
+    since a reader holds a payload whole and a forged size would otherwise be allocated."""
+
+
 class PayloadNotFoundError(StoreError):
     """The store has no payload at the locator (expired, swept or never written)."""
 

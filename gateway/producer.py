@@ -11,7 +11,7 @@ for queue room they share): it owns the librdkafka producer, the auditing and tr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -256,20 +256,27 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
     def close(self, timeout: float = -1) -> bool:
         """Flush, close the auditor (which may publish its last counts), then the librdkafka producer.
 
-        As confluent-kafka's: True when the close went ahead; later calls raise ``RuntimeError``.
-        Messages still in flight after ``timeout`` are reported failed by librdkafka's close, and a
-        reference message among them keeps its payload and pending mark for ``gateway gc``.
+        True when the close went ahead; a later close returns False, and every other call raises
+        ``RuntimeError``. Closed whatever a step raises, as confluent-kafka's is: a fenced
+        transactional producer's close raises ``_FENCED`` there and is closed all the same, so here
+        every step still runs and the first error is raised at the end. Messages still in flight
+        after ``timeout`` are reported failed by librdkafka's close, and a reference message among
+        them keeps its payload and pending mark for ``gateway gc``.
         """
         if self._closed:
             return False
-        self.flush(timeout)
-        self._references.close()
-        self._compaction.close()
+        errors: list[Exception] = []
+        _attempt(lambda: self.flush(timeout), errors)
+        self._closed = True  # from here on produce() refuses, whatever the flush raised
+        _attempt(self._references.close, errors)
+        _attempt(self._compaction.close, errors)
         if self._auditor is not None:
-            self._auditor.close()
-            self._producer.flush(10 if timeout < 0 else timeout)
-        self._closed = True
-        return bool(self._producer.close())
+            _attempt(self._auditor.close, errors)
+            _attempt(lambda: self._producer.flush(10 if timeout < 0 else timeout), errors)
+        closed = _attempt(self._producer.close, errors)
+        if errors:
+            raise errors[0]
+        return bool(closed)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
@@ -278,6 +285,15 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
     def inner(self) -> Producer:
         """The wrapped librdkafka producer, for what this wrapper does not expose."""
         return self._producer
+
+
+def _attempt(step: Callable[[], object], errors: list[Exception]) -> object:
+    """``step()``'s result, or None with its error appended to ``errors``: a close goes on past a failed step."""
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - kept, and raised once the close is complete
+        errors.append(exc)
+        return None
 
 
 def _forced(route: Route | str) -> Route:

@@ -3,7 +3,8 @@
 Both readers use it: the consumer scans each fetched batch, a Spark task each batch it reads.
 Payloads of the next envelopes are then on their way while the application (or the task) works
 on the current message, within the resolver's byte budget. Keys are whatever the reader uses to
-name a record (the consumer ``(topic, partition, offset)``, a range task the offset).
+name a record (the consumer ``(topic, partition, offset)``, a range task the offset); each record's
+topic travels beside its key, since an envelope is bound to the topic its payload was written for.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import Envelope, decode_envelope, looks_like_envelope
 from gateway.protocol.headers import Headers
 from gateway.protocol.peers import PeerRecord
-from gateway.resolver import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, Resolver
+from gateway.resolver import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, Admission, Resolver
 
-ScanItem = tuple[Hashable, "bytes | None", "Headers | None"]
+ScanItem = tuple[Hashable, str, "bytes | None", "Headers | None"]
+"""``(key, topic, value, headers)`` of a fetched record."""
 
 
 class ReferenceFetcher:
@@ -26,7 +28,7 @@ class ReferenceFetcher:
 
     def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
-        self._pending: dict[Hashable, Envelope] = {}  # scanned, not yet handled by the reader
+        self._pending: dict[Hashable, Admission] = {}  # scanned and judged, not yet handled by the reader
         self._queue: deque[Hashable] = deque()  # scanned, not yet scheduled, in record order
 
     @property
@@ -36,9 +38,10 @@ class ReferenceFetcher:
     def scan(self, records: Iterable[ScanItem]) -> None:
         """Note the envelopes among ``records`` and start fetching them as the budget allows.
 
-        Broken ones are skipped here: the pipeline reports them when the record's turn comes.
+        Broken ones are skipped here: the pipeline reports them when the record's turn comes; those
+        the resolver refuses (:meth:`Resolver.judge`) are not fetched, and :meth:`resolve` raises why.
         """
-        for key, value, headers in records:
+        for key, topic, value, headers in records:
             if not looks_like_envelope(value):  # necessary for an envelope that decodes; cheap
                 continue
             try:
@@ -47,8 +50,9 @@ class ReferenceFetcher:
                 envelope = decode_envelope(value)
             except (EnvelopeFormatError, InvalidSegmentError):
                 continue
-            self._pending[key] = envelope
-            self._queue.append(key)
+            judged = self._pending[key] = self.resolver.judge(envelope, topic)
+            if judged.refusal is None:
+                self._queue.append(key)
         self.schedule()
 
     def schedule(self) -> None:
@@ -59,7 +63,7 @@ class ReferenceFetcher:
         """
         while self._queue:
             key = self._queue[0]
-            envelope = self._pending.get(key)
+            envelope = self._envelope_at(key)
             if envelope is not None and self.resolver.groups(envelope):
                 group = self._group_at_head(envelope.store)
                 taken = self.resolver.prefetch_many(group)
@@ -72,12 +76,16 @@ class ReferenceFetcher:
                 return  # over budget: resume here when a payload has been taken
             self._queue.popleft()
 
+    def _envelope_at(self, key: Hashable) -> Envelope | None:
+        judged = self._pending.get(key)
+        return None if judged is None or judged.refusal is not None else judged.envelope
+
     def _group_at_head(self, store: str) -> list[tuple[Hashable, Envelope]]:
         """The queued envelopes from the head on that can share one request to ``store``."""
         group: list[tuple[Hashable, Envelope]] = []
         size = 0
         for key in self._queue:
-            envelope = self._pending.get(key)
+            envelope = self._envelope_at(key)
             if envelope is None or envelope.store != store or not self.resolver.groups(envelope):
                 break
             if group and (len(group) >= GROUP_MAX_ITEMS or size + envelope.size > GROUP_MAX_BYTES):
@@ -96,11 +104,15 @@ class ReferenceFetcher:
         if self.resolver.forget(key):
             self.schedule()
 
-    def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
-        """The verified payload (prefetched or fetched now); raises the typed store or integrity error."""
-        self._pending.pop(key, None)
+    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
+        """The verified payload of the envelope in a record of ``topic`` (prefetched or fetched now); raises
+        the typed error. One judged at the scan is not judged again.
+        """
+        judged = self._pending.pop(key, None)
+        if judged is None or judged.envelope != envelope or judged.topic != topic:
+            judged = self.resolver.judge(envelope, topic)
         try:
-            return self.resolver.resolve(key, envelope)
+            return self.resolver.resolve_admitted(key, judged)
         finally:
             self.schedule()
 

@@ -12,13 +12,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError, StoreError, StoreUnavailableError
 from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
-from gateway.store import Store
+from gateway.reference_rules import DEFAULT_RULES, ReferenceRules
+from gateway.store import Store, locator_topic
 
 DEFAULT_WORKERS = 4
 DEFAULT_BUDGET = 32_000_000
@@ -37,11 +39,21 @@ GROUP_MAX_BYTES = 4_000_000
 """A group's first payload waits for the whole group: kept small enough that the next group overlaps it."""
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What :meth:`Resolver.judge` said of ``envelope`` in a record of ``topic``; ``refusal`` None: fetch it."""
+
+    envelope: Envelope
+    topic: str
+    refusal: GatewayError | None = None
+
+
 class Resolver:
     """Resolves envelopes against named stores; one per consumer (or Spark task).
 
     ``budget`` caps the bytes of payloads fetched ahead and not yet taken; a single payload larger
-    than the budget is still fetched, alone, when it is the one needed next.
+    than the budget is still fetched, alone, when it is the one needed next. ``rules`` say which
+    envelopes are fetched at all (:meth:`admit`).
     """
 
     def __init__(
@@ -51,9 +63,11 @@ class Resolver:
         workers: int = DEFAULT_WORKERS,
         budget: int = DEFAULT_BUDGET,
         peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES,
+        rules: ReferenceRules | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.budget = budget
+        self.rules = DEFAULT_RULES if rules is None else rules
         self.peer_max_bytes = peer_max_bytes
         self._workers = max(1, workers)
         self._pool: ThreadPoolExecutor | None = None
@@ -70,6 +84,26 @@ class Resolver:
                 f"the envelope names store {envelope.store!r}, but this consumer has {sorted(self.stores) or 'none'}"
             )
         return store
+
+    def judge(self, envelope: Envelope, topic: str) -> Admission:
+        """Whether the envelope of a record in ``topic`` may be fetched, and if not the typed error why.
+
+        The one place the rules are applied, before any store is asked: a declared size above
+        ``reference.max.payload.bytes`` (:class:`PayloadTooLargeError`), a store this reader lacks,
+        a locator the store refuses (:class:`LocatorError`), and a payload written for a topic this
+        record's topic is not (:class:`LocatorTopicError`). Fetch-ahead judges before it fetches,
+        and :meth:`resolve_admitted` raises the refusal in the record's turn.
+        """
+        try:
+            self.rules.check_size(envelope)
+            self.rules.check_topic(envelope, topic, locator_topic(self._store(envelope), envelope.locator))
+        except GatewayError as exc:
+            return Admission(envelope, topic, exc)
+        except Exception as exc:  # noqa: BLE001 - a store's bug: typed, as resolve types what a fetch raises
+            failed = StoreUnavailableError(f"checking {envelope.locator!r} with {envelope.store!r} failed: {exc}")
+            failed.__cause__ = exc
+            return Admission(envelope, topic, failed)
+        return Admission(envelope, topic)
 
     def _fetch(self, envelope: Envelope) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
@@ -90,7 +124,7 @@ class Resolver:
         return self._group_pool
 
     def prefetch(self, key: Hashable, envelope: Envelope) -> bool:
-        """Start fetching ``envelope`` in the background if the budget allows.
+        """Start fetching ``envelope`` (one :meth:`judge` admitted) in the background if the budget allows.
 
         False only when the budget says wait; an envelope naming a store this reader lacks is
         never fetched ahead (its record reports the error in its turn), so it answers True and
@@ -168,13 +202,22 @@ class Resolver:
             else:
                 future.set_result(outcome)
 
-    def resolve(self, key: Hashable, envelope: Envelope) -> bytes:
-        """The verified payload; raises the typed store or integrity error."""
+    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
+        """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`judge`,
+        store, integrity)."""
+        return self.resolve_admitted(key, self.judge(envelope, topic))
+
+    def resolve_admitted(self, key: Hashable, admission: Admission) -> bytes:
+        """:meth:`resolve` with the envelope judged already (at the scan: a locator parse costs µs, and a
+        refused locator is counted by its store once)."""
+        envelope = admission.envelope
         with self._lock:
             entry = self._ahead.pop(key, None)
             if entry is not None:
                 self._ahead_bytes -= entry[0].size
         try:
+            if admission.refusal is not None:
+                raise admission.refusal
             payload = entry[1].result() if entry is not None and entry[0] == envelope else self._fetch(envelope)
         except GatewayError:
             self.counters["errors"] += 1

@@ -57,7 +57,12 @@ class Store(Protocol):
         ...
 
     def validate_locator(self, locator: str) -> object:
-        """The parsed locator, or :class:`LocatorError`; never performs I/O."""
+        """The parsed locator, or :class:`LocatorError`; never performs I/O.
+
+        Its ``topic`` attribute, when it has one, is the topic the payload was written for: a
+        consumer then refuses the envelope in any other topic (:func:`locator_topic`), and ``gc``
+        reads that topic to find the envelope of a pending write.
+        """
         ...
 
     def mark_pending(self, locator: str, now_ms: int) -> None: ...
@@ -111,6 +116,16 @@ class PutPipeline(Protocol):
     def close(self) -> None:
         """Release the connection; writes still unconfirmed stay as the store took them (journalled)."""
         ...
+
+
+def locator_topic(store: Store, locator: str) -> str | None:
+    """The topic ``locator`` says its payload was written for, or ``None`` when the store's locators name none.
+
+    Raises the store's :class:`~gateway.errors.LocatorError` for a locator it would refuse to read.
+    """
+    validate = getattr(store, "validate_locator", None)
+    topic = getattr(validate(locator), "topic", None) if callable(validate) else None
+    return topic if isinstance(topic, str) else None
 
 
 def checked_stores(stores: Any) -> dict[str, Store]:

@@ -24,6 +24,7 @@ from gateway.errors import ConfigurationError
 from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
+from gateway.reference_rules import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_RULES, ReferenceRules, parse_topic_renames
 from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 EARLIEST = -2
@@ -237,6 +238,8 @@ class SourceOptions:
     s3_path_style: bool = True
     fetch_workers: int = DEFAULT_WORKERS
     fetch_budget: int = DEFAULT_BUDGET
+    reference_rules: ReferenceRules = DEFAULT_RULES
+    """``reference.max.payload.bytes`` and ``reference.topic.renames``, as the consumer's keys."""
     # records other libraries wrote
     peers: PeerReader | None = None
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
@@ -337,6 +340,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         **store_fields(opts),
         fetch_workers=_required_int(opts, "reference.fetch.workers", DEFAULT_WORKERS, 1),
         fetch_budget=_required_int(opts, "reference.fetch.budget.bytes", DEFAULT_BUDGET, 0),
+        reference_rules=reference_rules(opts),
         buffer_capacity=capacity,
         expiration_offset_gap=gap,
         max_segments=_required_int(opts, "message.assembler.max.segments.per.message", DEFAULT_MAX_SEGMENTS, 1),
@@ -398,6 +402,15 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     return fields
 
 
+def reference_rules(opts: Mapping[str, str]) -> ReferenceRules:
+    """What envelopes a task fetches, from the consumer's keys (:mod:`gateway.reference_rules`)."""
+    try:
+        renames = parse_topic_renames(_str(opts, "reference.topic.renames"))
+    except ConfigurationError as exc:
+        raise OptionError(str(exc)) from None
+    return ReferenceRules(_required_int(opts, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, 1), renames)
+
+
 def peer_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     """The :class:`SourceOptions` fields for records other libraries wrote (the consumer's keys, plus buckets)."""
     try:
@@ -449,6 +462,8 @@ OWN_OPTIONS = (
     *STORE_OPTIONS,
     "reference.fetch.workers",
     "reference.fetch.budget.bytes",
+    "reference.max.payload.bytes",
+    "reference.topic.renames",
     "large.message.peer.formats",
     "large.message.peer.bakdata.keys",
     "large.message.peer.max.bytes",

@@ -171,7 +171,11 @@ def read_messages(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Recor
     consumer = open_consumer(options)
     stores = build_stores(options)
     resolver = Resolver(
-        stores, workers=options.fetch_workers, budget=options.fetch_budget, peer_max_bytes=options.peer_max_bytes
+        stores,
+        workers=options.fetch_workers,
+        budget=options.fetch_budget,
+        peer_max_bytes=options.peer_max_bytes,
+        rules=options.reference_rules,
     )
     try:
         yield from _read(options, rng, consumer, ReferenceFetcher(resolver))
@@ -203,13 +207,13 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: Referen
 
     def on_batch(batch: Sequence[Record]) -> None:
         if refs.enabled:
-            refs.scan((r.offset, r.value, r.headers) for r in batch if r.offset >= emit_from)
+            refs.scan((r.offset, topic, r.value, r.headers) for r in batch if r.offset >= emit_from)
 
     rows = _Rows(topic, partition, include_headers=options.include_headers)
     for message in owned_messages(
         fetch, topic, partition, emit_from, until, low, _limits(options), on_batch=on_batch, on_restart=refs.clear
     ):
-        key, value, error = _resolve(message, refs, options.fail_on_data_loss)
+        key, value, error = _resolve(message, refs, topic, options.fail_on_data_loss)
         rows.add(message, key, value, error)
         if rows.full():
             yield rows.take()
@@ -229,7 +233,7 @@ def _limits(options: SourceOptions) -> AssemblyLimits:
 
 
 def _resolve(
-    message: WholeMessage, refs: ReferenceFetcher, fail: bool
+    message: WholeMessage, refs: ReferenceFetcher, topic: str, fail: bool
 ) -> tuple[bytes | None, bytes | None, str | None]:
     """The row's key and value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column."""
     error = message.error
@@ -238,7 +242,7 @@ def _resolve(
         if isinstance(message, ReferenceToResolve) and message.peer is not None:
             return *refs.resolve_peer(message.peer), None
         if isinstance(message, ReferenceToResolve) and message.envelope is not None:
-            return key, refs.resolve(message.record.offset, message.envelope), None
+            return key, refs.resolve(message.record.offset, message.envelope, topic=topic), None
     except GatewayError as exc:
         error = error_text(exc)
     if error is None:

@@ -18,14 +18,21 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
-from gateway.errors import GatewayError, LocatorError, PayloadNotFoundError, StoreUnavailableError
+from gateway.errors import (
+    GatewayError,
+    LocatorError,
+    LocatorTopicError,
+    PayloadNotFoundError,
+    PayloadTooLargeError,
+    StoreUnavailableError,
+)
 from gateway.payload_gc import kafka_verifier, sweep
 from gateway.protocol.envelope import Envelope, envelope_header
 from gateway.resolver import Resolver
 from gateway.testing import KafkaService, RedisClusterServer, free_port
 from gateway.testing.redis_cluster import ClusterNode
 from stores import RedisStore
-from stores.redis_layout import bucket_head, bucket_of
+from stores.redis_layout import REDIS_MAX_STRING, RedisLocator, bucket_head, bucket_of
 from tests.helpers import consume_all, payload
 from tests.integration.test_reference_e2e import round_trip
 from tests.kafkautil import read_partition
@@ -187,11 +194,38 @@ def test_fetch_ahead_reads_from_every_master_in_parallel(
     resolver = Resolver({"redis": cluster_store}, workers=8, budget=10**9)
     try:
         assert all(resolver.prefetch(i, env) for i, env in enumerate(envelopes))
-        got = [resolver.resolve(i, env) for i, env in enumerate(envelopes)]
+        got = [resolver.resolve(i, env, topic=TOPIC) for i, env in enumerate(envelopes)]
     finally:
         resolver.close()
     assert got == values
     assert resolver.counters["prefetched"] == 48 and resolver.counters["errors"] == 0
+
+
+def test_a_forged_size_or_a_copied_envelope_is_refused_before_the_cluster_is_asked(cluster_store: RedisStore) -> None:
+    """The resolver's rules hold for every store: a size above ``reference.max.payload.bytes`` and a
+    payload written for another topic are refused without a read (reads count ``gets``/``not_found``)."""
+    mid = uuid.uuid4()
+    entry = REDIS_MAX_STRING - 1  # the largest entries a locator may claim: 4096 of them is about 2 TiB
+    size = 4096 * entry
+    locator = RedisLocator(TOPIC, mid, 4096, entry, bucket_of(mid)).text(cluster_store.prefix)
+    cluster_store.validate_locator(locator, size)  # a locator the store itself would read
+    forged = Envelope("redis", locator, size, b"\x00" * 32, mid)
+    value = payload(2_000)
+    copied = Envelope.for_payload(
+        value, store="redis", locator=cluster_store.put(TOPIC, uuid.uuid4(), value), message_id=uuid.uuid4()
+    )
+    before = cluster_store.metrics()
+    resolver = Resolver({"redis": cluster_store})
+    try:
+        with pytest.raises(PayloadTooLargeError):
+            resolver.resolve(0, forged, topic=TOPIC)
+        with pytest.raises(LocatorTopicError):
+            resolver.resolve(1, copied, topic="another.topic")
+        after = cluster_store.metrics()
+        assert (after["gets"], after["not_found"], after["errors"]) == (before["gets"], 0, before["errors"])
+        assert resolver.resolve(2, copied, topic=TOPIC) == value
+    finally:
+        resolver.close()
 
 
 # -- reference route end to end -------------------------------------------------------------------

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,16 @@ from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.embedded import EmbeddedKafka
 from gateway.errors import (
     EnvelopeFormatError,
+    GatewayError,
     LocatorError,
+    LocatorTopicError,
     PayloadIntegrityError,
+    PayloadTooLargeError,
 )
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.testing import KafkaService, RedisServer, free_port
 from stores import RedisStore, S3Store
+from stores.redis_layout import REDIS_MAX_STRING, RedisLocator
 from tests.helpers import consume_all, payload, sha
 from tests.kafkautil import produce_records, read_partition
 
@@ -270,6 +275,7 @@ def hostile_records(
             "redis path trick",
             encode_envelope(Envelope("redis", f"{redis_store.prefix}:../canary#1x1000", good_size, digest, mid)),
         ),
+        ("claims 1 GB", encode_envelope(Envelope("redis", good_redis, 1_000_000_000, digest, mid))),
         ("claims 10 GB", encode_envelope(Envelope("redis", good_redis, 10_000_000_000, digest, mid))),
         ("wrong checksum", encode_envelope(Envelope("redis", good_redis, good_size, b"\x01" * 32, mid))),
     ]
@@ -318,7 +324,8 @@ def test_hostile_envelopes_get_typed_errors_and_the_consumer_goes_on(
         LocatorError,
         LocatorError,
         LocatorError,
-        LocatorError,
+        LocatorError,  # a size the locator's entries cannot hold
+        PayloadTooLargeError,  # above reference.max.payload.bytes
         PayloadIntegrityError,
         EnvelopeFormatError,
         EnvelopeFormatError,
@@ -329,6 +336,8 @@ def test_hostile_envelopes_get_typed_errors_and_the_consumer_goes_on(
         e.kafka_message is not None and e.kafka_message.key() == f"bad{i}".encode() for i, e in enumerate(errors)
     )
     assert s3_requests == [], "no S3 request for locators outside the bucket/prefix"
+    rejected = (redis_store.metrics()["locator_rejected"], s3_store.metrics()["locator_rejected"])
+    assert rejected == (3, 2), "each refused locator is counted once"
 
     def calls(stats: dict[str, Any], command: str) -> int:
         return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
@@ -341,6 +350,159 @@ def test_hostile_envelopes_get_typed_errors_and_the_consumer_goes_on(
     assert consumer.committed_safe_offsets([TopicPartition(topic, 0)], timeout=10)[0].offset == 0
     consumer.commit(message=errors[-1].kafka_message, asynchronous=False)
     consumer.close()
+
+
+# -- an envelope belongs to its topic ---------------------------------------------------------------
+def redis_reads(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("get", "mget", "getrange"))
+
+
+def copy_envelope(kafka: KafkaService, store: RedisStore, source: str, into: str, value: bytes) -> None:
+    """A reference message to ``source``, then its raw record (key, value, headers) copied into ``into``
+    by a plain producer, as someone who can write to ``into`` (or MirrorMaker) would, and a plain record."""
+    producer = HybridProducer(kafka.producer_config(), stores={"redis": store})
+    producer.produce(source, value, key=b"copied", route="reference:redis")
+    assert producer.flush(30) == 0
+    producer.close()
+    (raw,) = read_partition(kafka.consumer_config(), source, 0, 1)
+    assert (ENVELOPE_HEADER, b"\x01") in (raw.headers() or [])
+    copy = {"topic": into, "partition": 0, "key": raw.key(), "value": raw.value(), "headers": raw.headers()}
+    produce_records(kafka.producer_config(), [copy, {"topic": into, "partition": 0, "value": b"the next record"}])
+
+
+def read_copy(
+    kafka: KafkaService, topic: str, store: RedisStore, **config: Any
+) -> tuple[list[Any], list[GatewayError]]:
+    consumer = HybridConsumer(kafka.consumer_config(**config), stores={"redis": store})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        return consume_all(consumer, 2, timeout=30)
+    finally:
+        consumer.close()
+
+
+def test_an_envelope_copied_into_another_topic_is_refused_and_the_consumer_goes_on(
+    kafka: KafkaService, topic: str, redis_store: RedisStore, redis_client: redis.Redis
+) -> None:
+    other = f"t-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(other, partitions=1)
+    try:
+        copy_envelope(kafka, redis_store, topic, other, payload(600_000, seed=7))
+        reads_before = redis_reads(redis_client)
+        got, errors = read_copy(kafka, other, redis_store)
+        reads = redis_reads(redis_client) - reads_before
+    finally:
+        kafka.delete_topic(other)
+    assert [type(e) for e in errors] == [LocatorTopicError], errors
+    record = errors[0].kafka_message
+    assert record is not None and (record.topic(), record.key()) == (other, b"copied"), "the error carries the record"
+    assert repr(topic) in str(errors[0]) and repr(other) in str(errors[0])
+    assert [m.value() for m in got] == [b"the next record"], "the consumer went on"
+    assert reads == 0, "the other topic's payload was never read"
+
+
+def test_a_mirrored_topic_serves_its_sources_envelopes_once_the_rename_is_named(
+    kafka: KafkaService, topic: str, redis_store: RedisStore
+) -> None:
+    """MirrorMaker 2's default policy copies ``A`` of the cluster aliased ``source`` to ``source.A``."""
+    mirror = f"source.{topic}"
+    kafka.create_topic(mirror, partitions=1)
+    value = payload(600_000, seed=8)
+    try:
+        copy_envelope(kafka, redis_store, topic, mirror, value)
+        refused, refusals = read_copy(kafka, mirror, redis_store)
+        served, errors = read_copy(kafka, mirror, redis_store, **{"reference.topic.renames": "source.${topic}"})
+        elsewhere, others = read_copy(kafka, mirror, redis_store, **{"reference.topic.renames": "backup.${topic}"})
+    finally:
+        kafka.delete_topic(mirror)
+    assert [type(e) for e in refusals] == [LocatorTopicError] and [m.value() for m in refused] == [b"the next record"]
+    assert errors == []
+    assert [(m.topic(), m.key()) for m in served] == [(mirror, b"copied"), (mirror, None)]
+    assert sha(served[0].value()) == sha(value) and served[1].value() == b"the next record"
+    assert [type(e) for e in others] == [LocatorTopicError], "another rename does not cover this mirror"
+    assert [m.value() for m in elsewhere] == [b"the next record"]
+
+
+# -- a declared size above the maximum ---------------------------------------------------------------
+def forged_envelope(store: RedisStore | S3Store, topic: str, size: int) -> bytes:
+    """An envelope whose locator the store accepts for ``size`` bytes, with no payload behind it."""
+    mid = uuid.uuid4()
+    if isinstance(store, S3Store):
+        locator = store.locator_for(topic, mid)
+    else:  # the fewest, largest entries a Redis string holds: a size past a default store's locator checks
+        entry = REDIS_MAX_STRING - 1
+        locator = RedisLocator(topic, mid, -(-size // entry), entry).text(store.prefix)
+        store.validate_locator(locator, size)
+    return encode_envelope(Envelope(store.name, locator, size, b"\x00" * 32, mid))
+
+
+@pytest.mark.parametrize("kind", ["redis", "s3"])
+def test_a_forged_2_tib_size_is_refused_before_any_read_and_the_consumer_goes_on(
+    kafka: KafkaService,
+    topic: str,
+    redis_store: RedisStore,
+    s3_store: S3Store,
+    redis_client: redis.Redis,
+    kind: str,
+) -> None:
+    store: RedisStore | S3Store = redis_store if kind == "redis" else s3_store
+    # 2**41 for S3; a default Redis store's locator admits at most 4096 entries below 512 MiB, 4 KiB less
+    size = 2**41 if kind == "s3" else 4096 * (REDIS_MAX_STRING - 1)
+    produce_records(
+        kafka.producer_config(),
+        [
+            {
+                "topic": topic,
+                "partition": 0,
+                "value": forged_envelope(store, topic, size),
+                "headers": [envelope_header()],
+            },
+            {"topic": topic, "partition": 0, "value": b"the next record"},
+        ],
+    )
+    s3_requests: list[str] = []
+    s3_store.client.meta.events.register("before-send.s3.*", lambda request, **_: s3_requests.append(request.url))
+    reads_before = redis_reads(redis_client)
+    consumer = HybridConsumer(kafka.consumer_config(), stores={"redis": redis_store, "s3": s3_store})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got, errors = consume_all(consumer, 2, timeout=30)
+    consumer.close()
+    assert [type(e) for e in errors] == [PayloadTooLargeError], errors
+    assert errors[0].kafka_message is not None and str(size) in str(errors[0])
+    assert [m.value() for m in got] == [b"the next record"]
+    assert s3_requests == [] and redis_reads(redis_client) == reads_before, "no store was asked"
+
+
+def test_a_forged_size_above_the_maximum_allocates_nothing(
+    kafka: KafkaService, topic: str, redis_store: RedisStore
+) -> None:
+    """3 GB, above the 2 GB default: an allocation the system would grant (its pages never touched), so
+    only tracing shows whether it was made. A Redis read allocates the declared size before the reply."""
+    produce_records(
+        kafka.producer_config(),
+        [
+            {
+                "topic": topic,
+                "partition": 0,
+                "value": forged_envelope(redis_store, topic, 3_000_000_000),
+                "headers": [envelope_header()],
+            },
+            {"topic": topic, "partition": 0, "value": b"the next record"},
+        ],
+    )
+    consumer = HybridConsumer(kafka.consumer_config(), stores={"redis": redis_store})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    tracemalloc.start()
+    try:
+        got, errors = consume_all(consumer, 2, timeout=30)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        consumer.close()
+    assert peak < 50_000_000, f"{peak} bytes allocated at the peak"
+    assert [type(e) for e in errors] == [PayloadTooLargeError], errors
+    assert [m.value() for m in got] == [b"the next record"]
 
 
 def test_missing_payload_is_typed_and_can_be_delivered_as_an_error(

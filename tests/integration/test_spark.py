@@ -31,6 +31,7 @@ from gateway.spark.source import plan_batch
 from gateway.testing import KafkaService, RedisServer, S3Server
 from stores import RedisStore, S3Store
 from tests.helpers import sha_or_none
+from tests.kafkautil import read_partition
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -555,3 +556,40 @@ def test_fail_on_data_loss_decides_between_an_error_row_and_a_failed_query(
     assert len(rows) == 12 * 2 + 2 and all(r["value"] is not None for r in rows if r["error"] is None)
     with pytest.raises(Exception, match="cannot be delivered"):
         spark.read.format("hybrid-kafka").options(**options).load().collect()
+
+
+def test_the_source_binds_envelopes_to_their_topic_and_bounds_declared_sizes(
+    spark: Any, kafka: KafkaService, stores: Stores
+) -> None:
+    """The consumer's rules in a Spark task: a copy of another topic's envelope and a forged size are error
+    rows, the mirror's rename serves its source's envelopes, and the rows after them are read."""
+    source = f"spark-source-{uuid.uuid4().hex[:8]}"
+    mirror = f"dr.{source}"
+    for name in (source, mirror):
+        kafka.create_topic(name, partitions=1)
+    producer = HybridProducer(kafka.producer_config(), stores=stores.as_dict())
+    value = os.urandom(5_000)
+    producer.produce(source, value, b"copied", 0, route="reference:redis")
+    assert producer.flush(30) == 0
+    (raw,) = read_partition(kafka.consumer_config(), source, 0, 1)
+    mid = uuid.uuid4()
+    forged = Envelope("s3", stores.s3.locator_for(mirror, mid), 2**41, b"\0" * 32, mid)
+    for key, record_value in ((b"copied", raw.value()), (b"forged", encode_envelope(forged))):
+        producer.inner.produce(mirror, value=record_value, key=key, partition=0, headers=[envelope_header()])
+    producer.inner.produce(mirror, value=b"the next record", key=b"next", partition=0)
+    assert producer.flush(30) == 0
+    producer.close()
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": mirror,
+        "failOnDataLoss": "false",
+        **stores.options,
+    }
+    reader = spark.read.format("hybrid-kafka").options(**options)
+    refused = {bytes(r["key"]): r for r in reader.load().collect()}
+    assert refused[b"copied"]["value"] is None and "LocatorTopicError" in refused[b"copied"]["error"]
+    served = {bytes(r["key"]): r for r in reader.option("reference.topic.renames", "dr.${topic}").load().collect()}
+    assert served[b"copied"]["error"] is None and bytes(served[b"copied"]["value"]) == value
+    for rows in (refused, served):
+        assert rows[b"forged"]["value"] is None and "PayloadTooLargeError" in rows[b"forged"]["error"]
+        assert bytes(rows[b"next"]["value"]) == b"the next record"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.errors import StoreUnavailableError
@@ -356,3 +356,49 @@ def test_gc_keeps_the_payloads_and_marks_of_an_open_transaction(
     assert len(report.landed) == 1 and report.deleted == [] and report.kept == [], report
     assert _sent(store, topic) == sent and store.list_pending(2**62) == []
     assert len(_read_committed(kafka, store, topic, 4)) == 4
+
+
+def _fenced(exc: BaseException) -> bool:
+    """Whether ``exc`` is the fatal ``_FENCED`` error. confluent-kafka 2.16's flush raises it inside a
+    ``SystemError`` when a delivery callback ran while it was pending (the envelope's has one)."""
+    cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+    return isinstance(cause, KafkaException) and cause.args[0].code() == KafkaError._FENCED
+
+
+@pytest.mark.parametrize("kind", ["confluent", "hybrid", "hybrid-reference"])
+def test_a_fenced_producer_is_closed_by_its_close_whatever_the_flush_raises(
+    kafka: KafkaService, topic: str, redis_client: Any, kind: str
+) -> None:
+    """A zombie's close raises ``_FENCED`` once and leaves it closed, as confluent-kafka's own Producer
+    does: later calls say it is closed, and a second close does not try again."""
+    conf = {**kafka.producer_config(), "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"}
+    if kind == "confluent":
+        producer: Any = Producer(conf)
+    else:
+        store = RedisStore(redis_client, prefix=f"txf{uuid.uuid4().hex[:6]}")
+        producer = _transactional_with(conf, store, window=4)
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, b"before the fence")
+    producer.flush(30)
+    newer = Producer(conf)
+    newer.init_transactions(60)  # fences the first one
+    try:
+        producer.produce(topic, payload(600_000) if kind == "hybrid-reference" else b"after the fence")
+        with pytest.raises(Exception) as raised:  # which one: checked just below
+            producer.close()
+        assert _fenced(raised.value), raised.value
+        for call in (lambda: producer.produce(topic, b"more"), lambda: producer.flush(1), lambda: producer.poll(0)):
+            with pytest.raises(RuntimeError, match="Producer has been closed"):
+                call()
+        producer.close()  # closed already: nothing is tried, nothing raised
+    finally:
+        newer.close()
+
+
+def _transactional_with(conf: dict[str, Any], store: RedisStore, window: int) -> HybridProducer:
+    return HybridProducer(
+        {**conf, "max.message.segment.bytes": SEGMENT, "reference.write.window": window},
+        policy=SizeThresholdPolicy(reference_above=500_000, store="redis"),
+        stores={"redis": store},
+    )

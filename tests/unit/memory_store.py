@@ -9,8 +9,16 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gateway.errors import PayloadNotFoundError, StoreError
+from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
 from stores.base import Payload
+
+
+@dataclass(frozen=True)
+class MemoryLocator:
+    """A parsed ``<topic>/<message id>``: the topic is what binds an envelope to its topic."""
+
+    topic: str
+    message_id: uuid.UUID
 
 
 @dataclass
@@ -58,8 +66,12 @@ class MemoryStore:
         self.payloads.pop(locator, None)
         self.pending.pop(locator, None)
 
-    def validate_locator(self, locator: str) -> object:
-        return locator
+    def validate_locator(self, locator: str) -> MemoryLocator:
+        topic, _, message_id = locator.rpartition("/")
+        try:
+            return MemoryLocator(topic, uuid.UUID(message_id))
+        except ValueError:
+            raise LocatorError(f"not a memory locator: {locator!r}") from None
 
     def mark_pending(self, locator: str, now_ms: int) -> None:
         self.pending[locator] = now_ms

@@ -6,8 +6,16 @@ import uuid
 
 import pytest
 
-from gateway.errors import GatewayError, PayloadIntegrityError, PayloadNotFoundError, StoreUnavailableError
+from gateway.errors import (
+    GatewayError,
+    LocatorTopicError,
+    PayloadIntegrityError,
+    PayloadNotFoundError,
+    PayloadTooLargeError,
+    StoreUnavailableError,
+)
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.reference_rules import ReferenceRules
 from gateway.references import ReferenceFetcher
 from gateway.resolver import GROUP_BELOW, Resolver
 from tests.unit.memory_store import MemoryStore
@@ -19,8 +27,8 @@ def stored(store: MemoryStore, data: bytes, *, name: str = "mem") -> Envelope:
     return Envelope.for_payload(data, store=name, locator=locator, message_id=message_id)
 
 
-def scan_item(key: int, envelope: Envelope) -> tuple[int, bytes, list[tuple[str, bytes]]]:
-    return key, encode_envelope(envelope), [envelope_header()]
+def scan_item(key: int, envelope: Envelope, topic: str = "t") -> tuple[int, str, bytes, list[tuple[str, bytes]]]:
+    return key, topic, encode_envelope(envelope), [envelope_header()]
 
 
 def fetcher(store: MemoryStore, budget: int) -> ReferenceFetcher:
@@ -40,7 +48,7 @@ def test_payloads_fetched_ahead_for_filtered_records_free_the_budget() -> None:
         assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
         refs.scan(scan_item(i, envelopes[i]) for i in range(3, 6))
         assert refs.resolver.counters["prefetched"] == 6
-        assert refs.resolve(4, envelopes[4]) == bytes([4]) * 1000
+        assert refs.resolve(4, envelopes[4], topic="t") == bytes([4]) * 1000
     finally:
         refs.resolver.close()
 
@@ -63,7 +71,7 @@ def test_a_payload_fetched_ahead_is_still_used_when_its_record_is_resolved() -> 
     try:
         envelope = stored(store, b"p" * 100)
         refs.scan([scan_item(0, envelope)])
-        assert refs.resolve(0, envelope) == b"p" * 100
+        assert refs.resolve(0, envelope, topic="t") == b"p" * 100
         refs.done(0)
         assert refs.resolver.counters["prefetched"] == 1 and refs.resolver.counters["fetched"] == 1
         assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
@@ -101,12 +109,12 @@ def test_small_payloads_are_fetched_ahead_in_one_request_and_each_keeps_its_own_
         for i, envelope in enumerate(envelopes):
             if i == 3:
                 with pytest.raises(PayloadNotFoundError):
-                    refs.resolve(i, envelope)
+                    refs.resolve(i, envelope, topic="t")
             elif i == 5:
                 with pytest.raises(PayloadIntegrityError):
-                    refs.resolve(i, envelope)
+                    refs.resolve(i, envelope, topic="t")
             else:
-                assert refs.resolve(i, envelope) == bytes([i]) * 1000
+                assert refs.resolve(i, envelope, topic="t") == bytes([i]) * 1000
         assert [c for c in store.calls if c.startswith("get_many")] == ["get_many:10"]
         assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
     finally:
@@ -123,13 +131,13 @@ def test_groups_stop_at_the_budget_and_at_a_large_payload_and_resume_whole() -> 
         assert store.calls == ["put"] * 9 + ["get_many:5"]  # the budget holds five
         prefetched = refs.resolver.counters
         for i in range(2):
-            assert refs.resolve(i, envelopes[i]) == bytes([i]) * 1000
+            assert refs.resolve(i, envelopes[i], topic="t") == bytes([i]) * 1000
         assert prefetched["prefetched"] == 5, "room for one or two of the three left: the group waits"
-        assert refs.resolve(2, envelopes[2]) == bytes([2]) * 1000
+        assert refs.resolve(2, envelopes[2], topic="t") == bytes([2]) * 1000
         assert prefetched["prefetched"] == 8, "room for all three: one request"
         for i in range(3, 8):
-            assert refs.resolve(i, envelopes[i]) == bytes([i]) * 1000
-        assert refs.resolve(8, big) == b"b" * GROUP_BELOW  # alone, not in a group
+            assert refs.resolve(i, envelopes[i], topic="t") == bytes([i]) * 1000
+        assert refs.resolve(8, big, topic="t") == b"b" * GROUP_BELOW  # alone, not in a group
         assert [c for c in store.calls if c.startswith("get_many")] == ["get_many:5", "get_many:3"]
     finally:
         refs.resolver.close()
@@ -144,7 +152,7 @@ def test_a_group_whose_request_fails_fails_each_resolve_typed() -> None:
         refs.scan(scan_item(i, e) for i, e in enumerate(envelopes))
         for i, envelope in enumerate(envelopes):
             with pytest.raises(StoreUnavailableError, match="redis is down"):
-                refs.resolve(i, envelope)
+                refs.resolve(i, envelope, topic="t")
     finally:
         refs.resolver.close()
 
@@ -156,8 +164,37 @@ def test_a_grouped_payload_forgotten_before_it_arrives_is_dropped() -> None:
         envelopes = [stored(store, bytes([i]) * 100) for i in range(3)]
         refs.scan(scan_item(i, e) for i, e in enumerate(envelopes))
         refs.done(1)  # handled without it (a duplicate)
-        assert refs.resolve(0, envelopes[0]) == bytes([0]) * 100
-        assert refs.resolve(2, envelopes[2]) == bytes([2]) * 100
+        assert refs.resolve(0, envelopes[0], topic="t") == bytes([0]) * 100
+        assert refs.resolve(2, envelopes[2], topic="t") == bytes([2]) * 100
         assert refs.resolver.metrics()["resolver.ahead.bytes"] == 0
+    finally:
+        refs.resolver.close()
+
+
+def test_envelopes_the_rules_refuse_are_not_fetched_ahead_and_raise_when_resolved() -> None:
+    """A copy of another topic's envelope, and a forged size, cost no store read at all."""
+    store = MemoryStore()
+    refs = ReferenceFetcher(Resolver({"mem": store}, workers=2, budget=10**12, rules=ReferenceRules(1_000)))
+    gets: list[str] = []
+    real_get = store.get
+
+    def get(locator: str, expected_size: int | None = None) -> bytes:
+        gets.append(locator)
+        return real_get(locator, expected_size)
+
+    store.get = get  # type: ignore[method-assign]
+    try:
+        copied = stored(store, b"c" * 100)  # written for topic "t"
+        forged = Envelope(copied.store, copied.locator, 2**41, copied.digest, copied.message_id)
+        fine = stored(store, b"f" * 100)
+        refs.scan([scan_item(0, copied, topic="u"), scan_item(1, forged), scan_item(2, fine)])
+        assert refs.resolver.counters["prefetched"] == 1
+        with pytest.raises(LocatorTopicError, match=r"'u'.*'t'"):
+            refs.resolve(0, copied, topic="u")
+        with pytest.raises(PayloadTooLargeError):
+            refs.resolve(1, forged, topic="t")
+        assert refs.resolve(2, fine, topic="t") == b"f" * 100
+        assert gets == [fine.locator]
+        assert refs.resolver.counters["errors"] == 2
     finally:
         refs.resolver.close()
