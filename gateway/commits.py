@@ -9,6 +9,7 @@ the answers in (:meth:`CommitTranslator.load_commit`), so this stays testable wi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.assembler import MessageAssembler
@@ -38,6 +39,9 @@ class CommitTranslator:
         self._holds: dict[TopicPartitionKey, set[int]] = {}
         self.busy: set[TopicPartitionKey] = set()
         """Partitions with holds: never on the fast path. Changed only here."""
+        self.lent_floor: Callable[[TopicPartitionKey], int | None] | None = None
+        """Where commits of a partition must stay for what was handed out but has not reached the
+        application (:class:`gateway.handoff.Handoff`); unlike holds it bounds commits only."""
 
     # -- holds: delivered offsets that must be read again after a restart ------------------
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
@@ -135,12 +139,20 @@ class CommitTranslator:
             pending = self.assembler.pending_start(tp)
             if pending is not None:  # never past an incomplete message, even one the tracker forgot
                 safe = min(safe, pending)
-            floor = self.floor(tp)
+            floor = self._commit_floor(tp)
             if floor is not None:
                 safe = min(safe, floor)
                 hw_to_commit = min(hw_to_commit, floor)
             out[tp] = (min(safe, orig), wrap_metadata(hw_to_commit, metadata))
         return out
+
+    def _commit_floor(self, tp: TopicPartitionKey) -> int | None:
+        """The lowest of the holds and of what is lent out: no commit of ``tp`` goes past it."""
+        floor = self.floor(tp)
+        lent = None if self.lent_floor is None else self.lent_floor(tp)
+        if lent is None:
+            return floor
+        return lent if floor is None else min(floor, lent)
 
     @staticmethod
     def user_view_of_commit(offset: int, metadata: StoredMetadata) -> tuple[int, str | None]:

@@ -7,7 +7,9 @@ for a ``_so`` header appended while a large message is pending in its partition 
 
 Raw records are fetched in batches into a local queue and processed one at a time, only when
 ``poll`` is about to hand one out: a message counts as delivered (and becomes committable) when
-the caller receives it, never earlier.
+the caller receives it, never earlier. A driver that carries results to another thread (the
+asyncio client) lends them instead, so that one it could not deliver is handed out again and
+never committed before it arrives (:mod:`gateway.handoff`).
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ from gateway.consumer_queue import RecordQueue
 from gateway.consumer_surface import ConsumerSurface
 from gateway.errors import GatewayError
 from gateway.group_offsets import group_offsets
+from gateway.handoff import Handoff
+from gateway.offsets import Progress
 from gateway.plain_runs import ProvenBatch, drop_head
 from gateway.protocol.classify import is_plainly_plain
+from gateway.protocol.records import TopicPartitionKey
 from gateway.record_path import RecordPath
 from gateway.references import ReferenceFetcher
 from gateway.resolver import Resolver
@@ -93,6 +98,8 @@ class HybridConsumer(ConsumerSurface):
         self._raw: deque[Message] = self._queue.raw
         self._batch: ProvenBatch | None = None  # the fetched batch poll() hands out by count alone
         self._proven = 0  # how many of its records are still at the head of the queue
+        self._handoff = Handoff(self._progress, self._end_batch)
+        self._pipeline.bound_commits(self._handoff.floor)
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -110,6 +117,8 @@ class HybridConsumer(ConsumerSurface):
             return self._deserializers.apply(head) if self._deserialize else head
         if self._batch is not None:
             self._end_batch()
+        if self._handoff.returned:  # what a driver handed over and got back goes first (gateway.handoff)
+            return self._handoff.take_one()  # type: ignore[no-any-return]
         if self._raw and self._runs_now and self._deferred is None and not self._ready:
             plain = self._plain_head()  # the hot path: a plain record delivered by bookkeeping alone
             if plain is not None:
@@ -153,6 +162,10 @@ class HybridConsumer(ConsumerSurface):
         """What poll() handed out of a proven batch is noted as delivered: before anything reads offsets."""
         if self._batch is not None:
             self._batch.note(self._pipeline, len(self._batch.records) - self._proven)
+
+    def _progress(self) -> dict[TopicPartitionKey, Progress]:
+        self._note_handed()
+        return self._pipeline.progress()
 
     def _end_batch(self) -> None:
         """Note what was handed out and drop the proof: before anything that changes a partition's state."""
@@ -200,6 +213,8 @@ class HybridConsumer(ConsumerSurface):
         """
         if num_messages < 1:
             raise ValueError("num_messages must be >= 1")
+        if self._handoff.returned:
+            return self._handoff.take(num_messages)
         out: list[Message] = []
         try:
             if self._proven:  # the rest of a batch poll() proved
@@ -287,6 +302,7 @@ class HybridConsumer(ConsumerSurface):
         self._runs_now = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
         self._queue.clear()
         self._ready.clear()
+        self._handoff.clear()
         self._resolver.close()
         self._events.close()
         if self._auditor is not None:
@@ -302,6 +318,11 @@ class HybridConsumer(ConsumerSurface):
             **self._resolver.metrics(),
             **self._offsets.commits.counters,
         }
+
+    @property
+    def handoff(self) -> Handoff:
+        """For a driver that carries ``poll``/``consume`` results to another thread (:mod:`gateway.handoff`)."""
+        return self._handoff
 
     @property
     def inner(self) -> Consumer:

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from gateway.errors import OffsetNotTrackedError
 from gateway.protocol.records import TopicPartitionKey
 
+Progress = tuple[int, int, int]
+"""``(current safe offset, last delivered offset, first offset seen)`` of a partition (its ``progress``)."""
+
 DEFAULT_MAX_TRACKED = 500
 SEGMENT_OFFSETS_PER_MESSAGE = 20
 """Non-message offsets (segments, invalid records) kept per tracked message before the oldest go."""
@@ -28,6 +31,7 @@ class _PartitionTracker:
     current_safe: int
     max_segments: int
     delivered: int = -1
+    origin: int = -1  # the first offset seen since the partition was (re)started; never moves
     segment_offsets: list[int] = field(default_factory=list)  # sorted; offsets that are not messages
     entries: OrderedDict[int, tuple[int, int]] = field(default_factory=OrderedDict)  # offset -> (safe, start)
 
@@ -96,7 +100,7 @@ class DeliveredOffsetTracker:
     def _get(self, tp: TopicPartitionKey, offset: int) -> _PartitionTracker:
         tracker = self._partitions.get(tp)
         if tracker is None:
-            tracker = _PartitionTracker(offset, self.max_tracked, offset, self.max_segment_offsets)
+            tracker = _PartitionTracker(offset, self.max_tracked, offset, self.max_segment_offsets, origin=offset)
             self._partitions[tp] = tracker
         return tracker
 
@@ -113,7 +117,7 @@ class DeliveredOffsetTracker:
         """``track`` for a delivered record with nothing pending in its partition: the hot path, inlined."""
         tracker = self._partitions.get(tp)
         if tracker is None:
-            tracker = _PartitionTracker(offset, self.max_tracked, offset, self.max_segment_offsets)
+            tracker = _PartitionTracker(offset, self.max_tracked, offset, self.max_segment_offsets, origin=offset)
             self._partitions[tp] = tracker
         tracker.current_safe = offset + 1
         tracker.delivered = offset
@@ -181,6 +185,14 @@ class DeliveredOffsetTracker:
 
     def partitions(self) -> list[TopicPartitionKey]:
         return list(self._partitions)
+
+    def progress(self) -> dict[TopicPartitionKey, Progress]:
+        """Per partition: the current safe offset, the last delivered offset (-1: none) and the first offset seen.
+
+        Compared before and after a call, it tells which partitions delivered in between and where
+        a commit stood before they did (see :mod:`gateway.handoff`).
+        """
+        return {tp: (t.current_safe, t.delivered, t.origin) for tp, t in self._partitions.items()}
 
     @property
     def max_entries(self) -> int:

@@ -10,6 +10,7 @@ translation live in :class:`~gateway.commits.CommitTranslator`, which it owns an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.assembler import INCOMPLETE, Assembled, DroppedMessage, MessageAssembler
@@ -21,7 +22,7 @@ from gateway.errors import (
     LargeMessageDroppedError,
     PeerFormatError,
 )
-from gateway.offsets import DeliveredOffsetTracker, HighWatermark
+from gateway.offsets import DeliveredOffsetTracker, HighWatermark, Progress
 from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, decode_envelope
@@ -318,6 +319,10 @@ class ConsumerPipeline:
         """The offset of the last message delivered from ``tp``."""
         return self._tracker.delivered(tp)
 
+    def progress(self) -> dict[TopicPartitionKey, Progress]:
+        """Every partition's safe, delivered and first offsets (:meth:`DeliveredOffsetTracker.progress`)."""
+        return self._tracker.progress()
+
     def plain_run_open(self, tp: TopicPartitionKey, offset: int) -> bool:
         """True when plain records of ``tp`` from ``offset`` on may be delivered by bookkeeping alone.
 
@@ -397,6 +402,10 @@ class ConsumerPipeline:
 
     def release(self, tp: TopicPartitionKey, offset: int) -> None:
         self._commits.release(tp, offset)
+
+    def bound_commits(self, lent_floor: Callable[[TopicPartitionKey], int | None]) -> None:
+        """Keep every commit of a partition at or below ``lent_floor(tp)`` (see :mod:`gateway.handoff`)."""
+        self._commits.lent_floor = lent_floor
 
     def safe_offset(self, tp: TopicPartitionKey) -> int | None:
         return self._commits.safe_offset(tp)

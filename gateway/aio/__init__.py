@@ -9,6 +9,10 @@ One difference from ``confluent_kafka.aio.AIOProducer``: ``await producer.produc
 with the delivered message (the record that completes it) once the *whole* logical message is
 delivered, instead of returning a future to await a second time; a failed delivery raises
 ``KafkaException`` with the error.
+
+Cancelling a call loses nothing: a ``poll``/``consume`` cancelled after its worker got messages
+hands them out on the next call and no commit covers them before (:mod:`gateway.handoff`); a
+``produce`` the worker took completes. docs/asyncio.md states the guarantees.
 """
 
 from gateway.aio.clients import AIOHybridConsumer, AIOHybridProducer

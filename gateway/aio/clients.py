@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaException, Message
 
 from gateway.consumer import HybridConsumer
+from gateway.handoff import Loan
 from gateway.policy import Policy
 from gateway.producer import HybridProducer
 from gateway.store import Store
@@ -154,10 +155,34 @@ class AIOHybridConsumer(_Driven):
     def inner(self) -> HybridConsumer:
         return self._client
 
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Every call first lets the consumer act on what earlier polls handed over (see :meth:`poll`)."""
+        return await super()._call(self._client.handoff.call, None, fn, *args, **kwargs)
+
+    async def poll(self, timeout: float = -1) -> Message | None:
+        """``poll`` on the worker thread; cancelled at any point, it loses nothing.
+
+        A message the worker's ``poll`` returned after the caller was cancelled is handed out by
+        the next ``poll``/``consume``, before anything newer, and no commit covers it until then.
+        """
+        return await self._lend(self._client.poll, timeout)  # type: ignore[no-any-return]
+
+    async def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """``consume`` on the worker thread; cancelled at any point, it loses nothing (as :meth:`poll`)."""
+        return await self._lend(self._client.consume, num_messages, timeout)  # type: ignore[no-any-return]
+
+    async def _lend(self, fn: Callable[..., Any], *args: Any) -> Any:
+        loan = Loan()
+        try:
+            return await super()._call(self._client.handoff.call, loan, fn, *args)
+        except asyncio.CancelledError:
+            loan.returned()  # whatever the worker hands over from now on did not arrive
+            raise
+        finally:
+            loan.received()  # a value returned or an error raised here reaches the caller
+
 
 _CONSUMER_CALLS = (
-    "poll",
-    "consume",
     "subscribe",
     "unsubscribe",
     "assign",

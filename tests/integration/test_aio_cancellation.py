@@ -1,0 +1,258 @@
+"""Cancelling ``gateway.aio`` calls loses nothing: sweeps of ``asyncio.wait_for`` timeouts over poll,
+consume and produce, with a commit after every message received, and a restarted group as the judge."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
+from gateway.aio import AIOHybridConsumer, AIOHybridProducer
+from gateway.protocol.envelope import decode_envelope, looks_like_envelope
+from gateway.testing import KafkaService
+from stores import RedisStore
+from tests.helpers import payload, sha
+
+SEGMENT = 1_000
+REFERENCE_ABOVE = 5_000
+SIZES = (200, 2_500, 200, 6_000, 200, 200)
+"""Plain, chunked (3 segments) and reference messages, mixed in one partition."""
+COUNT = 600
+TIMEOUTS = (*(i * 0.000005 for i in range(16)), 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03)
+"""``wait_for`` timeouts taken in turn. A queued message's ``poll`` round trip takes ~45 us, so the
+fine steps land before the worker starts, while it works and after it returned; the longer ones
+land while it waits for librdkafka to fetch."""
+SENTINEL = b"end"
+
+
+def _conf(kafka: KafkaService) -> dict[str, Any]:
+    return {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+
+
+def _policy() -> SizeThresholdPolicy:
+    return SizeThresholdPolicy(reference_above=REFERENCE_ABOVE, store="redis")
+
+
+def _produce(kafka: KafkaService, store: RedisStore, topic: str, keys: list[bytes]) -> dict[bytes, str]:
+    sent: dict[bytes, str] = {}
+    producer = HybridProducer(_conf(kafka), policy=_policy(), stores={"redis": store})
+    for i, key in enumerate(keys):
+        value = payload(SIZES[i % len(SIZES)], seed=i)
+        producer.produce(topic, value, key)
+        sent[key] = sha(value)
+    producer.close()
+    return sent
+
+
+def _end_with_sentinel(kafka: KafkaService, topic: str) -> None:
+    producer = HybridProducer(_conf(kafka))
+    producer.produce(topic, b"sentinel", SENTINEL)
+    producer.close()
+
+
+@dataclass
+class FirstRun:
+    received: dict[bytes, str] = field(default_factory=dict)
+    calls: int = 0
+    cancelled: int = 0
+    handed_again: int = -1  # what came back through the consumer's handoff (-1: no handoff to ask)
+
+
+async def _read_cancelling(kafka: KafkaService, store: RedisStore, topic: str, group: str, last: bytes) -> FirstRun:
+    """Poll and consume under ever-changing timeouts, committing after each message that arrives."""
+    conf = {**kafka.consumer_config(group), "enable.auto.commit": False}
+    run = FirstRun()
+    async with AIOHybridConsumer(conf, stores={"redis": store}) as consumer:
+        await consumer.subscribe([topic])
+        deadline = time.monotonic() + 25
+        for i in itertools.count():
+            if last in run.received or time.monotonic() > deadline:
+                break
+            timeout = TIMEOUTS[i % len(TIMEOUTS)]
+            run.calls += 1
+            try:
+                if i % 3 == 2:
+                    got = await asyncio.wait_for(consumer.consume(3, 2.0), timeout)
+                else:
+                    one = await asyncio.wait_for(consumer.poll(2.0), timeout)
+                    got = [] if one is None else [one]
+            except asyncio.TimeoutError:
+                run.cancelled += 1
+                if run.cancelled % 2:
+                    await _commit(consumer)  # while what the cancelled call got is on its way back
+                continue
+            for msg in got:
+                assert msg.error() is None, msg.error()
+                run.received[msg.key()] = sha(msg.value())
+                await consumer.commit(asynchronous=False)
+        run.handed_again = getattr(getattr(consumer.inner, "handoff", None), "returned_total", -1)
+    return run
+
+
+async def _commit(consumer: AIOHybridConsumer) -> None:
+    try:
+        await consumer.commit(asynchronous=False)
+    except KafkaException as exc:  # nothing delivered yet
+        if exc.args[0].code() != KafkaError._NO_OFFSET:
+            raise
+
+
+def _judge(kafka: KafkaService, store: RedisStore, topic: str, group: str) -> dict[bytes, str]:
+    """A restarted member of the group: everything from its committed offsets up to the sentinel."""
+    consumer = HybridConsumer(kafka.consumer_config(group), stores={"redis": store})
+    consumer.subscribe([topic])
+    out: dict[bytes, str] = {}
+    deadline = time.monotonic() + 30
+    try:
+        while SENTINEL not in out and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out[msg.key()] = sha(msg.value())
+    finally:
+        consumer.close()
+    assert SENTINEL in out, "the judge did not reach the end of the topic"
+    del out[SENTINEL]
+    return out
+
+
+def test_cancelled_polls_and_consumes_lose_no_message(kafka: KafkaService, topic: str, redis_client: Any) -> None:
+    store = RedisStore(redis_client, prefix="aiocancel")
+    keys = [f"{i:04d}".encode() for i in range(COUNT)]
+    sent = _produce(kafka, store, topic, keys)
+    group = f"g-{topic}"
+    first = asyncio.run(_read_cancelling(kafka, store, topic, group, keys[-1]))
+    _end_with_sentinel(kafka, topic)
+    reread = _judge(kafka, store, topic, group)
+
+    lost = sorted(k for k in sent if k not in first.received and k not in reread)
+    summary = (
+        f"{first.calls} calls, {first.cancelled} cancelled, {first.handed_again} handed out again,"
+        f" {len(first.received)} received, {len(reread)} re-read by the restarted group, {len(lost)} lost"
+    )
+    print(summary)
+    assert lost == [], f"{summary}: {[k.decode() for k in lost[:20]]}"
+    assert first.handed_again > 0, summary  # the sweep did cancel polls whose worker had a message
+    assert len(first.received) == COUNT, summary  # and every one of them reached the first run in the end
+    assert all(first.received[k] == sent[k] for k in sent)  # whole
+    assert all(reread[k] == sent[k] for k in reread)
+
+
+async def _produce_cancelling(
+    kafka: KafkaService, store: RedisStore, topic: str
+) -> tuple[dict[bytes, str], set[bytes]]:
+    """Produce under a sweep of timeouts: every value tried, and the keys whose ``produce`` resolved."""
+    sent: dict[bytes, str] = {}
+    delivered: set[bytes] = set()
+    async with AIOHybridProducer(_conf(kafka), policy=_policy(), stores={"redis": store}) as producer:
+        for i in range(3 * len(TIMEOUTS)):
+            key, value = f"p{i:03d}".encode(), payload(SIZES[i % len(SIZES)] + 4_000, seed=i)  # chunked or reference
+            sent[key] = sha(value)
+            try:
+                await asyncio.wait_for(producer.produce(topic, value, key), TIMEOUTS[i % len(TIMEOUTS)] * 20)
+            except asyncio.TimeoutError:
+                continue
+            delivered.add(key)
+    return sent, delivered
+
+
+def _raw_envelope_locators(kafka: KafkaService, topic: str) -> set[str]:
+    consumer = Consumer({**kafka.consumer_config(), "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    locators: set[str] = set()
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            if msg.key() == SENTINEL:
+                return locators
+            if looks_like_envelope(msg.value()):
+                locators.add(decode_envelope(msg.value()).locator)
+    finally:
+        consumer.close()
+    raise AssertionError("the sentinel was not read")
+
+
+def test_cancelled_produces_leave_no_orphan_payload(kafka: KafkaService, topic: str, redis_client: Any) -> None:
+    store = RedisStore(redis_client, prefix="aioproduce")
+    sent, delivered = asyncio.run(_produce_cancelling(kafka, store, topic))
+    _end_with_sentinel(kafka, topic)
+    assert 0 < len(delivered) < len(sent)  # some produces were cancelled, at different points
+    stored = {locator for locator, _ in store.list_locators(topic)}
+    referenced = _raw_envelope_locators(kafka, topic)
+    assert stored - referenced == set()  # every payload written has its envelope in Kafka
+    consumer = HybridConsumer(kafka.consumer_config(), stores={"redis": store})
+    consumer.subscribe([topic])
+    got: dict[bytes, str] = {}
+    deadline = time.monotonic() + 30
+    while SENTINEL not in got and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)  # a payload missing behind an envelope would raise here
+        if msg is not None and msg.error() is None:
+            got[msg.key()] = sha(msg.value())
+    consumer.close()
+    del got[SENTINEL]
+    assert delivered <= set(got)
+    assert set(got) - delivered  # produces cancelled after the worker took them, landed whole
+    assert all(got[k] == sent[k] for k in got)  # one cancelled after its job started still lands, whole
+
+
+class SlowReads(RedisStore):
+    """Payload reads take 0.4 s, so a poll that waits for one is surely cancelled while it works."""
+
+    def get(self, *args: Any, **kwargs: Any) -> bytes:
+        time.sleep(0.4)
+        return super().get(*args, **kwargs)
+
+    def get_many(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.4)
+        return super().get_many(*args, **kwargs)
+
+
+@pytest.mark.parametrize("call", ["poll", "consume"])
+def test_a_commit_after_a_cancelled_call_stays_below_what_it_got(
+    kafka: KafkaService, topic: str, redis_client: Any, call: str
+) -> None:
+    """Cancelled while it waits for a payload: a commit stops before it, the next call hands it out first."""
+    store = SlowReads(redis_client, prefix="aiofloor")
+    sent = _produce(kafka, store, topic, [b"a", b"b", b"c", b"r", b"d"])  # r is the reference (6 000 bytes)
+    group = f"g-{topic}"
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> tuple[int, int, bytes | None]:
+        conf = {**kafka.consumer_config(group), "enable.auto.commit": False}
+        async with AIOHybridConsumer(conf, stores={"redis": store}) as consumer:
+            await consumer.subscribe([topic])
+            for want in (b"a", b"b", b"c"):
+                first = await consumer.poll(30)
+                assert first is not None and first.key() == want
+            before = (await consumer.commit(asynchronous=False))[0].offset  # r's offset: r is next
+            with pytest.raises(asyncio.TimeoutError):
+                if call == "poll":
+                    await asyncio.wait_for(consumer.poll(10), 0.1)
+                else:
+                    await asyncio.wait_for(consumer.consume(10, 10), 0.1)
+            await consumer.commit(asynchronous=False)  # runs once the cancelled call's worker is done
+            after = (await consumer.committed([tp], timeout=30))[0].offset
+            again = await consumer.poll(10)
+            return before, after, None if again is None else again.key()
+
+    before, after, again = asyncio.run(main())
+    assert after == before  # the commit after the cancelled call stayed below what the call got
+    assert again == b"r"  # which came first next time
+    consumer = HybridConsumer(kafka.consumer_config(group), stores={"redis": store})
+    consumer.subscribe([topic])
+    try:
+        msg = None
+        deadline = time.monotonic() + 30
+        while msg is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+    finally:
+        consumer.close()
+    assert msg is not None and msg.key() == b"r" and sha(msg.value()) == sent[b"r"]  # the group reads it again
