@@ -232,7 +232,7 @@ def _s3_client(args: argparse.Namespace) -> Any:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from gateway.payload_gc import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
+    from gateway.gc.sweeper import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
     from stores import RedisStore, S3Store
 
     _check_store_args(args)

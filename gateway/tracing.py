@@ -25,7 +25,7 @@ except ImportError:  # the otel extra is not installed: every hook below is a no
     trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from gateway.outgoing import DeliveryCallback, OutgoingMessage
+    from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 
 _SCOPE = "kafka-hybrid-gateway"
 _provider: Any = None

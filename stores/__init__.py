@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from stores.base import RetentionInfo, Store, StoreMetrics, topic_retention, validate_topic
 
 if TYPE_CHECKING:
-    from stores.redis_store import RedisLocator, RedisStore, redis_client_from_url, ttl_from_retention
-    from stores.s3_store import IncompleteUpload, S3Locator, S3Store, expiry_days_from_retention
+    from stores.redis import RedisLocator, RedisStore, redis_client_from_url, ttl_from_retention
+    from stores.s3 import IncompleteUpload, S3Locator, S3Store, expiry_days_from_retention
 
 __all__ = [
     "IncompleteUpload",
@@ -37,14 +37,14 @@ __all__ = [
 
 # name -> (module, the client package it needs, the extra that installs it)
 _LAZY = {
-    "RedisLocator": ("stores.redis_store", "redis", "redis"),
-    "RedisStore": ("stores.redis_store", "redis", "redis"),
-    "ttl_from_retention": ("stores.redis_store", "redis", "redis"),
-    "redis_client_from_url": ("stores.redis_store", "redis", "redis"),
-    "IncompleteUpload": ("stores.s3_store", "boto3", "s3"),
-    "S3Locator": ("stores.s3_store", "boto3", "s3"),
-    "S3Store": ("stores.s3_store", "boto3", "s3"),
-    "expiry_days_from_retention": ("stores.s3_store", "boto3", "s3"),
+    "RedisLocator": ("stores.redis", "redis", "redis"),
+    "RedisStore": ("stores.redis", "redis", "redis"),
+    "ttl_from_retention": ("stores.redis", "redis", "redis"),
+    "redis_client_from_url": ("stores.redis", "redis", "redis"),
+    "IncompleteUpload": ("stores.s3", "boto3", "s3"),
+    "S3Locator": ("stores.s3", "boto3", "s3"),
+    "S3Store": ("stores.s3", "boto3", "s3"),
+    "expiry_days_from_retention": ("stores.s3", "boto3", "s3"),
 }
 
 

@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from gateway import HybridConsumer, HybridProducer
 from gateway.errors import GatewayError, StoreError
-from gateway.payload_gc import kafka_verifier, sweep
+from gateway.gc.sweeper import kafka_verifier, sweep
 from gateway.protocol.envelope import decode_envelope, looks_like_envelope
 from gateway.testing import ApacheKafka, KafkaService
 from tests.helpers import payload

@@ -4,7 +4,7 @@ A stream mixes valid messages (plain, chunked with value or header-only segments
 envelopes) with hostile records (random bytes, mutated segments and envelopes, garbage ``_lm``,
 ``_so``, ``_t`` and ``_gw.ref`` headers), interleaved across two partitions with each message's
 segments in order. :func:`check_stream` feeds one stream through a
-:class:`~gateway.pipeline.ConsumerPipeline` and checks what must hold whatever the input:
+:class:`~gateway.core.pipeline.ConsumerPipeline` and checks what must hold whatever the input:
 
 * the pipeline raises nothing; a record it cannot use comes back as an event holding that
   record, with a typed :class:`~gateway.errors.GatewayError` (the consumer raises that error
@@ -28,10 +28,9 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gateway.assembler import MessageAssembler
-from gateway.errors import GatewayError
-from gateway.offsets import DeliveredOffsetTracker
-from gateway.pipeline import (
+from gateway.core.assembler import MessageAssembler
+from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.pipeline import (
     ChunkCompleted,
     ConsumerPipeline,
     Event,
@@ -40,6 +39,7 @@ from gateway.pipeline import (
     PlainMessage,
     ReferenceToResolve,
 )
+from gateway.errors import GatewayError
 from gateway.protocol import split
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import LM_HEADER, SAFE_OFFSET_HEADER, TIMESTAMP_HEADER, Headers

@@ -11,7 +11,7 @@ delivered, instead of returning a future to await a second time; a failed delive
 ``KafkaException`` with the error.
 
 Cancelling a call loses nothing: a ``poll``/``consume`` cancelled after its worker got messages
-hands them out on the next call and no commit covers them before (:mod:`gateway.handoff`); a
+hands them out on the next call and no commit covers them before (:mod:`gateway.consumer.handoff`); a
 ``produce`` the worker took completes. docs/asyncio.md states the guarantees.
 """
 

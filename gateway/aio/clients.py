@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaException, Message
 
 from gateway.consumer import HybridConsumer
-from gateway.handoff import Loan
+from gateway.consumer.handoff import Loan
 from gateway.policy import Policy
 from gateway.producer import HybridProducer
 from gateway.store import Store

@@ -2,7 +2,7 @@
 
 A range task cannot simply reassemble what it reads: a chunked message may have begun before
 the range, and a message begun inside it may finish after it. :class:`RangeAssembler` runs the
-consumer's own pipeline (:class:`~gateway.pipeline.ConsumerPipeline`) over the range *and* a
+consumer's own pipeline (:class:`~gateway.core.pipeline.ConsumerPipeline`) over the range *and* a
 read-back window in front of it, and emits only what completes at an offset inside the range,
 so that every message has exactly one owner: the range holding its completing record.
 
@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from gateway.assembler import MessageAssembler
-from gateway.offsets import DeliveredOffsetTracker
-from gateway.pipeline import (
+from gateway.core.assembler import MessageAssembler
+from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.pipeline import (
     ConsumerPipeline,
     InvalidRecord,
     MessageDropped,

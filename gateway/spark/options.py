@@ -17,15 +17,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gateway.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
 from gateway.config import parse_bool
-from gateway.consumer_config import peer_reader
+from gateway.consumer.config import peer_reader
+from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
+from gateway.consumer.reference_rules import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_RULES,
+    ReferenceRules,
+    parse_topic_renames,
+)
+from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
+from gateway.core.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
 from gateway.errors import ConfigurationError
-from gateway.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
-from gateway.reference_rules import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_RULES, ReferenceRules, parse_topic_renames
-from gateway.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
 
 EARLIEST = -2
 """Kafka's and Spark's spelling of "the first offset still in the log" in per-partition JSON."""
@@ -403,7 +408,7 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
 
 
 def reference_rules(opts: Mapping[str, str]) -> ReferenceRules:
-    """What envelopes a task fetches, from the consumer's keys (:mod:`gateway.reference_rules`)."""
+    """What envelopes a task fetches, from the consumer's keys (:mod:`gateway.consumer.reference_rules`)."""
     try:
         renames = parse_topic_renames(_str(opts, "reference.topic.renames"))
     except ConfigurationError as exc:

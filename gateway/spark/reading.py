@@ -14,14 +14,14 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 
+from gateway.consumer.fetch_ahead import ReferenceFetcher
+from gateway.consumer.resolver import Resolver
+from gateway.core.pipeline import ReferenceToResolve, WholeMessage, error_text
 from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError
-from gateway.pipeline import ReferenceToResolve, WholeMessage, error_text
 from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
 from gateway.protocol.headers import Headers, has_header
 from gateway.protocol.records import Record
-from gateway.references import ReferenceFetcher
-from gateway.resolver import Resolver
 from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
 from gateway.spark.options import SourceOptions

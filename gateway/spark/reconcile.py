@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.payload_gc import abort_stale_uploads
+from gateway.gc.sweeper import abort_stale_uploads
 from gateway.spark.kafkaio import open_consumer, topic_partitions, watermarks
 from gateway.spark.options import OptionError, parse_options
 from gateway.spark.planning import offsets_to_json

@@ -24,8 +24,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from gateway.errors import GatewayError
-from gateway.outgoing import RESERVED_HEADERS
 from gateway.policy import SizeThresholdPolicy
+from gateway.producer.outgoing import RESERVED_HEADERS
 from gateway.spark.options import (
     _KAFKA_PREFIX,
     STORE_OPTIONS,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class MockKafka(KafkaService):
     """librdkafka's mock cluster, in process: starts in milliseconds, but has no admin API.
 
-    Topics are created through :class:`gateway.embedded.EmbeddedKafka`, which knows how to do it on
+    Topics are created through :class:`gateway.testing.embedded.EmbeddedKafka`, which knows how to do it on
     the mock; topic configs are accepted and ignored because the mock has no notion of them.
     """
 
@@ -47,7 +47,7 @@ class MockKafka(KafkaService):
     def __init__(self) -> None:
         from confluent_kafka import libversion
 
-        from gateway.embedded import EmbeddedKafka
+        from gateway.testing.embedded import EmbeddedKafka
 
         # No initial rebalance delay: the mock's built-in 3 s makes every group test 3 s slower,
         # and Kafka test setups conventionally set group.initial.rebalance.delay.ms=0 too.
@@ -83,7 +83,7 @@ class MockKafka(KafkaService):
         The mock has no DeleteTopics API (an admin call would hang until its timeout), and a topic
         left behind only costs memory, so an unsupported or already absent topic is not an error.
         """
-        from gateway.embedded import EmbeddedKafkaError
+        from gateway.testing.embedded import EmbeddedKafkaError
 
         with contextlib.suppress(NotImplementedError, EmbeddedKafkaError):
             self._cluster.delete_topic(name)

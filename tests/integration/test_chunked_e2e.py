@@ -19,10 +19,10 @@ from gateway import (
     LargeMessageSendError,
     OffsetNotTrackedError,
 )
-from gateway.embedded import EmbeddedKafka
 from gateway.protocol import LM_HEADER, decode_lm, split
 from gateway.protocol.headers import last_header
 from gateway.testing import KafkaService
+from gateway.testing.embedded import EmbeddedKafka
 from tests.golden import hx, load_vectors
 from tests.helpers import payload, sha
 from tests.kafkautil import produce_records

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
-from gateway.compaction import CompactedTopicError
+from gateway.producer._compaction import CompactedTopicError
 from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import decode_envelope
 from gateway.testing import KafkaService

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-import gateway.producer
+import gateway.producer._hybrid
 from gateway import HybridProducer, SizeThresholdPolicy
-from gateway.compaction import CompactedTopicError
 from gateway.errors import StoreUnavailableError
+from gateway.producer._compaction import CompactedTopicError
 from gateway.testing import KafkaService
 from stores import RedisStore
 
@@ -31,7 +31,7 @@ def compacted_topics(monkeypatch: pytest.MonkeyPatch) -> set[str]:
             "compact" if topic in compacted else "compact,delete" if topic.endswith("-cd") else "delete"
         )
 
-    monkeypatch.setattr(gateway.producer, "AdminDescriber", describer)
+    monkeypatch.setattr(gateway.producer._hybrid, "AdminDescriber", describer)
     return compacted
 
 

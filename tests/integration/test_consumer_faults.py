@@ -16,7 +16,7 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from gateway import HybridConsumer
-from gateway.consumer_errors import DLQ_ERROR_HEADER, DLQ_OFFSET_HEADER, DLQ_TOPIC_HEADER
+from gateway.consumer._errors import DLQ_ERROR_HEADER, DLQ_OFFSET_HEADER, DLQ_TOPIC_HEADER
 from gateway.errors import GatewayError, InvalidSegmentError, PayloadNotFoundError
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import LM_HEADER

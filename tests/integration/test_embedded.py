@@ -22,7 +22,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from gateway.embedded import (
+from gateway.errors import GatewayError
+from gateway.testing.embedded import (
     ALL_BROKERS,
     LIMITS,
     ApiKey,
@@ -31,7 +32,6 @@ from gateway.embedded import (
     EmbeddedKafkaProcess,
     _Lib,
 )
-from gateway.errors import GatewayError
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -471,7 +471,7 @@ def test_cli_prints_bootstrap_writes_file_and_stops_on_sigterm(tmp_path: Path) -
     bootstrap_file = tmp_path / "bootstrap.txt"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.embedded", "--brokers", "2", "--bootstrap-file", str(bootstrap_file)],
+        [sys.executable, "-m", "gateway.testing.embedded", "--brokers", "2", "--bootstrap-file", str(bootstrap_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -496,7 +496,7 @@ def test_spawned_cluster_dies_with_its_parent() -> None:
     script = textwrap.dedent(
         """
         import os, sys
-        from gateway.embedded import EmbeddedKafka
+        from gateway.testing.embedded import EmbeddedKafka
         proc = EmbeddedKafka.spawn()
         print(proc.pid, flush=True)
         os._exit(0)  # no cleanup: only the stdin lifeline can stop the child

@@ -20,19 +20,9 @@ import pytest
 import redis
 
 from gateway import HybridProducer
-from gateway.envelope_scan import partition_problems, scan_topic
-from gateway.payload_gc import (
-    CommittedRead,
-    EnvelopeMatcher,
-    Pending,
-    ScanProgress,
-    TopicScan,
-    Verdict,
-    judge,
-    kafka_verifier,
-    sweep,
-    unverified,
-)
+from gateway.gc._envelope_scan import partition_problems, scan_topic
+from gateway.gc.sweeper import kafka_verifier, sweep, unverified
+from gateway.gc.verdicts import CommittedRead, EnvelopeMatcher, Pending, ScanProgress, TopicScan, Verdict, judge
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.testing import KafkaService, RedisServer, S3Server
 from stores import RedisStore, S3Store

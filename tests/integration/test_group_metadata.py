@@ -30,7 +30,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer
-from gateway.group_offsets import StoredOffset, group_offsets
+from gateway.librdkafka.group_offsets import StoredOffset, group_offsets
 from gateway.protocol.metadata import offset_from_metadata, user_metadata_from
 from gateway.protocol.splitter import iter_split
 from gateway.testing import KafkaService

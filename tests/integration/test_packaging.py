@@ -14,7 +14,7 @@ import sys
 for name in ("redis", "boto3", "botocore", "rich", "pyspark", "prometheus_client", "moto", "pyarrow", "pandas",
              "matplotlib", "hypothesis", "pytest"):
     sys.modules[name] = None  # importing any of them now fails, as if it were not installed
-import gateway, gateway.cli, gateway.embedded, gateway.protocol, stores
+import gateway, gateway.cli, gateway.testing.embedded, gateway.protocol, stores
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 assert not any(m == "gateway.testing" or m.startswith("gateway.testing.") for m in sys.modules), "testing imported"
 assert "benchmarks" not in sys.modules

@@ -18,6 +18,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
+from gateway.consumer.resolver import Resolver
 from gateway.errors import (
     GatewayError,
     LocatorError,
@@ -26,13 +27,12 @@ from gateway.errors import (
     PayloadTooLargeError,
     StoreUnavailableError,
 )
-from gateway.payload_gc import kafka_verifier, sweep
+from gateway.gc.sweeper import kafka_verifier, sweep
 from gateway.protocol.envelope import Envelope, envelope_header
-from gateway.resolver import Resolver
 from gateway.testing import KafkaService, RedisClusterServer, free_port
 from gateway.testing.redis_cluster import ClusterNode
 from stores import RedisStore
-from stores.redis_layout import REDIS_MAX_STRING, RedisLocator, bucket_head, bucket_of
+from stores.redis._layout import REDIS_MAX_STRING, RedisLocator, bucket_head, bucket_of
 from tests.helpers import consume_all, payload
 from tests.integration.test_reference_e2e import round_trip
 from tests.kafkautil import read_partition

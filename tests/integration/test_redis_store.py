@@ -27,7 +27,7 @@ from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
 from gateway.testing import RedisServer
 from stores import RedisStore, ttl_from_retention
 from stores.base import RetentionInfo
-from stores.redis_reads import DIRECT_READ_FROM
+from stores.redis._reads import DIRECT_READ_FROM
 from tests.helpers import sha
 
 MB = 1_000_000
@@ -538,7 +538,7 @@ def test_data_written_by_the_flat_layout_keeps_working(redis_client: redis.Redis
 def test_slotted_layout_on_a_standalone_server(redis_client: redis.Redis) -> None:
     from redis.crc import key_slot
 
-    from stores.redis_layout import bucket_head, bucket_of
+    from stores.redis._layout import bucket_head, bucket_of
 
     slotted = RedisStore(redis_client, entry_bytes=100, layout="slotted")
     flat = RedisStore(redis_client, entry_bytes=100)
@@ -573,7 +573,7 @@ def test_slotted_layout_on_a_standalone_server(redis_client: redis.Redis) -> Non
 def test_slotted_locators_with_another_bucket_are_refused_without_io(
     store: RedisStore, redis_client: redis.Redis
 ) -> None:
-    from stores.redis_layout import bucket_head, bucket_of
+    from stores.redis._layout import bucket_head, bucket_of
 
     mid = uuid.uuid4()
     right = bucket_of(mid)
@@ -664,7 +664,7 @@ def test_without_the_socket_where_it_is_looked_for_reads_go_through_redis_py(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A redis-py release that keeps its socket elsewhere must cost speed, not correctness."""
-    import stores.redis_io as module
+    import stores.redis._io as module
 
     def unused(*args: Any) -> None:
         raise AssertionError("the direct reader was used")

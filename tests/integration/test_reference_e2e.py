@@ -18,7 +18,6 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
-from gateway.embedded import EmbeddedKafka
 from gateway.errors import (
     EnvelopeFormatError,
     GatewayError,
@@ -29,8 +28,9 @@ from gateway.errors import (
 )
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.testing import KafkaService, RedisServer, free_port
+from gateway.testing.embedded import EmbeddedKafka
 from stores import RedisStore, S3Store
-from stores.redis_layout import REDIS_MAX_STRING, RedisLocator
+from stores.redis._layout import REDIS_MAX_STRING, RedisLocator
 from tests.helpers import consume_all, payload, sha
 from tests.kafkautil import produce_records, read_partition
 
@@ -247,7 +247,7 @@ def test_gc_keeps_a_payload_whose_envelope_landed(kafka: KafkaService, topic: st
     assert producer.flush(30) == 0
     ((locator, _),) = list(redis_store.list_locators())
     redis_store.mark_pending(locator, 1)  # as if the clear never happened
-    from gateway.payload_gc import kafka_verifier, sweep
+    from gateway.gc.sweeper import kafka_verifier, sweep
 
     report = sweep({"redis": redis_store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf()), dry_run=False)
     assert report.landed == [locator] and report.deleted == []

@@ -14,7 +14,7 @@ from redis.retry import Retry
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.errors import StoreUnavailableError
-from gateway.payload_gc import kafka_verifier, sweep
+from gateway.gc.sweeper import kafka_verifier, sweep
 from gateway.testing import KafkaService, free_port
 from stores import RedisStore
 from tests.helpers import consume_all, payload, sha

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from gateway.assembler import INCOMPLETE, MessageAssembler
+from gateway.core.assembler import INCOMPLETE, MessageAssembler
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import last_header
 from gateway.testing import KafkaService

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.errors import StoreUnavailableError
-from gateway.payload_gc import SweepReport, kafka_verifier, sweep
+from gateway.gc.sweeper import SweepReport, kafka_verifier, sweep
 from gateway.testing import KafkaService
 from stores import RedisStore
 from tests.faults import envelope_locators

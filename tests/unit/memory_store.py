@@ -107,7 +107,7 @@ class BatchingMemoryStore(MemoryStore):
 
 
 class MemoryPipeline:
-    """Writes held until confirmed, as :class:`stores.redis_pipeline.RedisPutPipeline` holds them on its socket."""
+    """Writes held until confirmed, as :class:`stores.redis._pipeline.RedisPutPipeline` holds them on its socket."""
 
     def __init__(self, store: PipeliningMemoryStore) -> None:
         self.store = store

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from gateway.assembler import INCOMPLETE, MessageAssembler
+from gateway.core.assembler import INCOMPLETE, MessageAssembler
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol import encode_segment
 from tests.helpers import lm_of, payload, segments

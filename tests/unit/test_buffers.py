@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.buffers import BytesBuilder
+from gateway.core.buffers import BytesBuilder
 
 pieces = st.lists(st.binary(max_size=300), max_size=12)
 

@@ -18,11 +18,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway import HybridConsumer
-from gateway.consumer_commits import FOREIGN, GroupCommits
-from gateway.consumer_errors import RateLimitedLog
-from gateway.group_offsets import BindingGroupOffsets, ExactGroupOffsets, GroupOffsets, StoredOffset, group_offsets
-from gateway.librdkafka import RD_KAFKA_CONSUMER, RD_KAFKA_PRODUCER, Librdkafka, client_handle
-from gateway.pipeline import ConsumerPipeline
+from gateway.consumer._commits import FOREIGN, GroupCommits
+from gateway.consumer._errors import RateLimitedLog
+from gateway.core.pipeline import ConsumerPipeline
+from gateway.librdkafka.binding import RD_KAFKA_CONSUMER, RD_KAFKA_PRODUCER, Librdkafka, client_handle
+from gateway.librdkafka.group_offsets import (
+    BindingGroupOffsets,
+    ExactGroupOffsets,
+    GroupOffsets,
+    StoredOffset,
+    group_offsets,
+)
 from gateway.protocol.metadata import encode_metadata, offset_from_metadata, read_metadata, wrap_metadata
 from gateway.protocol.primitives import INT64_MAX, INT64_MIN
 from tests.unit.fake_clock import ManualClock

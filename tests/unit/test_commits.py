@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.assembler import MessageAssembler
-from gateway.consumer_events import with_safe_offset
+from gateway.consumer._events import with_safe_offset
+from gateway.core.assembler import MessageAssembler
+from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.pipeline import ConsumerPipeline, InvalidRecord, MessageDropped
 from gateway.errors import LargeMessageDroppedError, OffsetNotTrackedError
-from gateway.offsets import DeliveredOffsetTracker
-from gateway.pipeline import ConsumerPipeline, InvalidRecord, MessageDropped
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, decode_lm
 from gateway.protocol.headers import Headers, last_header
 from gateway.protocol.metadata import read_metadata

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from gateway.compaction import (
+from gateway.policy import Route, SizeThresholdPolicy, TopicOverride
+from gateway.producer._compaction import (
     RETRY_UNKNOWN_S,
     CleanupPolicies,
     CompactedTopicError,
@@ -15,7 +16,6 @@ from gateway.compaction import (
     keeps_forever,
     reference_route,
 )
-from gateway.policy import Route, SizeThresholdPolicy, TopicOverride
 from tests.unit.fake_clock import ManualClock
 
 
@@ -59,7 +59,7 @@ def test_a_broker_that_cannot_say_means_not_compacted_asked_again_soon_and_logge
         raise PermissionError("DescribeConfigs denied")
 
     policies = CleanupPolicies(describe, clock.clock(), refresh_s=300)
-    with caplog.at_level(logging.INFO, logger="gateway.compaction"):
+    with caplog.at_level(logging.INFO, logger="gateway.producer._compaction"):
         assert not policies.compacted("t")
         clock.advance(RETRY_UNKNOWN_S - 1)
         assert not policies.compacted("t")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from gateway.assembler import INCOMPLETE, MESSAGE_BOOKKEEPING_BYTES, SEGMENT_BOOKKEEPING_BYTES, MessageAssembler
-from gateway.offsets import DeliveredOffsetTracker
-from gateway.pipeline import ConsumerPipeline, InvalidRecord, PlainMessage
+from gateway.core.assembler import INCOMPLETE, MESSAGE_BOOKKEEPING_BYTES, SEGMENT_BOOKKEEPING_BYTES, MessageAssembler
+from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.pipeline import ConsumerPipeline, InvalidRecord, PlainMessage
 from gateway.protocol import encode_segment
 from gateway.protocol.headers import LM_HEADER
 from gateway.protocol.records import Record

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from gateway.consumer_config import parse_consumer_config
-from gateway.consumer_errors import ErrorPolicy, RateLimitedLog, UnresolvedSettings, attempt
+from gateway.consumer._errors import ErrorPolicy, RateLimitedLog, UnresolvedSettings, attempt
+from gateway.consumer.config import parse_consumer_config
 from gateway.errors import ConfigurationError, GatewayError, LocatorError, StoreUnavailableError
 
 

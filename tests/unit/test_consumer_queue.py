@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Message
 
-from gateway.consumer_config import FETCH_BATCH_BYTES, FETCH_QUEUE_BACKOFF_MS, QUEUED_MAX_KBYTES, parse_consumer_config
-from gateway.consumer_queue import RecordQueue
-from gateway.references import ReferenceFetcher
-from gateway.resolver import Resolver
+from gateway.consumer._queue import RecordQueue
+from gateway.consumer.config import FETCH_BATCH_BYTES, FETCH_QUEUE_BACKOFF_MS, QUEUED_MAX_KBYTES, parse_consumer_config
+from gateway.consumer.fetch_ahead import ReferenceFetcher
+from gateway.consumer.resolver import Resolver
 
 
 class Librdkafka:

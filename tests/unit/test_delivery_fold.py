@@ -6,8 +6,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message
 
-from gateway.delivery import DeliveryFold, InFlight
 from gateway.errors import LargeMessageSendError
+from gateway.producer._delivery import DeliveryFold, InFlight
 
 
 class Calls:

@@ -16,7 +16,8 @@ from unittest.mock import patch
 
 import pytest
 
-from gateway import consumer_config, producer_config
+from gateway.consumer import config as consumer_config
+from gateway.producer import _config as producer_config
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _ROW = re.compile(r"^\|\s*`(?P<key>[a-z0-9_.]+)`\s*\|\s*(?P<default>[^|]*)\|")

@@ -6,6 +6,9 @@ import uuid
 
 import pytest
 
+from gateway.consumer.fetch_ahead import ReferenceFetcher
+from gateway.consumer.reference_rules import ReferenceRules
+from gateway.consumer.resolver import GROUP_BELOW, Resolver
 from gateway.errors import (
     GatewayError,
     LocatorTopicError,
@@ -15,9 +18,6 @@ from gateway.errors import (
     StoreUnavailableError,
 )
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
-from gateway.reference_rules import ReferenceRules
-from gateway.references import ReferenceFetcher
-from gateway.resolver import GROUP_BELOW, Resolver
 from tests.unit.memory_store import MemoryStore
 
 

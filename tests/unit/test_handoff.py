@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from gateway.consumer.handoff import Handoff, Loan
+from gateway.core.offsets import Progress
+from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import PayloadNotFoundError
-from gateway.handoff import Handoff, Loan
-from gateway.offsets import Progress
-from gateway.pipeline import ConsumerPipeline
 from gateway.protocol.records import Record, TopicPartitionKey
 
 A, B = ("t", 0), ("t", 1)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import ConfigurationError
-from gateway.outgoing import RESERVED_HEADERS, OutgoingMessage
+from gateway.producer.outgoing import RESERVED_HEADERS, OutgoingMessage
 from gateway.store import checked_stores
 from tests.unit.memory_store import MemoryStore
 

@@ -14,7 +14,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Literal
 
-from gateway.payload_gc import (
+from gateway.gc.sweeper import sweep
+from gateway.gc.verdicts import (
     CommittedRead,
     EnvelopeMatcher,
     Pending,
@@ -24,7 +25,6 @@ from gateway.payload_gc import (
     Verification,
     committed_ranges,
     judge,
-    sweep,
 )
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from tests.unit.memory_store import MemoryStore

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.consumer.peer_payloads import fetch_pointer, resolve_record
 from gateway.errors import ConfigurationError, LocatorError, PayloadIntegrityError, PeerFormatError
-from gateway.peer_payloads import fetch_pointer, resolve_record
 from gateway.protocol.compression import XERIAL_MAGIC, decompress
 from gateway.protocol.peers import (
     BAKDATA_KEY_HEADER,
@@ -203,7 +203,7 @@ def test_kafs3_checksums_are_verified() -> None:
 
 
 def test_the_pipeline_hands_peer_records_out_to_resolve_and_reports_broken_ones() -> None:
-    from gateway.pipeline import ConsumerPipeline, PlainMessage, ReferenceToResolve
+    from gateway.core.pipeline import ConsumerPipeline, PlainMessage, ReferenceToResolve
     from gateway.protocol.records import Record
 
     aws = json.dumps([AWS_CLASS, {"s3BucketName": "bucket-a", "s3Key": "k"}]).encode()

@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.assembler import MessageAssembler
-from gateway.consumer_events import with_safe_offset
-from gateway.errors import EnvelopeFormatError, InvalidSegmentError, LargeMessageDroppedError
-from gateway.offsets import DeliveredOffsetTracker
-from gateway.pipeline import (
+from gateway.consumer._events import with_safe_offset
+from gateway.core.assembler import MessageAssembler
+from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.pipeline import (
     ChunkCompleted,
     ConsumerPipeline,
     Event,
@@ -21,6 +20,7 @@ from gateway.pipeline import (
     PlainMessage,
     ReferenceToResolve,
 )
+from gateway.errors import EnvelopeFormatError, InvalidSegmentError, LargeMessageDroppedError
 from gateway.policy import RouteKind
 from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import ENVELOPE_HEADER, MAGIC, Envelope, encode_envelope, envelope_header
@@ -297,10 +297,10 @@ def test_tombstone_with_unreadable_lm_header_is_an_invalid_record_and_counted() 
 
 def test_treat_bad_segments_as_payload_delivers_them_plain() -> None:
     """A record with an unreadable ``_lm`` header: an error, or a plain message when asked."""
+    from gateway.core.pipeline import ConsumerPipeline as _Pipeline
+    from gateway.core.pipeline import InvalidRecord as _InvalidRecord
+    from gateway.core.pipeline import PlainMessage as _Plain
     from gateway.errors import InvalidSegmentError as _Invalid
-    from gateway.pipeline import ConsumerPipeline as _Pipeline
-    from gateway.pipeline import InvalidRecord as _InvalidRecord
-    from gateway.pipeline import PlainMessage as _Plain
     from gateway.protocol.records import Record as _Record
 
     bad, headers = b"payload", [("_lm", b"\x00\x01")]

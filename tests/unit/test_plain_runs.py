@@ -10,8 +10,8 @@ from confluent_kafka import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.pipeline import ChunkCompleted, ConsumerPipeline, PlainMessage, ReferenceToResolve
-from gateway.plain_runs import BATCH_FROM, ProvenBatch, take_plain_batch, take_plain_run
+from gateway.core.pipeline import ChunkCompleted, ConsumerPipeline, PlainMessage, ReferenceToResolve
+from gateway.core.plain_runs import BATCH_FROM, ProvenBatch, take_plain_batch, take_plain_run
 from gateway.protocol import encode_segment
 from gateway.protocol.classify import PLAIN_RECORD, are_plainly_plain, classify, is_plainly_plain
 from gateway.protocol.envelope import MAGIC

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.producer_config import DEFAULT_SEGMENT_BYTES, RECORD_OVERHEAD, ProducerSettings, parse_producer_config
+from gateway.producer._config import DEFAULT_SEGMENT_BYTES, RECORD_OVERHEAD, ProducerSettings, parse_producer_config
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 OURS = {

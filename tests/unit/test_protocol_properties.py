@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.assembler import INCOMPLETE, MessageAssembler
+from gateway.core.assembler import INCOMPLETE, MessageAssembler
 from gateway.errors import HeaderFormatError, InvalidSegmentError
 from gateway.protocol import (
     LM_HEADER,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.assembler import Assembled
+from gateway.core.assembler import Assembled
 from gateway.protocol.classify import Classified, RecordKind
 from gateway.protocol.headers import LargeMessageHeader
 from gateway.protocol.segments import Segment

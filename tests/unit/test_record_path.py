@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Message, TopicPartition
 
-from gateway.consumer_commits import GroupCommits
-from gateway.consumer_config import parse_consumer_config
-from gateway.consumer_events import EventHandler
-from gateway.consumer_offsets import OffsetDriver
+from gateway.consumer._commits import GroupCommits
+from gateway.consumer._events import EventHandler
+from gateway.consumer._offsets import OffsetDriver
+from gateway.consumer._record_path import RecordPath
+from gateway.consumer.config import parse_consumer_config
+from gateway.consumer.fetch_ahead import ReferenceFetcher
+from gateway.consumer.resolver import Resolver
+from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import InvalidSegmentError
-from gateway.group_offsets import BindingGroupOffsets
-from gateway.pipeline import ConsumerPipeline
+from gateway.librdkafka.group_offsets import BindingGroupOffsets
 from gateway.protocol.splitter import iter_split
-from gateway.record_path import RecordPath
-from gateway.references import ReferenceFetcher
-from gateway.resolver import Resolver
 
 PAYLOAD = bytes(range(256)) * 40
 
@@ -47,7 +47,7 @@ class Released:
 
 
 class Queue:
-    """The parts of :class:`~gateway.consumer_queue.RecordQueue` the record path reads: what is queued, the fetcher."""
+    """The parts of :class:`~gateway.consumer._queue.RecordQueue` the record path reads: what is queued, the fetcher."""
 
     def __init__(self) -> None:
         self.raw: deque[Message] = deque()

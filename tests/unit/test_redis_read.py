@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis import exceptions as rex
 
-from gateway.buffers import BytesBuilder
-from stores.redis_read import EntryShape, ReplyReader
+from gateway.core.buffers import BytesBuilder
+from stores.redis._mget_reply import EntryShape, ReplyReader
 
 
 def served(pieces: list[bytes]) -> socket.socket:

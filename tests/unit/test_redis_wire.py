@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.connection import Connection
 
-from stores.redis_wire import PackedTransaction
+from stores.redis._wire import PackedTransaction
 
 small = st.one_of(st.text(max_size=40), st.integers(-(2**63), 2**63 - 1))
 value = st.one_of(

@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 
-from gateway.consumer_config import parse_consumer_config
+from gateway.consumer.config import parse_consumer_config
+from gateway.consumer.reference_rules import DEFAULT_MAX_PAYLOAD_BYTES, ReferenceRules, TopicRename, parse_topic_renames
 from gateway.errors import ConfigurationError, LocatorTopicError, PayloadTooLargeError
 from gateway.protocol.envelope import Envelope
-from gateway.reference_rules import DEFAULT_MAX_PAYLOAD_BYTES, ReferenceRules, TopicRename, parse_topic_renames
 from gateway.spark.options import OptionError, parse_options
 
 

@@ -10,12 +10,12 @@ import pytest
 
 from gateway.errors import StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
-from gateway.outgoing import OutgoingMessage
 from gateway.policy import Route
-from gateway.producer_metrics import ProducerMetrics
+from gateway.producer._metrics import ProducerMetrics
+from gateway.producer.outgoing import OutgoingMessage
+from gateway.producer.reference.window import WriteWindow
+from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import decode_envelope
-from gateway.reference_window import WriteWindow
-from gateway.reference_writer import ReferenceWriter
 from tests.unit.fake_clock import ManualClock
 from tests.unit.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.test_reference_writer import Sent
@@ -128,7 +128,7 @@ def test_a_failure_that_cannot_fall_back_is_reported_to_on_delivery(
     w.send(ROUTE, forced, message(b"x" * size, on_delivery=lambda err, msg: reports.append((err, msg))))
     w.send(ROUTE, False, message(b"after"))
     store.pipeline.fail_confirm = error
-    with caplog.at_level(logging.ERROR, logger="gateway.reference_writer"):
+    with caplog.at_level(logging.ERROR, logger="gateway.producer.reference.writer"):
         w.drain()
     assert reports == [] and w.in_flight == 1, "reported by poll() or flush(), as librdkafka reports its own"
     assert w.window.report_failures() == 1
@@ -200,7 +200,7 @@ def test_the_linger_thread_ends_when_idle_and_starts_again_with_the_next_write(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A producer dropped without close() is not kept alive by a thread waiting for writes forever."""
-    monkeypatch.setattr("gateway.reference_window.IDLE_THREAD_S", 0.05)
+    monkeypatch.setattr("gateway.producer.reference.window.IDLE_THREAD_S", 0.05)
     store = PipeliningMemoryStore()
     sent = Sent()
     window = WriteWindow(8, {store.name: store}, linger_s=0.01)

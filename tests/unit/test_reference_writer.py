@@ -11,15 +11,15 @@ import blake3
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from gateway.acked_marks import CLEAR_MARKS_EVERY
 from gateway.errors import ConfigurationError, PayloadIntegrityError, StoreUnavailableError
 from gateway.health import StoreHealth
-from gateway.outgoing import OutgoingMessage
 from gateway.policy import CHUNKED, Route
-from gateway.producer_metrics import ProducerMetrics
+from gateway.producer._metrics import ProducerMetrics
+from gateway.producer.outgoing import OutgoingMessage
+from gateway.producer.reference._acked_marks import CLEAR_MARKS_EVERY
+from gateway.producer.reference.transactions import undo
+from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope
-from gateway.reference_writer import ReferenceWriter
-from gateway.transactions import undo
 from tests.unit.fake_clock import ManualClock
 from tests.unit.memory_store import BatchingMemoryStore, MemoryStore
 
@@ -138,7 +138,7 @@ def test_marks_that_could_not_be_cleared_are_kept_and_retried(caplog: pytest.Log
     w, sent = writer(store)
     w.send(ROUTE, False, message())
     sent.report(0, None)
-    with caplog.at_level(logging.WARNING, logger="gateway.reference_writer"):
+    with caplog.at_level(logging.WARNING, logger="gateway.producer.reference.writer"):
         w.clear_acked_marks()
     assert len(store.pending) == 1 and w.marks_to_clear == 1
     assert "will retry" in caplog.text
@@ -201,7 +201,7 @@ def test_a_failed_rollback_leaves_the_pending_mark_for_gc(caplog: pytest.LogCapt
     store = MemoryStore(fail_delete=ConnectionError("store down"))
     w, sent = writer(store)
     w.send(ROUTE, False, message())
-    with caplog.at_level(logging.WARNING, logger="gateway.reference_writer"):
+    with caplog.at_level(logging.WARNING, logger="gateway.producer.reference.writer"):
         sent.report(0, KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
     assert len(store.pending) == 1, "gc finds it"
     assert w.metrics.snapshot()["rollback.failures"] == 1
@@ -222,7 +222,7 @@ def test_an_aborted_transactions_marks_are_never_cleared(caplog: pytest.LogCaptu
         sent.report(1 + i, None)
     w.clear_acked_marks()
     assert len(store.pending) == 3, "held while the transaction is open"
-    with caplog.at_level(logging.WARNING, logger="gateway.transactions"):
+    with caplog.at_level(logging.WARNING, logger="gateway.producer.reference.transactions"):
         assert undo(w.abandon()) == 2
     w.clear_acked_marks()
     assert sorted(store.payloads[loc] for loc in store.pending) == [b"in 0", b"in 1"], "aborted marks left for gc"
@@ -318,7 +318,7 @@ def test_a_large_payloads_digest_is_the_same_whether_hashed_first_or_beside_the_
     setting: str, needs_digest: bool, given: bool
 ) -> None:
     """Only a SHA-256 that the store records is computed first; otherwise a worker hashes while the store writes."""
-    from gateway.digests import OVERLAP_FROM_BYTES
+    from gateway.producer.reference.digests import OVERLAP_FROM_BYTES
 
     class Store(MemoryStore):
         needs_digest_to_write = needs_digest

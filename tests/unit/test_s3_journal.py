@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stores.s3_journal import BatchJournal, decode_batch, encode_batch
+from stores.s3._batch_marker import BatchJournal, decode_batch, encode_batch
 
 TOPIC = "orders"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import PayloadNotFoundError, StoreUnavailableError
-from stores.s3_pending import MarkerRequests, S3PendingJournal
+from stores.s3._pending import MarkerRequests, S3PendingJournal
 
 BASE = "s3://bucket/gw/"
 

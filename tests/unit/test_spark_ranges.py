@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.pipeline import WholeMessage
+from gateway.core.pipeline import WholeMessage
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, split
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.records import Record

@@ -12,7 +12,7 @@ _WITHOUT_OTEL = """
 import sys
 sys.modules["opentelemetry"] = None  # as if the package were not installed
 from gateway import tracing
-from gateway.outgoing import OutgoingMessage
+from gateway.producer.outgoing import OutgoingMessage
 assert not tracing.enabled()
 assert tracing.start_produce(OutgoingMessage.of("t", b"v", headers=[("a", b"1")])) is None
 tracing.consumed(object(), "plain", None, 1)  # returns before touching the message

@@ -1,0 +1,5 @@
+"""The consumer: ``HybridConsumer``, its configuration, and the payload fetching it drives."""
+
+from gateway.consumer._hybrid import HybridConsumer
+
+__all__ = ["HybridConsumer"]

@@ -1,0 +1,233 @@
+"""Commits, committed offsets, positions and seeks of :class:`~gateway.consumer._hybrid.HybridConsumer`.
+
+The pipeline does the translation (user offsets to safe offsets with LinkedIn's ``"<HW>,<meta>"``
+metadata and back, seek plans); this module makes the librdkafka calls around it. Committed offsets
+are read and written through :class:`~gateway.consumer._commits.GroupCommits`, metadata as exact bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
+
+from gateway.consumer._commits import GroupCommits
+from gateway.consumer._queue import RecordQueue, partition_of
+from gateway.core.pipeline import ConsumerPipeline
+from gateway.errors import GatewayError
+from gateway.protocol.records import TopicPartitionKey
+
+log = logging.getLogger(__name__)
+
+RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
+
+
+class OffsetDriver:
+    """The librdkafka side of offsets and partition state; one per consumer."""
+
+    def __init__(
+        self,
+        consumer: Any,
+        pipeline: ConsumerPipeline,
+        queue: RecordQueue,
+        commits: GroupCommits,
+        *,
+        auto_offset_store: bool = True,
+    ) -> None:
+        self._consumer = consumer
+        self._pipeline = pipeline
+        self._queue = queue
+        self.commits = commits
+        self.auto_offset_store = auto_offset_store
+        self.stored: dict[TopicPartitionKey, tuple[int, str]] = {}
+        """``store_offsets``' user offsets, committed by the next commit without arguments."""
+
+    def load_commits(self, batch: Iterable[Any]) -> None:
+        """Read the stored high watermark of partitions seen for the first time (one broker call for all)."""
+        missing = {partition_of(m) for m in batch if m.error() is None and self._pipeline.needs_commit(partition_of(m))}
+        if not missing:
+            return
+        try:
+            self.commits.load(missing)
+        except KafkaException as exc:
+            raise KafkaException(exc.args[0]) from exc
+
+    def positions(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """Where each partition really is: the first raw record not yet processed, else librdkafka's position."""
+        wanted = list(tps)
+        out = self._queue.next_offsets(wanted)
+        rest = [TopicPartition(t, p) for t, p in wanted if (t, p) not in out]
+        if rest:
+            for tp in self._consumer.position(rest):
+                out[(tp.topic, tp.partition)] = tp.offset
+        return {tp: out[tp] for tp in wanted if tp in out}
+
+    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        positions = self.positions(keys)
+        return [TopicPartition(t, p, positions.get((t, p), OFFSET_INVALID)) for t, p in keys]
+
+    def commit(
+        self, message: Message | None, offsets: Sequence[TopicPartition] | None, asynchronous: bool
+    ) -> list[TopicPartition] | None:
+        if message is not None:
+            key = partition_of(message)
+            wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {key: (int(message.offset() or 0) + 1, "")}
+            self._pipeline.release(key, int(message.offset() or 0))  # that record only: never one before it
+            ignore_hw = True
+        elif offsets is not None:
+            # no metadata is "" as Kafka clients since 2.1 write it (LinkedIn's codec would say "null")
+            wanted = {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets}
+            ignore_hw = True
+        elif not self.auto_offset_store:  # librdkafka's rule: only what the application stored
+            wanted = dict(self.stored)  # kept: committing the same offsets again is harmless
+            ignore_hw = True
+        else:
+            wanted = {tp: (off, "") for tp, off in self._delivered_positions().items()}
+            ignore_hw = False
+        translated = self._pipeline.safe_offsets_to_commit(wanted, ignore_hw)
+        if not translated:
+            raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
+        return self.commits.commit(translated, asynchronous)
+
+    def _delivered_positions(self) -> dict[TopicPartitionKey, int]:
+        assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+        return self._pipeline.current_positions(self.positions(assigned))
+
+    def delivered_safe_offsets(self) -> list[TopicPartition]:
+        """What a commit without arguments commits: per assigned partition, the safe offset of what
+        was delivered, with LinkedIn's ``"<HW>,<metadata>"`` metadata (``safe_offsets()``)."""
+        positions = self._delivered_positions()
+        translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
+        return [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in translated.items()]
+
+    def store(self, message: Message | None, offsets: Sequence[TopicPartition] | None) -> None:
+        """``store_offsets``: user offsets kept for the next commit without arguments."""
+        if self.auto_offset_store:
+            raise KafkaException(
+                KafkaError(KafkaError._INVALID_ARG, "store_offsets needs enable.auto.offset.store=false")
+            )
+        if (message is None) == (offsets is None):
+            raise ValueError("store_offsets takes exactly one of message and offsets")
+        if message is not None:
+            key = partition_of(message)
+            self._pipeline.release(key, int(message.offset() or 0))
+            self.stored[key] = (int(message.offset() or 0) + 1, "")
+            return
+        assert offsets is not None
+        for tp in offsets:
+            self.stored[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+
+    def commit_quietly(self, asynchronous: bool, partitions: Iterable[TopicPartitionKey] | None = None) -> None:
+        """Auto-commit, revoke and close: a failed commit is logged, never raised into the loop."""
+        try:
+            if partitions is None:
+                self.commit(None, None, asynchronous)
+                return
+            positions = self._pipeline.current_positions(self.positions(list(partitions)))
+            if not positions:
+                return
+            translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
+            self.commits.commit(translated, asynchronous)
+        except KafkaException as exc:
+            if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError._NO_OFFSET:
+                return
+            log.warning("commit failed: %s", exc)
+        except GatewayError as exc:  # e.g. an offset no longer tracked: nothing safe to commit
+            log.warning("commit skipped: %s", exc)
+
+    def seek(self, partition: TopicPartition) -> None:
+        """LinkedIn's seek: land on the first segment of the message at ``partition.offset``."""
+        key = (partition.topic, partition.partition)
+        offset = partition.offset
+        if offset < 0:  # OFFSET_BEGINNING / OFFSET_END / OFFSET_STORED
+            self._queue.drop(key)
+            self._consumer.seek(partition)
+            self._pipeline.forget(key)
+            self._pipeline.set_high_watermark(key, 0)
+            return
+        delivered = self._pipeline.delivered(key)
+        if delivered is not None and offset == delivered + 1:
+            return
+        stored = self.commits.read_one(key)
+        view = GroupCommits.high_watermark_view(stored)
+        plan = self._pipeline.plan_seek(key, offset, view)
+        target, high_watermark = plan.target, plan.high_watermark
+        if plan.to_committed:
+            target = stored.offset
+            high_watermark = view if view is not None else stored.offset
+        self._queue.drop(key)
+        self._consumer.seek(TopicPartition(key[0], key[1], target))
+        self._pipeline.forget(key)
+        self.commits.load_one(stored)
+        self._pipeline.set_high_watermark(key, high_watermark)
+
+    # -- partitions come and go ------------------------------------------------------------------
+    def forget(self, keys: Sequence[TopicPartitionKey]) -> None:
+        """Partitions leave: their queued records and state go; every HW is re-read from Kafka."""
+        for key in keys:
+            self._queue.drop(key)
+            self._pipeline.forget(key)
+            self.stored.pop(key, None)
+        self._pipeline.clear_high_watermarks()
+
+    def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        """Before an explicit assignment: forget partitions not in it, and treat explicit offsets as seeks."""
+        keep = {(tp.topic, tp.partition) for tp in partitions}
+        stale = {tp for tp in self._pipeline.partitions() if tp not in keep}
+        stale |= {key for key in self._queue.partitions() if key not in keep}
+        for key in stale:
+            self._queue.drop(key)
+            self._pipeline.forget(key)
+        self.add(partitions)
+
+    def add(self, partitions: Sequence[TopicPartition]) -> None:
+        """Partitions joining (``assign``, ``incremental_assign``): an explicit offset is a seek."""
+        for tp in partitions:  # forget what was known, deliver from there
+            if tp.offset >= 0 or tp.offset in (-1, -2):
+                key = (tp.topic, tp.partition)
+                self._queue.drop(key)
+                self._pipeline.forget(key)
+                self._pipeline.set_high_watermark(key, max(tp.offset, 0))
+
+    def reset(self) -> None:
+        """Unassign / unsubscribe: nothing queued, no partition state (holds stay until committed)."""
+        self._queue.clear()
+        self._pipeline.reset()
+
+    def rebalance_callbacks(
+        self,
+        owner: Any,
+        on_assign: RebalanceCallback | None,
+        on_revoke: RebalanceCallback | None,
+        on_lost: RebalanceCallback | None,
+        *,
+        commit_on_revoke: bool,
+    ) -> tuple[RebalanceCallback, RebalanceCallback, RebalanceCallback]:
+        """librdkafka's callbacks: the user's (called with ``owner``), then commit and forget what left."""
+
+        def assigned(_: Any, partitions: list[TopicPartition]) -> None:
+            if on_assign is not None:
+                on_assign(owner, partitions)
+
+        def revoked(_: Any, partitions: list[TopicPartition]) -> None:
+            keys = [(tp.topic, tp.partition) for tp in partitions]
+            try:
+                if on_revoke is not None:
+                    on_revoke(owner, partitions)
+            finally:  # a failing user callback must not leave stale state behind
+                if commit_on_revoke and keys:
+                    self.commit_quietly(asynchronous=False, partitions=keys)
+                self.forget(keys)
+
+        def lost(_: Any, partitions: list[TopicPartition]) -> None:
+            callback = on_lost if on_lost is not None else on_revoke
+            try:
+                if callback is not None:
+                    callback(owner, partitions)
+            finally:
+                self.forget([(tp.topic, tp.partition) for tp in partitions])
+
+        return assigned, revoked, lost

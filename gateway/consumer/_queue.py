@@ -1,0 +1,112 @@
+"""The consumer's local queue of raw records, fetched from librdkafka in batches.
+
+Records wait here until ``poll`` hands one to the pipeline, so a message counts as delivered
+(and becomes committable) only when the application receives it. Each fetched batch is scanned
+once for envelopes, whose payloads start downloading while the queue drains.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from gateway.consumer.fetch_ahead import ReferenceFetcher
+from gateway.core.pipeline import ConsumerPipeline
+from gateway.core.plain_runs import take_plain_batch, take_plain_run
+from gateway.protocol.records import TopicPartitionKey
+
+
+def partition_of(msg: Any) -> TopicPartitionKey:
+    return (msg.topic(), msg.partition())
+
+
+class RecordQueue:
+    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int) -> None:
+        self._consumer = consumer
+        self.batch = batch
+        """Records per fetch (``fetch.batch.records``), fewer when they are large."""
+        self.batch_bytes = batch_bytes
+        self.refs = refs
+        self.raw: deque[Any] = deque()
+        """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
+        self._fresh = False  # a batch was fetched and take_plain_batch has not looked at it yet
+
+    def fetch(self, timeout: float) -> bool:
+        """One batch from librdkafka into the queue; False when ``timeout`` passed with nothing."""
+        batch = self.fetch_batch(timeout, self.batch)
+        if not batch:
+            return False
+        self.enqueue(batch)
+        return True
+
+    def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
+        """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        more = min(self._more_after(first), limit - 1)
+        batch: list[Any] = self._consumer.consume(more, 0) if more > 0 else []
+        batch.insert(0, first)
+        return batch
+
+    def enqueue(self, batch: list[Any]) -> None:
+        """Fetched records behind those queued; referenced payloads among them start downloading."""
+        self.raw.extend(batch)
+        self._fresh = True
+        if self.refs.enabled:
+            self.refs.scan(
+                ((m.topic(), m.partition(), m.offset()), m.topic(), m.value(), m.headers())
+                for m in batch
+                if m.error() is None
+            )
+
+    def take_plain(self, pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
+        """Plain records from the head of the queue into ``out``: a fresh batch whole when it can be.
+
+        The whole-batch test runs once per fetched batch, so a mixed batch is not scanned again
+        for every run in it; then runs of one partition (see :mod:`gateway.core.plain_runs`).
+        """
+        if self._fresh:
+            self._fresh = False
+            moved = take_plain_batch(self.raw, pipeline, out, limit)
+            if moved:
+                return moved
+        return take_plain_run(self.raw, pipeline, out, limit)
+
+    def _more_after(self, first: Any) -> int:
+        """How many records to take beside ``first``: the batch, unless records of its size would pass the byte bound.
+
+        One record's size stands for the batch's: measuring every record would cost the small
+        plain records, which are most records, a call each.
+        """
+        value = first.value()
+        size = len(value) if value is not None else 0
+        if size * self.batch <= self.batch_bytes:
+            return self.batch - 1
+        return max(0, min(self.batch, self.batch_bytes // max(size, 1)) - 1)
+
+    def next_offsets(self, wanted: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """The offset of the first queued record of each partition in ``wanted`` that has one."""
+        keys = set(wanted)
+        out: dict[TopicPartitionKey, int] = {}
+        for msg in self.raw:
+            key = partition_of(msg)
+            if key in keys and key not in out and msg.error() is None:
+                out[key] = msg.offset()
+        return out
+
+    def partitions(self) -> set[TopicPartitionKey]:
+        return {partition_of(m) for m in self.raw}
+
+    def drop(self, key: TopicPartitionKey) -> None:
+        """Forget ``key``'s queued records and the payloads fetched ahead for them (seek, revoke)."""
+        if self.raw:
+            kept = [m for m in self.raw if partition_of(m) != key]
+            self.raw.clear()
+            self.raw.extend(kept)
+        self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
+
+    def clear(self) -> None:
+        self.raw.clear()
+        self.refs.clear()

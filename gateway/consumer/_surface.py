@@ -1,0 +1,190 @@
+"""The rest of ``confluent_kafka.Consumer``'s methods on :class:`~gateway.HybridConsumer`.
+
+Each keeps confluent-kafka's name, arguments and return value. Those that touch offsets go through
+the offset driver, as ``assign``, ``seek`` and ``commit`` do: an explicitly assigned offset is a
+seek, a stored offset is committed as a safe offset with LinkedIn's metadata, and partitions that
+leave take their queued records and state with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Message, TopicPartition
+
+from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
+from gateway.core.pipeline import ConsumerPipeline
+
+
+class ConsumerSurface:
+    """Mixed into :class:`~gateway.HybridConsumer`, which provides its clients, driver and pipeline."""
+
+    _consumer: Any
+    _offsets: OffsetDriver
+    _pipeline: ConsumerPipeline
+    _auto_commit: bool
+
+    close: Callable[[], None]
+    _note_handed: Callable[[], None]  # before reading delivered offsets (see HybridConsumer.poll)
+    _end_batch: Callable[[], None]  # before changing a partition's state
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
+        """Add partitions to the assignment; an explicit offset is a seek, as in ``assign``."""
+        self._end_batch()
+        self._offsets.add(partitions)
+        self._consumer.incremental_assign(list(partitions))
+
+    def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
+        """Remove partitions; their queued records, pending segments and stored offsets go with them."""
+        self._end_batch()
+        self._consumer.incremental_unassign(list(partitions))
+        self._offsets.forget([(tp.topic, tp.partition) for tp in partitions])
+
+    def store_offsets(self, message: Message | None = None, offsets: Sequence[TopicPartition] | None = None) -> None:
+        """Keep user offsets for the next commit without arguments (``enable.auto.offset.store=false``).
+
+        They are committed as safe offsets, like ``commit(message=...)`` / ``commit(offsets=...)``:
+        an incomplete large message before them is never skipped.
+        """
+        self._note_handed()
+        self._offsets.store(message, offsets)
+
+    def offsets_for_times(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        """The first offset at or after each timestamp, as Kafka answers it.
+
+        All segments of a chunked message carry the message's timestamp, so the answer is the first
+        segment of the first message at or after the time; ``seek`` to it delivers that message whole.
+        """
+        if timeout is None or timeout < 0:
+            return list(self._consumer.offsets_for_times(list(partitions)))
+        return list(self._consumer.offsets_for_times(list(partitions), timeout=timeout))
+
+    def safe_offsets(self) -> list[TopicPartition]:
+        """Commit-ready offsets of what was delivered, for ``send_offsets_to_transaction``.
+
+        Safe offsets with LinkedIn's metadata, exactly what ``commit()`` would commit: a group that
+        resumes from them re-reads an incomplete large message from its first segment.
+        """
+        self._note_handed()
+        return self._offsets.delivered_safe_offsets()
+
+    def consumer_group_metadata(self) -> Any:
+        return self._consumer.consumer_group_metadata()
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        return self._consumer.cluster_id(timeout)  # type: ignore[no-any-return]
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        self._consumer.set_sasl_credentials(username, password)
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._consumer.assignment())
+
+    def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        self._consumer.pause(list(partitions))
+
+    def resume(self, partitions: Sequence[TopicPartition]) -> None:
+        self._consumer.resume(list(partitions))
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        if timeout is None:
+            return self._consumer.get_watermark_offsets(partition, cached=cached)  # type: ignore[no-any-return]
+        return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)  # type: ignore[no-any-return]
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._consumer.list_topics(topic=topic, timeout=timeout)
+
+    def memberid(self) -> Any:
+        return self._consumer.memberid()
+
+    # -- commits, positions, seeks (see gateway.consumer._offsets) ------------------------------
+    def commit(
+        self,
+        message: Message | None = None,
+        offsets: Sequence[TopicPartition] | None = None,
+        asynchronous: bool = True,
+    ) -> list[TopicPartition] | None:
+        """Commit safe offsets with LinkedIn's ``"<HW>,<metadata>"`` metadata.
+
+        With no argument: what was delivered so far. With ``message`` or ``offsets``: those user
+        offsets, translated to the offset a restart must resume from. Synchronous commits return
+        the user-visible offsets, as ``committed()`` would show them.
+        """
+        self._note_handed()
+        return self._offsets.commit(message, offsets, asynchronous)
+
+    def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
+        self._offsets.commits.on_commit(err, partitions)
+
+    def committed(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        """The user-visible committed offsets: the high watermark LinkedIn keeps in the metadata.
+
+        Metadata in LinkedIn's form shows its user part; any other metadata (another client's) is
+        shown whole with the raw offset, as a C string: ``TopicPartition`` cannot hold a NUL.
+        """
+        commits = self._offsets.commits
+        return commits.user_view(commits.read(partitions, timeout))
+
+    def committed_safe_offsets(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        """What the broker really stores: the offset a restart resumes from, and the whole metadata."""
+        return self._offsets.commits.stored_view(partitions, timeout)
+
+    def safe_offset(self, partition: TopicPartition) -> int | None:
+        """The offset a restart must resume from so that nothing delivered later is lost."""
+        self._note_handed()
+        return self._pipeline.safe_offset((partition.topic, partition.partition))
+
+    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        self._note_handed()
+        return self._offsets.position(partitions)
+
+    def seek(self, partition: TopicPartition) -> None:
+        """LinkedIn's seek: land on the first segment of the message at ``partition.offset``.
+
+        Seeking back into a delivered large message re-delivers it whole; messages below the
+        target are re-read but not re-delivered; below the tracked range raises
+        :class:`~gateway.errors.OffsetNotTrackedError`.
+        """
+        self._end_batch()
+        self._offsets.seek(partition)
+
+    # -- membership ----------------------------------------------------------------------------
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        if not isinstance(topics, list):  # as confluent-kafka: a str would subscribe to each character
+            raise TypeError(f"expected a list of topic names, got {type(topics).__name__}")
+        assigned, revoked, lost = self._offsets.rebalance_callbacks(
+            self, on_assign, on_revoke, on_lost, commit_on_revoke=self._auto_commit
+        )
+        self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
+
+    def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        self._end_batch()
+        self._offsets.assign(partitions)
+        self._consumer.assign(list(partitions))
+
+    def unassign(self) -> None:
+        self._end_batch()
+        self._consumer.unassign()
+        self._offsets.reset()
+
+    def unsubscribe(self) -> None:
+        self._end_batch()
+        if self._auto_commit:
+            self._offsets.commit_quietly(asynchronous=False)
+        self._consumer.unsubscribe()
+        self._offsets.reset()

@@ -1,0 +1,217 @@
+"""The keys :class:`~gateway.consumer._hybrid.HybridConsumer` owns, parsed once; the rest go to librdkafka.
+
+Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
+
+* ``message.assembler.buffer.capacity`` (32 000 000): chunk bytes buffered across partitions;
+* ``message.assembler.expiration.offset.gap`` (1000): drop an incomplete message once the
+  partition has moved this many offsets past its first segment;
+* ``message.assembler.max.segments.per.message`` (100 000) and
+  ``message.assembler.max.message.bytes`` (the buffer capacity): what one message may declare;
+* ``max.tracked.messages.per.partition`` (500): delivered messages remembered for commit/seek;
+* ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
+* ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
+  committing safe offsets; the inner consumer's own auto-commit is always off;
+* ``enable.auto.offset.store`` (true): false makes commits without arguments (and auto-commits)
+  commit only what ``store_offsets`` stored, as in librdkafka, translated to safe offsets;
+* ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch, fewer when they are
+  large: ``fetch.batch.bytes`` (2 000 000) bounds a fetch by the size of its first record, so the
+  local queue never holds more than a few large segments beside librdkafka's own queue. With
+  8 000 000 a reader of 10 MB chunked messages held 0.2-1.1 of a message more than a raw reader at
+  its peak, changing from pass to pass; with 2 000 000, 0.5-0.55, at the same read rate (Apache
+  Kafka, side by side);
+* librdkafka's ``fetch.queue.backoff.ms`` defaults to 3 here (librdkafka's own default is 1000):
+  a consumer that assembles a large message lets librdkafka's queue reach its thresholds, and a
+  second's pause per partition cut the chunked route's read rate at 100 MB to a fifth; 10 ms
+  still held it to 0.87-0.90 of a raw reader's, 1 and 3 ms gave 1.09-1.23 (Apache Kafka, 9-15
+  repetitions side by side). The pause only applies while the queue is full: librdkafka then
+  looks at each partition's queue again every 3 ms instead of every 10;
+* librdkafka's ``queued.max.messages.kbytes`` defaults to 12 288 here (librdkafka's own is 65 536):
+  this consumer holds the message it assembles (and referenced payloads fetched ahead, within
+  ``reference.fetch.budget.bytes``) itself, so 64 MiB more prefetched by librdkafka was a further
+  five 10 MB messages in memory while the application worked on one. With the 3 ms backoff,
+  16 MiB held 0.94-1.18 of a 10 MB message beyond a raw reader of the same segments, 12 MiB
+  0.35, 8 MiB none; 100 MB messages read at 0.99-1.10, 1.03 and 0.70-0.77 of the raw reader;
+* ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (32 000 000): parallel
+  fetch-ahead of referenced payloads across the fetched batch;
+* ``reference.max.payload.bytes`` (2 000 000 000) and ``reference.topic.renames`` (none): an
+  envelope declaring a larger payload, or pointing at a payload written for another topic than its
+  record's (unless its record's topic is a copy of that one under one of these rename formats), is
+  refused before any store is asked (see :mod:`gateway.consumer.reference_rules`);
+* ``reference.error.mode`` (``raise``): an envelope that cannot be resolved raises its typed
+  error (carrying the record in ``kafka_message``); ``deliver`` returns the record with
+  ``error()`` set instead. Either way the loop goes on, and commits stop at that record until
+  the application commits it explicitly (``commit(message=...)``);
+* ``reference.error.policy`` (``raise``; or ``skip``, ``dead-letter``),
+  ``reference.error.max.attempts`` (1), ``reference.error.retry.backoff.ms`` (100) and
+  ``reference.dead.letter.topic``: what happens to a record that keeps failing to resolve
+  (see :mod:`gateway.consumer._errors`);
+* ``log.warning.interval.ms`` (10 000): at most one warning line of a kind (dropped messages,
+  skipped records) per interval; the others are counted in ``warnings.suppressed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import pop_bool, pop_int
+from gateway.consumer._errors import ErrorPolicy, UnresolvedSettings
+from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
+from gateway.consumer.reference_rules import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_RULES,
+    ReferenceRules,
+    parse_topic_renames,
+)
+from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
+from gateway.core.assembler import MessageAssembler
+from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.pipeline import ConsumerPipeline
+from gateway.errors import ConfigurationError
+from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
+
+FETCH_QUEUE_BACKOFF_MS = 3
+"""librdkafka's ``fetch.queue.backoff.ms`` unless the configuration sets it (see the module docstring)."""
+QUEUED_MAX_KBYTES = 12_288
+"""librdkafka's ``queued.max.messages.kbytes`` unless the configuration sets it (see the module docstring)."""
+FETCH_BATCH_BYTES = 2_000_000
+"""``fetch.batch.bytes``: about how many bytes of raw records one fetch moves into the local queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    capacity: int
+    expiration_offset_gap: int
+    max_segments: int
+    max_message_bytes: int
+    max_tracked: int
+    raise_on_drop: bool
+    auto_commit: bool
+    auto_commit_s: float
+    auto_offset_store: bool
+    batch: int
+    batch_bytes: int
+    deliver_errors: bool
+    workers: int
+    budget: int
+    on_commit: Callable[..., Any] | None
+    unresolved: UnresolvedSettings
+    warning_interval_s: float
+    bad_segments_as_payload: bool = False
+    peers: PeerReader | None = None
+    peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
+    reference_rules: ReferenceRules = DEFAULT_RULES
+
+    def pipeline(self) -> ConsumerPipeline:
+        return ConsumerPipeline(
+            MessageAssembler(
+                self.capacity,
+                self.expiration_offset_gap,
+                exception_on_message_dropped=self.raise_on_drop,
+                max_segments=self.max_segments,
+                max_message_bytes=self.max_message_bytes,
+            ),
+            DeliveredOffsetTracker(self.max_tracked),
+            bad_segments_as_payload=self.bad_segments_as_payload,
+            peers=self.peers,
+        )
+
+
+def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, dict[str, Any]]:
+    """Our settings, and the configuration for librdkafka with our keys removed (its auto-commit off)."""
+    conf = dict(config)
+    capacity = pop_int(conf, "message.assembler.buffer.capacity", 32_000_000, minimum=1)
+    gap = pop_int(conf, "message.assembler.expiration.offset.gap", 1000, minimum=0)
+    max_segments = pop_int(conf, "message.assembler.max.segments.per.message", 100_000, minimum=1)
+    max_message = pop_int(conf, "message.assembler.max.message.bytes", capacity, minimum=1)
+    max_tracked = pop_int(conf, "max.tracked.messages.per.partition", 500, minimum=1)
+    raise_on_drop = pop_bool(conf, "exception.on.message.dropped", False)
+    auto_commit = pop_bool(conf, "enable.auto.commit", True)
+    auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
+    auto_offset_store = pop_bool(conf, "enable.auto.offset.store", True)
+    batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
+    batch_bytes = pop_int(conf, "fetch.batch.bytes", FETCH_BATCH_BYTES, minimum=1)
+    conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
+    conf.setdefault("queued.max.messages.kbytes", QUEUED_MAX_KBYTES)
+    bad_as_payload = pop_bool(conf, "treat.bad.segments.as.payload", False)
+    _linkedin_resets(conf)
+    error_mode = str(conf.pop("reference.error.mode", "raise")).lower()
+    if error_mode not in ("raise", "deliver"):
+        raise ValueError(f"reference.error.mode must be 'raise' or 'deliver', got {error_mode!r}")
+    workers = pop_int(conf, "reference.fetch.workers", DEFAULT_WORKERS, minimum=1)
+    budget = pop_int(conf, "reference.fetch.budget.bytes", DEFAULT_BUDGET, minimum=0)
+    rules = reference_rules(conf)
+    on_commit = conf.pop("on_commit", None)
+    unresolved = _unresolved_settings(conf)
+    warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
+    peers = peer_reader(conf)
+    peer_max_bytes = pop_int(conf, "large.message.peer.max.bytes", DEFAULT_PEER_MAX_BYTES, minimum=1)
+    conf["enable.auto.commit"] = False
+    settings = ConsumerSettings(
+        capacity,
+        gap,
+        max_segments,
+        max_message,
+        max_tracked,
+        raise_on_drop,
+        auto_commit,
+        auto_commit_s,
+        auto_offset_store,
+        batch,
+        batch_bytes,
+        error_mode == "deliver",
+        workers,
+        budget,
+        on_commit,
+        unresolved,
+        warning_interval_s,
+        bad_as_payload,
+        peers,
+        peer_max_bytes,
+        rules,
+    )
+    return settings, conf
+
+
+def reference_rules(conf: dict[str, Any]) -> ReferenceRules:
+    """``reference.max.payload.bytes`` and ``reference.topic.renames`` popped from ``conf``."""
+    max_payload = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
+    return ReferenceRules(max_payload, parse_topic_renames(conf.pop("reference.topic.renames", None)))
+
+
+def peer_reader(conf: dict[str, Any]) -> PeerReader | None:
+    """``large.message.peer.formats`` (and ``.bakdata.keys``) popped from ``conf``; ``None`` when no format is on."""
+    formats = parse_peer_formats(conf.pop("large.message.peer.formats", None))
+    keys = pop_bool(conf, "large.message.peer.bakdata.keys", False)
+    if keys and PeerFormat.BAKDATA not in formats:
+        raise ConfigurationError("large.message.peer.bakdata.keys needs 'bakdata' in large.message.peer.formats")
+    return PeerReader(formats, keys) if formats else None
+
+
+def _linkedin_resets(conf: dict[str, Any]) -> None:
+    """LinkedIn's reset keys: what librdkafka can do is accepted, ``liclosest`` is refused with the way out."""
+    if str(conf.get("auto.offset.reset", "")).lower() == "liclosest":
+        raise ValueError(
+            "auto.offset.reset=liclosest is LiKafkaConsumer's own policy (nearest end of the log); librdkafka"
+            " resets to one end only: use earliest (also what liclosest does without a committed offset) or"
+            " latest, or error to handle out-of-range offsets in the application"
+        )
+    if pop_bool(conf, "exception.on.invalid.offset.reset", False):
+        raise ValueError(
+            "exception.on.invalid.offset.reset=true goes with liclosest; use auto.offset.reset=error, which"
+            " reports an invalid offset as an error event"
+        )
+
+
+def _unresolved_settings(conf: dict[str, Any]) -> UnresolvedSettings:
+    name = str(conf.pop("reference.error.policy", "raise")).lower()
+    try:
+        policy = ErrorPolicy(name)
+    except ValueError:
+        choices = ", ".join(repr(p.value) for p in ErrorPolicy)
+        raise ValueError(f"reference.error.policy must be one of {choices}, got {name!r}") from None
+    attempts = pop_int(conf, "reference.error.max.attempts", 1, minimum=1)
+    backoff_s = pop_int(conf, "reference.error.retry.backoff.ms", 100, minimum=0) / 1000.0
+    topic = conf.pop("reference.dead.letter.topic", None)
+    return UnresolvedSettings(policy, attempts, backoff_s, None if topic is None else str(topic))

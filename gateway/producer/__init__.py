@@ -1,0 +1,5 @@
+"""The producer: ``HybridProducer`` and what it drives (chunked writer, reference writer, queue-full wait)."""
+
+from gateway.producer._hybrid import HybridProducer, KafkaError, KafkaException
+
+__all__ = ["HybridProducer", "KafkaError", "KafkaException"]

@@ -1,0 +1,156 @@
+"""The producer's own configuration keys, read out of the confluent-kafka config it is given.
+
+Kept apart from the producer so that every key's default, bound and error can be tested without a
+broker. What is left after the keys are popped goes to librdkafka unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import peek_int, pop_bool, pop_choice, pop_int
+from gateway.errors import ConfigurationError
+from gateway.health import StoreHealth
+from gateway.producer.outgoing import headers_size
+from gateway.producer.reference.digests import CHECKSUM_SETTINGS
+from gateway.protocol.headers import Headers
+from gateway.protocol.segments import SEGMENT_HEADER_SIZE
+
+DEFAULT_SEGMENT_BYTES = 800_000
+RECORD_OVERHEAD = 512
+MIN_SEGMENT_ROOM = 1024
+"""The smallest segment payload a chunked message may be cut into (see ``check_segment_room``)."""
+"""Room kept below ``message.max.bytes`` for librdkafka's per-record framing and the batch header."""
+
+
+def _overhead(header_only: bool) -> int:
+    return (0 if header_only else SEGMENT_HEADER_SIZE) + RECORD_OVERHEAD
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSettings:
+    """The keys ``HybridProducer`` owns; see its docstring for what each one does."""
+
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    """The effective chunk size: ``max.message.segment.bytes``, capped to fit under ``message.max.bytes``."""
+    header_only: bool = False
+    timestamp_header: bool = True
+    wrap_small: bool = False
+    block_s: float = 60.0
+    max_message_bytes: int = 1_000_000
+    fallback_cap: int = 16_000_000
+    failure_threshold: int = 3
+    failure_window_ms: int = 30_000
+    probe_interval_ms: int = 5_000
+    chunking: bool = True
+    """``large.message.enabled``: false sends what the policy would chunk as one plain record."""
+    compaction_check: bool = True
+    """``large.message.compaction.check``: ask the brokers whether a topic is compacted before chunking on it."""
+    topic_config_refresh_s: float = 300.0
+    checksum: str = "auto"
+    """``reference.checksum``: the payload digest in envelopes (see :mod:`gateway.producer.reference.digests`)."""
+    write_window: int = 1
+    """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns)."""
+    write_linger_s: float = 0.01
+    """``reference.write.linger.ms``: the longest a write waits in the window before its envelope is queued."""
+
+    @property
+    def overhead(self) -> int:
+        """Bytes of a record that are not segment payload, key or headers."""
+        return _overhead(self.header_only)
+
+    def segment_room(self, key: bytes | None, headers: Headers) -> int:
+        """Bytes of ``message.max.bytes`` left for segment payload beside this key and these headers (may be < 1)."""
+        return self.max_message_bytes - self.overhead - (len(key) if key else 16) - headers_size(headers)
+
+    def segment_size_for(self, key: bytes | None, headers: Headers) -> int:
+        """The largest segment that still fits one record together with this key and these headers."""
+        return max(1, min(self.segment_bytes, self.segment_room(key, headers)))
+
+    def check_segment_room(self, key: bytes | None, headers: Headers, size: int) -> None:
+        """:class:`ConfigurationError` when the key and headers leave too little room to chunk ``size`` bytes.
+
+        Every segment repeats the key and headers, so tiny segments multiply them: a key a few bytes
+        under the limit once turned a 50-byte value into 50 one-byte segments and 50 MB in Kafka. A
+        message is refused when it would need segments smaller than ``MIN_SEGMENT_ROOM`` (or than
+        its own size, when that is smaller).
+        """
+        room = self.segment_room(key, headers)
+        if room < max(1, min(size, MIN_SEGMENT_ROOM)):
+            raise ConfigurationError(
+                f"key ({len(key or b'')} bytes) and headers ({headers_size(headers)} bytes) leave {max(room, 0)} "
+                f"bytes per segment under message.max.bytes={self.max_message_bytes}; chunking {size} bytes needs "
+                f"at least {min(size, MIN_SEGMENT_ROOM) or 1}: use a smaller key or headers"
+            )
+
+    def store_health(self) -> StoreHealth:
+        """A fresh health tracker for one store, with the configured thresholds."""
+        return StoreHealth(self.failure_threshold, self.failure_window_ms, self.probe_interval_ms)
+
+
+def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, dict[str, Any]]:
+    """Our settings, and the rest of ``config`` for librdkafka (``message.max.bytes`` is read but left there).
+
+    ``ValueError`` names the key for a value that is not a number or boolean, or is out of bounds.
+    """
+    conf = dict(config)
+    _linkedin_names(conf)
+    chunking = pop_bool(conf, "large.message.enabled", True)
+    segment_bytes = pop_int(conf, "max.message.segment.bytes", DEFAULT_SEGMENT_BYTES, minimum=1)
+    header_only = pop_bool(conf, "li.record.header.enable", False)
+    timestamp_header = pop_bool(conf, "header.timestamp.enabled", True)
+    wrap_small = pop_bool(conf, "li.large.message.segment.wrapping.required", False)
+    block_s = pop_int(conf, "large.message.block.ms", 60_000, minimum=0) / 1000.0
+    max_message_bytes = peek_int(conf, "message.max.bytes", 1_000_000)
+    fallback_cap = pop_int(conf, "reference.fallback.inline.max.bytes", 16_000_000, minimum=0)
+    failure_threshold = pop_int(conf, "store.failure.threshold", 3, minimum=1)
+    failure_window_ms = pop_int(conf, "store.failure.window.ms", 30_000, minimum=1)
+    probe_interval_ms = pop_int(conf, "store.probe.interval.ms", 5_000, minimum=0)
+    compaction_check = pop_bool(conf, "large.message.compaction.check", True)
+    refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
+    checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
+    write_window = pop_int(conf, "reference.write.window", 1, minimum=1)
+    write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
+    room = max_message_bytes - _overhead(header_only)
+    if room < 1:
+        raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
+    settings = ProducerSettings(
+        min(segment_bytes, room),
+        header_only,
+        timestamp_header,
+        wrap_small,
+        block_s,
+        max_message_bytes,
+        fallback_cap,
+        failure_threshold,
+        failure_window_ms,
+        probe_interval_ms,
+        chunking,
+        compaction_check,
+        refresh_s,
+        checksum,
+        write_window,
+        write_linger_s,
+    )
+    return settings, conf
+
+
+LINKEDIN_ALIASES = {
+    "enable.record.header": "li.record.header.enable",
+    "large.message.segment.wrapping.required": "li.large.message.segment.wrapping.required",
+    "max.block.ms": "large.message.block.ms",
+}
+"""``LiKafkaProducer`` names (README spellings included) and the keys they mean here."""
+
+
+def _linkedin_names(conf: dict[str, Any]) -> None:
+    """Rename LinkedIn's keys to ours; both spellings with different values is an error."""
+    for theirs, ours in LINKEDIN_ALIASES.items():
+        if theirs not in conf:
+            continue
+        value = conf.pop(theirs)
+        if ours in conf and str(conf[ours]).lower() != str(value).lower():
+            raise ValueError(f"{theirs}={value!r} and {ours}={conf[ours]!r} say different things; set one")
+        conf[ours] = value

@@ -1,0 +1,54 @@
+"""Which route a message takes: decided in one place, from its size where that is enough, else by the policy.
+
+Most records are small, and for them the size alone answers (the policy's ``always_plain_up_to``),
+without building the :class:`~gateway.policy.MessageInfo` a policy call takes. Above that the
+policy answers, and two producer-wide rules have the last word: ``large.message.enabled=false``
+turns chunks into plain records (LinkedIn's way: Kafka takes the record or refuses it), and a
+compacted topic never gets chunks (:class:`~gateway.producer._compaction.CompactionGuard`).
+"""
+
+from __future__ import annotations
+
+from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind
+from gateway.producer._compaction import CompactionGuard
+from gateway.producer._config import ProducerSettings
+from gateway.producer.outgoing import OutgoingMessage
+from gateway.protocol.headers import Headers
+
+
+class RouteChooser:
+    """The route of each message, for the producer and for :meth:`HybridProducer.route_for`."""
+
+    def __init__(self, settings: ProducerSettings, policy: Policy, compaction: CompactionGuard) -> None:
+        self.settings = settings
+        self.policy = policy
+        self._compaction = compaction
+        limit = getattr(policy, "always_plain_up_to", None)
+        self.plain_up_to: int = limit(settings.segment_bytes) if callable(limit) else -1
+        """Values up to this size are plain for every topic (-1: the policy says nothing of the kind)."""
+
+    def route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
+        """The route of a value of ``size`` bytes, with ``key`` and ``headers`` already checked."""
+        return self._by_size(size) or self._by_policy(topic, size, key, headers)
+
+    def of(self, message: OutgoingMessage) -> Route:
+        """:meth:`route` of a message ``produce`` has already checked and converted."""
+        return self._by_size(message.size) or self._by_policy(
+            message.topic, message.size, message.key_bytes, message.header_list
+        )
+
+    def _by_size(self, size: int) -> Route | None:
+        """The route the size alone decides, without asking the policy; None when it does not."""
+        wrap_small = self.settings.wrap_small
+        if size <= self.plain_up_to and not wrap_small:
+            return PLAIN  # the policy says plain for any topic at this size
+        if wrap_small and self.settings.chunking and 0 < size <= self.settings.segment_bytes:
+            return CHUNKED
+        return None
+
+    def _by_policy(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
+        segment_size = self.settings.segment_size_for(key, headers)
+        route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
+        if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
+            return PLAIN  # large.message.enabled=false
+        return self._compaction.reroute(topic, size, segment_size, route)

@@ -1,0 +1,1 @@
+"""The reference route of the producer: store write, envelope, write window, rollback, pending marks."""

@@ -1,0 +1,319 @@
+"""The reference route: payload to a store, envelope to Kafka, and the store write undone when Kafka refuses.
+
+Only a *definite* refusal undoes it (:mod:`gateway.producer.reference._delivery_outcome`): after a timeout or any other
+report that leaves the envelope possibly written, the payload and its pending mark stay for gc.
+
+The write is journalled as pending (atomically with it, or before it) and the mark is cleared only
+once Kafka acknowledged the envelope, so a crash in between, or a rollback that itself fails,
+leaves something ``gateway gc`` can find. A store that keeps failing is skipped (one probe per
+interval, see :mod:`gateway.health`) and the message goes chunked instead when it is small enough.
+
+No Kafka client here: records go out through the ``send`` callable the producer passes in, so the
+whole route is unit-tested with an in-memory store.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
+from gateway.health import StoreHealth
+from gateway.policy import CHUNKED, Route
+from gateway.producer._metrics import ProducerMetrics
+from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage, Send
+from gateway.producer.reference._acked_marks import AckedMarks
+from gateway.producer.reference._delivery_outcome import may_be_persisted
+from gateway.producer.reference.digests import PayloadDigester, PendingDigest
+from gateway.producer.reference.transactions import TransactionLedger
+from gateway.producer.reference.window import WriteInFlight, WriteWindow
+from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.headers import Headers
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class ReferenceWriter:
+    """Sends messages by reference to named stores, and tracks each store's health for the fallback."""
+
+    def __init__(
+        self,
+        stores: Mapping[str, Store],
+        health: Mapping[str, StoreHealth],
+        send: Send,
+        *,
+        fallback_cap: int,
+        metrics: ProducerMetrics | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        checksum: str = "auto",
+        window: int | WriteWindow = 1,
+        send_chunked: Callable[[OutgoingMessage], None] | None = None,
+    ) -> None:
+        self.stores = stores
+        self.health = health
+        self.fallback_cap = fallback_cap
+        self.metrics = metrics if metrics is not None else ProducerMetrics()
+        self._send = send
+        self._clock = clock
+        self._marks = AckedMarks()
+        self._digests = PayloadDigester(checksum)
+        self.transaction = TransactionLedger()
+        """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
+        self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
+        self.window.settle_with(self._settle)
+        self._send_chunked = send_chunked or _no_chunking
+
+    @property
+    def marks_to_clear(self) -> int:
+        """Acknowledged writes whose pending mark is still set, waiting for :meth:`clear_acked_marks`."""
+        return len(self._marks)
+
+    def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
+        """Send ``message`` by reference; returns the route it must take instead, or ``route`` when it was sent.
+
+        A store that is marked unhealthy, or whose write fails for want of a connection, makes the
+        answer ``CHUNKED`` for a message under ``fallback_cap``; a larger message, or one whose route
+        was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
+        ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
+        window (:mod:`gateway.producer.reference.window`) the write may still be in flight on return.
+        """
+        name = route.store or ""
+        store = self.stores.get(name)
+        if store is None:
+            raise ConfigurationError(
+                f"the route names store {name!r}, but this producer has {sorted(self.stores) or 'no stores'}"
+            )
+        if self.window.size <= 1:
+            return self._write(name, store, route, forced, message, persistent)
+        with self.window.lock:
+            return self._write(name, store, route, forced, message, persistent)
+
+    def _write(
+        self, name: str, store: Store, route: Route, forced: bool, message: OutgoingMessage, persistent: bool
+    ) -> Route:
+        health = self.health[name]
+        pipeline = self.window.pipeline_for(name)
+        now = self._clock.wall_ms()
+        if not health.allow(now):
+            return self._fallback(name, forced, message.size, "is marked unhealthy")
+        payload = message.payload if message.payload is not None else b""
+        started = self._clock.monotonic()
+        message_id = _next_message_id(store, message.topic, now)
+        extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
+        if pipeline is None:
+            pending = self._digests.begin(payload, store)
+            try:
+                locator = store.put(
+                    message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
+                )
+            except StoreError as exc:
+                return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
+            self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
+            return route
+        try:
+            locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, **extra)
+        except StoreError as exc:
+            return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
+        pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
+        self.window.add(
+            WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
+        )
+        return route
+
+    @property
+    def in_flight(self) -> int:
+        """Messages whose store write is sent and whose envelope is not yet produced, or failure not yet reported."""
+        return len(self.window)
+
+    def drain(self) -> None:
+        """Confirm every write in flight and produce its envelope, oldest first."""
+        self.window.drain()
+
+    def _settle(self, write: WriteInFlight) -> None:
+        """A write's reply; then its envelope, or, where it failed, what ``produce`` would have done."""
+        message = write.message
+        try:
+            try:
+                write.pipeline.confirm()
+            except StoreError as exc:
+                self._put_failed(write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc)
+                self._send_chunked(message)  # the store is unavailable and the message small enough
+                return
+            self._put_succeeded(
+                write.name, write.store, write.locator, write.digest, write.message_id, message, write.sent_ms,
+                write.started,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
+            log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
+            self.window.failed(message.on_delivery, exc)  # reported by the next poll() or flush()
+
+    def _put_failed(self, name: str, forced: bool, message: OutgoingMessage, now: int, exc: StoreError) -> Route:
+        """Count the failure; ``CHUNKED`` when the store is unavailable and the message may fall back, else raise."""
+        self.metrics.store_put_failures += 1
+        self.health[name].failure(now)
+        if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
+            return self._fallback(name, forced, message.size, f"failed: {exc}", exc)
+        raise exc
+
+    def _put_succeeded(
+        self,
+        name: str,
+        store: Store,
+        locator: str,
+        pending: PendingDigest,
+        message_id: uuid.UUID,
+        message: OutgoingMessage,
+        now: int,
+        started: float,
+    ) -> None:
+        put_seconds = self._clock.monotonic() - started
+        self.metrics.store_put(name, put_seconds)
+        self.health[name].success(now + int(put_seconds * 1000))
+        payload_size = message.size
+        envelope = encode_envelope(
+            Envelope(name, locator, payload_size, pending.result(), message_id, checksum=pending.checksum)
+        )
+        self._send_envelope(store, locator, envelope, message)
+        self.transaction.wrote(store, locator)
+        self.metrics.reference(name, payload_size, len(envelope) + message.key_size)
+
+    def _ms_since(self, started: float) -> int:
+        return int((self._clock.monotonic() - started) * 1000)
+
+    def _fallback(
+        self,
+        name: str,
+        forced: bool,
+        size: int,
+        why: str,
+        cause: BaseException | None = None,
+    ) -> Route:
+        if forced or size > self.fallback_cap:
+            self.metrics.fallback_refused += 1
+            reason = (
+                "the route was forced"
+                if forced
+                else f"{size} bytes exceed reference.fallback.inline.max.bytes={self.fallback_cap}"
+            )
+            raise StoreUnavailableError(f"store {name!r} {why}; not chunking instead because {reason}") from cause
+        self.metrics.fallbacks += 1
+        return CHUNKED
+
+    def _send_envelope(self, store: Store, locator: str, envelope: bytes, message: OutgoingMessage) -> None:
+        """Queue the envelope; if it cannot even be queued, delete the payload before raising."""
+        user_headers = message.header_list
+        kwargs: dict[str, Any] = {
+            "value": envelope,
+            "partition": message.partition,
+            "timestamp": message.timestamp,
+            "headers": [*user_headers, envelope_header()],
+            "on_delivery": self._on_envelope_delivered(
+                store, locator, message.payload, user_headers, message.on_delivery
+            ),
+        }
+        if message.key is not None:
+            kwargs["key"] = message.key
+        try:
+            self._send(message.topic, kwargs)
+        except BaseException as exc:
+            self._rollback(store, locator, exc)
+            raise
+
+    def _on_envelope_delivered(
+        self,
+        store: Store,
+        locator: str,
+        value: bytes | None,
+        headers: Headers,
+        on_delivery: DeliveryCallback | None,
+    ) -> DeliveryCallback:
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                self._after_ack(store, locator)
+            else:
+                self.metrics.delivery_failures += 1
+                if may_be_persisted(err):
+                    self._keep_for_gc(locator, err)
+                else:
+                    self._rollback(store, locator, err)
+            if on_delivery is not None:
+                if msg is not None:  # the caller sees its own value and headers, not the envelope
+                    msg.set_value(value)
+                    msg.set_headers(headers)
+                on_delivery(err, msg)
+
+        return delivered
+
+    def _after_ack(self, store: Store, locator: str) -> None:
+        """Queue the pending mark for clearing (:mod:`gateway.producer.reference._acked_marks`)."""
+        if self._marks.add(store, locator):
+            self.clear_acked_marks()
+
+    def _keep_for_gc(self, locator: str, err: Any) -> None:
+        """The envelope may be in the topic: deleting the payload could leave it dangling, so gc decides."""
+        self.metrics.rollbacks_skipped += 1
+        log.warning(
+            "envelope for %s may have been written despite %s; payload and pending mark left for gateway gc",
+            locator,
+            err,
+        )
+
+    def _rollback(self, store: Store, locator: str, cause: Any) -> None:
+        self.metrics.rollbacks += 1
+        try:
+            store.delete(locator)
+        except Exception as exc:  # noqa: BLE001 - the pending mark stays, so gc will remove it
+            self.metrics.rollback_failures += 1
+            log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
+
+    def close(self) -> None:
+        """Stop the hashing worker, if one was started, and end the stores' open journal batches.
+
+        A store that journals writes in batches (S3) keeps its open batch's marker until the batch
+        closes; once the producer is done, nothing more will be taken from it.
+        """
+        self.window.close()  # settles the writes in flight first
+        self._digests.close()
+        for store in self.stores.values():
+            end = getattr(store, "end_journal_batches", None)
+            if end is not None:
+                end()
+
+    def clear_acked_marks(self) -> None:
+        """Clear the pending marks of acknowledged writes, one call per store where the store can batch.
+
+        Not while a transaction is open: an acknowledged envelope of an open transaction may still be
+        aborted (or its producer killed), and then only the mark lets ``gateway gc`` find the payload.
+        """
+        if not self.transaction.open:
+            self._marks.clear()
+
+    def abandon(self) -> list[tuple[Store, str]]:
+        """The writes of the transaction just aborted, to undo; their marks are taken out of the queue
+        of marks to clear, so a payload whose delete fails keeps its mark for ``gateway gc``."""
+        writes = self.transaction.aborted()
+        self._marks.forget(writes)
+        return writes
+
+
+def _no_chunking(message: OutgoingMessage) -> None:
+    raise StoreUnavailableError(f"the store write for {message.topic} failed and no chunked route was given")
+
+
+def _next_message_id(store: Store, topic: str, now_ms: int) -> uuid.UUID:
+    """The store's next pre-journalled id where it batches its journal (S3), else a fresh one."""
+    take = getattr(store, "next_message_id", None)
+    return uuid.uuid4() if take is None else cast("uuid.UUID", take(topic, now_ms))
+
+
+def _takes_persistent(store: Store) -> bool:
+    """Whether ``store.put`` names ``persistent`` (stores written before it existed do not; they have no TTL)."""
+    try:
+        return "persistent" in inspect.signature(store.put).parameters
+    except (TypeError, ValueError):
+        return False

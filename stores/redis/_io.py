@@ -1,0 +1,193 @@
+"""The redis-py plumbing under :class:`~stores.RedisStore`: error mapping, pooled connections, packed exchanges.
+
+The store's operations decide what to send; this module decides how a call reaches the server
+and what its failure means to the producer: unreachable or refusing for now
+(:class:`StoreUnavailableError`, so the policy can fall back to chunking) or a real error
+(:class:`StoreError`). The packed write (:mod:`stores.redis._wire`) and the direct read
+(:mod:`stores.redis._mget_reply`) run on a pooled connection under the client's retry policy, and the
+connection is dropped after any error, since its later replies were not read.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import redis
+from redis import exceptions as rex
+
+from gateway.core.buffers import BytesBuilder
+from gateway.errors import StoreError, StoreUnavailableError
+from stores.base import StoreMetrics
+from stores.redis._mget_reply import EntryShape, ReplyReader
+from stores.redis._wire import PackedTransaction, packed_command
+
+if TYPE_CHECKING:
+    from redis.client import Pipeline
+    from redis.cluster import RedisCluster
+
+_T = TypeVar("_T")
+
+# Server replies that mean "not now" rather than "never": a failover, a replica, a full server.
+_REFUSED_FOR_NOW_ERRORS = (
+    rex.OutOfMemoryError,
+    rex.ReadOnlyError,
+    rex.TryAgainError,
+    rex.ClusterDownError,
+    rex.MasterDownError,
+)
+_REFUSED_FOR_NOW = re.compile(r"(?:^|error: )(?:OOM|LOADING|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|BUSY)\b")
+
+
+def mapped_errors(metrics: StoreMetrics, fn: Callable[[], _T]) -> _T:
+    """``fn()``, with redis-py's errors counted and raised as the gateway's typed store errors."""
+    try:
+        return fn()
+    except (rex.ConnectionError, rex.TimeoutError, rex.SlotNotCoveredError) as exc:
+        metrics.add("errors")
+        raise StoreUnavailableError(f"Redis is unreachable: {exc}") from exc
+    except rex.ResponseError as exc:
+        metrics.add("errors")
+        text = str(exc)
+        if isinstance(exc, _REFUSED_FOR_NOW_ERRORS) or refused_for_now(text):
+            raise StoreUnavailableError(f"Redis refuses for now ({type(exc).__name__}): {text}") from exc
+        raise StoreError(f"Redis error: {text}") from exc
+    except (rex.RedisError, rex.RedisClusterException) as exc:
+        metrics.add("errors")
+        raise StoreError(f"Redis error: {exc}") from exc
+
+
+def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster:
+    """A client for ``url``: a ``RedisCluster`` when the server there runs in cluster mode, else a ``redis.Redis``.
+
+    For tools that take one ``--redis-url`` (gc, reconcile, Spark options): any node of a cluster
+    then works as the URL, and the store picks its layout from the client. The probe is one
+    ``INFO cluster`` on a short-lived connection.
+    """
+    probe = redis.Redis.from_url(url, **kwargs)
+    try:
+        cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
+    except rex.RedisError as exc:
+        raise StoreUnavailableError(f"Redis at {url!r} does not answer: {exc}") from exc
+    finally:
+        probe.close()
+    if not cluster:
+        return redis.Redis.from_url(url, **kwargs)
+    from redis.cluster import RedisCluster
+
+    return RedisCluster.from_url(url, **kwargs)
+
+
+def exchange(pool: Any, packed: PackedTransaction) -> None:
+    """Send ``packed`` on a pooled connection and read every reply, with the client's retry policy.
+
+    An error reply raises as redis-py's own reading does (an OOM refusal while queueing makes the
+    server discard the transaction); the connection is then dropped, since its later replies were not
+    read. A retried transaction writes the same keys and members again, which changes nothing.
+    """
+
+    def attempt(conn: Any) -> None:
+        conn.send_packed_command(packed.items())
+        read_transaction_replies(conn, packed.replies)
+
+    on_pooled_connection(pool, attempt)
+
+
+def read_transaction_replies(conn: Any, replies: int) -> None:
+    """Read a packed transaction's ``replies`` (``MULTI``, each ``QUEUED``, ``EXEC``'s array); raise the first error."""
+    for _ in range(replies - 1):
+        conn.read_response()
+    for result in conn.read_response() or ():
+        if isinstance(result, Exception):
+            raise result
+
+
+def on_pooled_connection(pool: Any, attempt: Callable[[Any], _T]) -> _T:
+    """``attempt(conn)`` on a pooled connection under the client's retry policy; the connection is
+    dropped after any error (its replies may be out of step) and returned to the pool either way."""
+    conn = pool.get_connection()
+    try:
+        return cast("_T", conn.retry.call_with_retry(lambda: attempt(conn), lambda error: conn.disconnect()))
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+@functools.cache
+def connections_expose_sockets() -> bool:
+    """Whether a redis-py connection keeps its socket in ``_sock``, which the direct reads receive from."""
+    from redis.connection import Connection
+
+    return "_sock" in vars(Connection())  # type: ignore[no-untyped-call]
+
+
+def read_entries(pool: Any, requests: Sequence[tuple[list[str], list[int]]]) -> list[bytes | EntryShape]:
+    """One MGET per ``(keys, lengths)``, sent in one write on a pooled connection; the first
+    ``len(lengths)`` keys of each are received into one ``bytes``.
+
+    A retry (the client's policy, for a connection the server closed) starts again with fresh
+    values. The connection is dropped after any error, and after replies that left bytes unread.
+    """
+    packed = [item for keys, _ in requests for item in packed_command("MGET", *keys)]
+
+    def attempt(conn: Any) -> list[bytes | EntryShape]:
+        conn.send_packed_command(packed)
+        sock = getattr(conn, "_sock", None)
+        if sock is None:
+            raise rex.ConnectionError("the connection has no socket after sending")
+        reader = ReplyReader(sock)
+        out: list[bytes | EntryShape] = []
+        for keys, lengths in requests:
+            builder = BytesBuilder(sum(lengths))
+            shape = reader.read_entries(builder, lengths, len(keys) - len(lengths))
+            out.append(shape if shape is not None else builder.build())
+        if not reader.drained:
+            conn.disconnect()
+        return out
+
+    return on_pooled_connection(pool, attempt)
+
+
+def get_command(key: str, pipe: Pipeline) -> object:
+    return pipe.get(key)
+
+
+def zrem_command(key: str, members: list[str], pipe: Pipeline) -> object:
+    return pipe.zrem(key, *members)
+
+
+def pending_before_command(key: str, older_than_ms: int, pipe: Pipeline) -> object:
+    return pipe.zrangebyscore(key, "-inf", f"({older_than_ms}", withscores=True)
+
+
+def zcard_command(key: str, pipe: Pipeline) -> object:
+    return pipe.zcard(key)
+
+
+def is_cluster(client: object) -> bool:
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
+def cluster_transactions() -> bool:
+    import redis.cluster
+
+    return hasattr(redis.cluster, "TransactionStrategy")
+
+
+def client_decodes(client: Any, cluster: bool) -> bool:
+    if cluster:
+        kwargs = client.get_connection_kwargs()
+    else:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    return bool(kwargs.get("decode_responses"))
+
+
+def refused_for_now(text: str) -> bool:
+    # redis-py reports a command refused inside MULTI as "Command # n (...) of pipeline caused error: <reply>".
+    return _REFUSED_FOR_NOW.search(text) is not None

@@ -1,0 +1,127 @@
+"""The code layout docs/development.md describes: small folders, private modules kept private, no import cycles."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("gateway", "stores")
+MAX_MODULES_PER_FOLDER = 15
+
+
+def modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """Modules of ours that ``name`` imports, at run time or for type checking alike.
+
+    ``from a.b import c`` counts as importing ``a.b.c`` when that is a module, and ``a.b`` only when
+    some imported name is not one; a module's own packages are not counted (Python imports them first).
+    """
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known]
+            targets += submodules
+            if len(submodules) < len(node.names):
+                targets.append(base)
+        elif isinstance(node, ast.Import):
+            targets += [alias.name for alias in node.names]
+        for target in targets:
+            if target in known and target != name and not name.startswith(target + "."):
+                yield target
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: set(imports_of(name, path, known)) for name, path in known.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_folder_holds_more_than_fifteen_modules() -> None:
+    folders: dict[Path, int] = {}
+    for path in modules().values():
+        folders[path.parent] = folders.get(path.parent, 0) + 1
+    crowded = {str(folder.relative_to(ROOT)): n for folder, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
+    assert crowded == {}
+
+
+def test_the_import_graph_has_no_cycle_type_only_imports_included() -> None:
+    assert cycles(graph()) == []
+
+
+def test_a_cycle_is_found_when_there_is_one() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_private_modules_are_imported_only_from_their_own_folder() -> None:
+    """``pkg/_mod.py`` is private to ``pkg/`` and the folders under it."""
+    trespasses = []
+    for name, targets in graph().items():
+        for target in targets:
+            owner, _, leaf = target.rpartition(".")
+            if (
+                leaf.startswith("_")
+                and not leaf.startswith("__")
+                and name != owner
+                and not name.startswith(owner + ".")
+            ):
+                trespasses.append(f"{name} imports {target}")
+    assert trespasses == []
