@@ -1,32 +1,48 @@
-"""The :class:`Store` protocol: what the producer writes payloads to and the consumer resolves envelopes against.
+"""The :class:`Store` contract: what the producer writes payloads to and the consumer resolves envelopes against.
 
 It lives in the library rather than in the ``stores`` package so that the producer, the consumer and
 ``gc`` can type their stores without importing ``stores`` (which imports the library, and the
-clients of Redis and S3): any object with these methods is a store. ``stores`` re-exports it.
+clients of Redis and S3). ``stores`` re-exports it.
 """
 
 from __future__ import annotations
 
+import abc
 import uuid
-from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from gateway.errors import GatewayError
 
 Payload = bytes | bytearray | memoryview
 
 
-@runtime_checkable
-class Store(Protocol):
+class Store(abc.ABC):
     """A payload store the producer writes to and the consumer resolves envelopes against.
+
+    Subclass it and implement the abstract methods; the other methods are the optional features a
+    store may have, each with a default that is right for a store without it, so the producer, the
+    consumer and ``gc`` call them on any store and never ask what a store can do.
 
     ``name`` is the value the envelope carries in its store field; it must match between producer
     and consumer configuration. Every method that takes a locator validates it first and raises
     :class:`~gateway.errors.LocatorError` without any I/O when it points outside the store's own
     bucket or prefix, because a locator arrives in a Kafka record that anyone with write access to
-    the topic can forge.
+    the topic can forge. :class:`gateway.testing.MemoryStore` is the reference implementation.
     """
 
     name: str
 
+    needs_digest_to_write: ClassVar[bool] = True
+    """Whether ``put`` wants the payload's SHA-256 (S3 checks the upload against it); a store that does
+    not lets the producer hash in parallel with the write."""
+
+    reads_in_groups: ClassVar[bool] = False
+    """Whether :meth:`get_many` reads several payloads in one round trip, so that the consumer groups
+    small payloads into one call (Redis: one pipelined exchange)."""
+
+    @abc.abstractmethod
     def put(
         self,
         topic: str,
@@ -43,19 +59,18 @@ class Store(Protocol):
         crash at any point leaves either nothing or a pending entry. ``sha256`` is the payload's
         digest when the caller already has it (for the envelope), so the store need not hash again.
         ``persistent`` payloads belong to a compacted topic, which keeps its latest record forever:
-        the store must not expire them (``gateway reconcile`` removes them once superseded). The
-        producer passes it only to stores whose ``put`` names it.
+        the store must not expire them (``gateway reconcile`` removes them once superseded).
         """
-        ...
 
+    @abc.abstractmethod
     def get(self, locator: str, expected_size: int | None = None) -> bytes:
         """The payload; :class:`PayloadNotFoundError` when gone, :class:`PayloadIntegrityError` on a size mismatch."""
-        ...
 
+    @abc.abstractmethod
     def delete(self, locator: str) -> None:
         """Remove the payload and its pending mark; deleting what is already gone succeeds."""
-        ...
 
+    @abc.abstractmethod
     def validate_locator(self, locator: str) -> object:
         """The parsed locator, or :class:`LocatorError`; never performs I/O.
 
@@ -63,23 +78,79 @@ class Store(Protocol):
         consumer then refuses the envelope in any other topic (:func:`locator_topic`), and ``gc``
         reads that topic to find the envelope of a pending write.
         """
-        ...
 
+    @abc.abstractmethod
     def mark_pending(self, locator: str, now_ms: int) -> None: ...
 
+    @abc.abstractmethod
     def clear_pending(self, locator: str) -> None: ...
 
+    @abc.abstractmethod
     def list_pending(self, older_than_ms: int) -> list[str]:
         """Locators marked pending strictly before ``older_than_ms``."""
-        ...
 
+    @abc.abstractmethod
     def list_locators(self, topic: str | None = None) -> Iterator[tuple[str, int]]:
         """Every stored payload as ``(locator, written_ms)``, for a reconciler; may be approximate."""
-        ...
 
+    @abc.abstractmethod
     def metrics(self) -> dict[str, int | float]: ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the store holds; the default holds nothing."""
+        return None
+
+    # -- optional features, with the defaults of a store that lacks them ------------------------
+    def get_many(self, requests: Sequence[tuple[str, int | None]]) -> list[bytes | GatewayError]:
+        """Each ``(locator, expected_size)``'s payload, or the typed error of that one read, in order.
+
+        The default reads one at a time; a store with :attr:`reads_in_groups` does it in one round trip.
+        """
+        out: list[bytes | GatewayError] = []
+        for locator, expected_size in requests:
+            try:
+                out.append(self.get(locator, expected_size))
+            except GatewayError as exc:
+                out.append(exc)
+        return out
+
+    def clear_pending_many(self, locators: Sequence[str]) -> None:
+        """Clear several pending marks; the default clears them one by one."""
+        for locator in locators:
+            self.clear_pending(locator)
+
+    def put_pipeline(self) -> PutPipeline | None:
+        """Writes sent ahead of their replies (``reference.write.window``); None: the store cannot pipeline."""
+        return None
+
+    def next_message_id(self, topic: str, now_ms: int) -> uuid.UUID:
+        """The id of the next payload written for ``topic``; a store that journals ids ahead (S3) hands its own."""
+        return uuid.uuid4()
+
+    def end_journal_batches(self) -> None:
+        """The producer is done: close any journal batch still open (S3). The default has none."""
+        return None
+
+    def journalled_in_batch(self, locator: str) -> bool:
+        """Whether ``locator``'s pending mark is a batch's, which proves nothing alone to ``gc``."""
+        return False
+
+    def list_incomplete_uploads(self, older_than_ms: int) -> Sequence[IncompleteUpload]:
+        """Multipart uploads started before ``older_than_ms`` and never finished (S3); the default has none."""
+        return []
+
+    def abort_upload(self, upload: IncompleteUpload) -> None:
+        """Abort one of :meth:`list_incomplete_uploads`; a store without uploads is never asked."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
+
+
+@dataclass(frozen=True, slots=True)
+class IncompleteUpload:
+    """A multipart upload that was started and neither completed nor aborted: invisible, but billed."""
+
+    key: str
+    upload_id: str
+    initiated_ms: int
 
 
 @runtime_checkable
@@ -123,14 +194,13 @@ def locator_topic(store: Store, locator: str) -> str | None:
 
     Raises the store's :class:`~gateway.errors.LocatorError` for a locator it would refuse to read.
     """
-    validate = getattr(store, "validate_locator", None)
-    topic = getattr(validate(locator), "topic", None) if callable(validate) else None
+    topic = getattr(store.validate_locator(locator), "topic", None)
     return topic if isinstance(topic, str) else None
 
 
 def checked_stores(stores: Any) -> dict[str, Store]:
     """``stores=`` as a dict, or ``TypeError`` naming what is wrong: not a mapping, a name that is not a str,
-    or an entry without the store methods the producer calls (``put``, ``get``, ``delete``)."""
+    or an entry that is not a :class:`Store`."""
     if stores is None:
         return {}
     if not isinstance(stores, Mapping):
@@ -141,7 +211,9 @@ def checked_stores(stores: Any) -> dict[str, Store]:
     for name, store in stores.items():
         if not isinstance(name, str):
             raise TypeError(f"stores: names must be str, got {name!r:.80}")
-        missing = [m for m in ("put", "get", "delete") if not callable(getattr(store, m, None))]
-        if missing:
-            raise TypeError(f"stores[{name!r}] is not a store ({type(store).__name__} has no {', '.join(missing)})")
+        if not isinstance(store, Store):
+            raise TypeError(
+                f"stores[{name!r}] is not a store: {type(store).__name__} does not subclass stores.Store "
+                "(gateway.store.Store), which declares what a store must do and what it may"
+            )
     return dict(stores)

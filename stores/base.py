@@ -74,7 +74,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class StoreLifecycle:
+class StoreLifecycle(Store):
     """What both stores share around their I/O: metrics, closing, and refusing calls once closed.
 
     ``close()`` closes the client only when the store was told it owns it (``close_client=True``):

@@ -43,7 +43,7 @@ from gateway.librdkafka.group_offsets import group_offsets
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 from gateway.serialization import Deserializers
-from gateway.store import Store
+from gateway.store import Store, checked_stores
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class HybridConsumer(ConsumerSurface):
         if settings.on_commit is not None:
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
-        self.stores: dict[str, Store] = dict(stores or {})
+        self.stores: dict[str, Store] = checked_stores(stores)
         self._resolver = Resolver(
             self.stores,
             workers=settings.workers,

@@ -147,7 +147,7 @@ class Resolver:
     def groups(self, envelope: Envelope) -> bool:
         """Whether ``envelope``'s payload is fetched ahead in a group (small, from a store with ``get_many``)."""
         store = self.stores.get(envelope.store)
-        return envelope.size < GROUP_BELOW and store is not None and hasattr(store, "get_many")
+        return envelope.size < GROUP_BELOW and store is not None and store.reads_in_groups
 
     def prefetch_many(self, items: Sequence[tuple[Hashable, Envelope]]) -> int:
         """Start fetching several small payloads of one store in one request; how many of ``items`` were taken.

@@ -109,15 +109,11 @@ def candidates(stores: Mapping[str, Any], older_than_ms: int, report: SweepRepor
             report.examined += 1
             try:
                 parsed = store.validate_locator(locator)
-                batched = bool(getattr(store, "journalled_in_batch", _never)(locator))
+                batched = store.journalled_in_batch(locator)
                 out.append(Pending(name, locator, parsed.topic, parsed.message_id, batched))
             except (GatewayError, AttributeError) as exc:
                 report.kept.append((locator, f"kept: the locator does not parse ({exc})"))
     return out
-
-
-def _never(locator: str) -> bool:
-    return False
 
 
 def sweep(
@@ -169,11 +165,8 @@ def abort_stale_uploads(
     An upload that old belongs to a producer that died or gave up; S3 bills its parts until aborted.
     Shared by ``gc`` and ``reconcile``, which report into their own lists.
     """
-    list_uploads = getattr(store, "list_incomplete_uploads", None)
-    if list_uploads is None:
-        return
     try:
-        uploads = list_uploads(older_than_ms)
+        uploads = store.list_incomplete_uploads(older_than_ms)
     except GatewayError as exc:
         failed.append((f"{name} multipart uploads", f"{type(exc).__name__}: {exc}"))
         return

@@ -19,6 +19,7 @@ from gateway.testing.kafka_service import (
     backend_capabilities,
     resolve_backend,
 )
+from gateway.testing.memory_store import MemoryStore
 from gateway.testing.processes import LOOPBACK, ServiceStartError, ServiceUnavailable, free_port
 from gateway.testing.redis_cluster import RedisClusterServer
 from gateway.testing.redis_server import RedisServer
@@ -36,6 +37,7 @@ __all__ = [
     "ExternalKafka",
     "KafkaNode",
     "KafkaService",
+    "MemoryStore",
     "MockKafka",
     "NoidaKafka",
     "RedisClusterServer",

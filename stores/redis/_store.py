@@ -124,6 +124,7 @@ class RedisStore(RedisReads, RedisJournal):
     """
 
     needs_digest_to_write = False
+    reads_in_groups = True
     """Redis keeps no metadata beside the bytes: the producer may hash while the payload is written."""
 
     def __init__(

@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore import exceptions as bex
 
 from gateway.errors import LocatorError, StoreError
+from gateway.store import IncompleteUpload
 from stores.base import StoreLifecycle
 from stores.s3 import _io as s3_io
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class IncompleteUpload:
-    """A multipart upload that was started and neither completed nor aborted: invisible, but billed."""
-
-    key: str
-    upload_id: str
-    initiated_ms: int
 
 
 class S3Housekeeping(StoreLifecycle):

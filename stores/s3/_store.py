@@ -32,6 +32,7 @@ from gateway.errors import (
     StoreError,
 )
 from gateway.protocol.envelope import validate_store_name
+from gateway.store import IncompleteUpload
 from stores.base import (
     TOPIC_PATTERN,
     UUID_PATTERN,
@@ -44,7 +45,7 @@ from stores.base import (
     validate_topic,
 )
 from stores.s3 import _io as s3_io
-from stores.s3._housekeeping import IncompleteUpload, S3Housekeeping
+from stores.s3._housekeeping import S3Housekeeping
 from stores.s3._journal import S3StoreJournal
 from stores.s3._locator import S3Locator
 from stores.s3._pending import MarkerRequests, S3PendingJournal

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -18,7 +19,7 @@ from gateway.errors import (
     StoreUnavailableError,
 )
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
-from tests.unit.memory_store import MemoryStore
+from gateway.testing.memory_store import MemoryStore
 
 
 def stored(store: MemoryStore, data: bytes, *, name: str = "mem") -> Envelope:
@@ -82,9 +83,10 @@ def test_a_payload_fetched_ahead_is_still_used_when_its_record_is_resolved() -> 
 class GroupingMemoryStore(MemoryStore):
     """A store that answers several gets in one call, as ``RedisStore.get_many`` does."""
 
+    reads_in_groups = True
     fail_many: Exception | None = None
 
-    def get_many(self, requests: list[tuple[str, int | None]]) -> list[bytes | GatewayError]:
+    def get_many(self, requests: Sequence[tuple[str, int | None]]) -> list[bytes | GatewayError]:
         self.calls.append(f"get_many:{len(requests)}")
         if self.fail_many is not None:
             raise self.fail_many

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import ConfigurationError
+from gateway.errors import ConfigurationError, PayloadNotFoundError
 from gateway.producer.outgoing import RESERVED_HEADERS, OutgoingMessage
 from gateway.store import checked_stores
-from tests.unit.memory_store import MemoryStore
+from gateway.testing.memory_store import MemoryStore
 
 
 def test_good_arguments_are_kept_as_given_and_converted_once() -> None:
@@ -79,7 +79,31 @@ def test_stores_must_be_a_mapping_of_names_to_stores() -> None:
     assert checked_stores(None) == {} and checked_stores({"mem": store}) == {"mem": store}
     with pytest.raises(TypeError, match="stores must be a mapping"):
         checked_stores("redis")
-    with pytest.raises(TypeError, match=r"stores\['redis'\] is not a store \(NoneType has no put, get, delete\)"):
+    with pytest.raises(TypeError, match=r"stores\['redis'\] is not a store: NoneType does not subclass stores.Store"):
         checked_stores({"redis": None})
+
+    class DuckTyped:  # has every method, but does not declare the contract: its optional features are unknown
+        def put(self, *args: object) -> str:
+            return ""
+
+        get = delete = put
+
+    with pytest.raises(TypeError, match=r"DuckTyped does not subclass stores\.Store"):
+        checked_stores({"duck": DuckTyped()})
     with pytest.raises(TypeError, match="names must be str"):
         checked_stores({1: store})
+
+
+def test_the_reference_store_declares_only_what_every_store_must_and_gets_the_defaults() -> None:
+    """What a store without the optional features does: the answers the producer, consumer and gc rely on."""
+    store = MemoryStore()
+    assert store.put_pipeline() is None and store.journalled_in_batch("t/x") is False
+    assert store.list_incomplete_uploads(2**62) == [] and store.reads_in_groups is False
+    assert store.needs_digest_to_write is True
+    assert store.next_message_id("t", 0) != store.next_message_id("t", 0)
+    one = store.put("t", store.next_message_id("t", 0), b"one", pending_since_ms=5)
+    store.clear_pending_many([one])
+    assert store.list_pending(2**62) == [] and store.calls == ["put", "clear_pending"]
+    gone = "t/00000000-0000-0000-0000-000000000000"
+    [value, error] = store.get_many([(one, 3), (gone, None)])
+    assert value == b"one" and isinstance(error, PayloadNotFoundError)

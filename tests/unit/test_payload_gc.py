@@ -27,7 +27,7 @@ from gateway.gc.verdicts import (
     judge,
 )
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
-from tests.unit.memory_store import MemoryStore
+from gateway.testing.memory_store import MemoryStore
 
 State = Literal["committed", "aborted", "open"]
 Record = tuple[bytes, State]

@@ -16,8 +16,8 @@ from gateway.producer.outgoing import OutgoingMessage
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import decode_envelope
+from gateway.testing.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.fake_clock import ManualClock
-from tests.unit.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.test_reference_writer import Sent
 
 ROUTE = Route.reference("mem")

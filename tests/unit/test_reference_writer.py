@@ -20,8 +20,8 @@ from gateway.producer.reference._acked_marks import CLEAR_MARKS_EVERY
 from gateway.producer.reference.transactions import undo
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope
+from gateway.testing.memory_store import BatchingMemoryStore, MemoryStore
 from tests.unit.fake_clock import ManualClock
-from tests.unit.memory_store import BatchingMemoryStore, MemoryStore
 
 ROUTE = Route.reference("mem")
 

@@ -44,7 +44,7 @@ class AckedMarks:
         self._acked = [(store, locator) for store, locator in self._acked if (id(store), locator) not in drop]
 
     def clear(self) -> None:
-        """One call per store where the store can batch (``clear_pending_many``), else one per mark."""
+        """One ``clear_pending_many`` per store (one round trip where the store can batch)."""
         if not self._acked:
             return
         batches: dict[int, tuple[Store, list[str]]] = {}
@@ -53,12 +53,7 @@ class AckedMarks:
         still: list[tuple[Store, str]] = []
         for store, locators in batches.values():
             try:
-                many = getattr(store, "clear_pending_many", None)
-                if many is not None:
-                    many(locators)
-                else:
-                    for locator in locators:
-                        store.clear_pending(locator)
+                store.clear_pending_many(locators)
             except Exception as exc:  # noqa: BLE001 - the payloads are live: keep the marks queued, never let gc guess
                 log.warning("could not clear %d pending marks (will retry): %s", len(locators), exc)
                 still.extend((store, locator) for locator in locators)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, digest_of
+from gateway.store import Store
 
 OVERLAP_FROM_BYTES = 1 << 20
 """Payloads from this size up are hashed in a worker while the store writes them."""
@@ -66,9 +67,9 @@ class PayloadDigester:
         """The envelope's algorithm, whatever the store."""
         return CHECKSUM_SHA256 if self.setting == "sha256" else CHECKSUM_BLAKE3
 
-    def begin(self, payload: bytes | bytearray | memoryview, store: object) -> PendingDigest:
+    def begin(self, payload: bytes | bytearray | memoryview, store: Store) -> PendingDigest:
         checksum = self.checksum
-        store_takes_it = checksum == CHECKSUM_SHA256 and bool(getattr(store, "needs_digest_to_write", True))
+        store_takes_it = checksum == CHECKSUM_SHA256 and store.needs_digest_to_write
         if len(payload) < self.overlap_from or store_takes_it:
             return PendingDigest(checksum, digest_of(checksum, payload))
         if self._pool is None:

@@ -102,8 +102,7 @@ class WriteWindow:
         if self.size <= 1:
             return None
         if name not in self._pipelines:
-            opener = getattr(self._stores[name], "put_pipeline", None)
-            self._pipelines[name] = opener() if callable(opener) else None
+            self._pipelines[name] = self._stores[name].put_pipeline()
         return self._pipelines[name]
 
     def __len__(self) -> int:

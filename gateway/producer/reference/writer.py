@@ -14,11 +14,10 @@ whole route is unit-tested with an in-memory store.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
@@ -103,20 +102,24 @@ class ReferenceWriter:
             return self._fallback(name, forced, message.size, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
-        message_id = _next_message_id(store, message.topic, now)
-        extra = {"persistent": True} if persistent and _takes_persistent(store) else {}
+        message_id = store.next_message_id(message.topic, now)
         if pipeline is None:
             pending = self._digests.begin(payload, store)
             try:
                 locator = store.put(
-                    message.topic, message_id, payload, pending_since_ms=now, sha256=pending.known_sha256(), **extra
+                    message.topic,
+                    message_id,
+                    payload,
+                    pending_since_ms=now,
+                    sha256=pending.known_sha256(),
+                    persistent=persistent,
                 )
             except StoreError as exc:
                 return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
             self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
             return route
         try:
-            locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, **extra)
+            locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, persistent=persistent)
         except StoreError as exc:
             return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
         pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
@@ -280,9 +283,7 @@ class ReferenceWriter:
         self.window.close()  # settles the writes in flight first
         self._digests.close()
         for store in self.stores.values():
-            end = getattr(store, "end_journal_batches", None)
-            if end is not None:
-                end()
+            store.end_journal_batches()
 
     def clear_acked_marks(self) -> None:
         """Clear the pending marks of acknowledged writes, one call per store where the store can batch.
@@ -303,17 +304,3 @@ class ReferenceWriter:
 
 def _no_chunking(message: OutgoingMessage) -> None:
     raise StoreUnavailableError(f"the store write for {message.topic} failed and no chunked route was given")
-
-
-def _next_message_id(store: Store, topic: str, now_ms: int) -> uuid.UUID:
-    """The store's next pre-journalled id where it batches its journal (S3), else a fresh one."""
-    take = getattr(store, "next_message_id", None)
-    return uuid.uuid4() if take is None else cast("uuid.UUID", take(topic, now_ms))
-
-
-def _takes_persistent(store: Store) -> bool:
-    """Whether ``store.put`` names ``persistent`` (stores written before it existed do not; they have no TTL)."""
-    try:
-        return "persistent" in inspect.signature(store.put).parameters
-    except (TypeError, ValueError):
-        return False

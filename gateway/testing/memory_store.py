@@ -1,16 +1,19 @@
-"""An in-memory :class:`stores.Store` for pure unit tests of the code that drives a store.
+"""An in-memory :class:`stores.Store`: the reference implementation of the contract, for unit tests.
 
-Never the proof that a store works: the Redis and S3 stores are tested against real servers.
+It implements what every store must and nothing optional (:class:`BatchingMemoryStore` and
+:class:`PipeliningMemoryStore` add two of the optional features), so it shows what a new store has
+to write. Tests of code that drives a store use it; it is never the proof that a store works: the
+Redis and S3 stores are tested against real servers.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
-from stores.base import Payload
+from gateway.store import Payload, Store
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,9 @@ class MemoryLocator:
 
 
 @dataclass
-class MemoryStore:
+class MemoryStore(Store):
+    """Payloads in a dict; ``fail_*`` make the next calls raise, for the failure paths of their callers."""
+
     name: str = "mem"
     payloads: dict[str, bytes] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
@@ -98,7 +103,7 @@ class MemoryStore:
 class BatchingMemoryStore(MemoryStore):
     """A store that clears many marks in one call, as ``RedisStore.clear_pending_many`` does."""
 
-    def clear_pending_many(self, locators: list[str]) -> None:
+    def clear_pending_many(self, locators: Sequence[str]) -> None:
         self.calls.append(f"clear_pending_many:{len(locators)}")
         if self.fail_clear is not None:
             raise self.fail_clear
