@@ -170,10 +170,10 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if span is not None:
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
-            if chosen.kind is RouteKind.REFERENCE:
+            if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 no_fallback = forced or terms.no_chunks
                 chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
-            if chosen.kind is RouteKind.PLAIN:
+            elif chosen.kind is RouteKind.PLAIN:
                 self._produce_plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
                 self._chunks.send(message)

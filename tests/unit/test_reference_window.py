@@ -21,6 +21,8 @@ from tests.unit.fake_clock import ManualClock
 from tests.unit.test_reference_writer import Sent
 
 ROUTE = Route.reference("mem")
+LONG_LINGER_S = 600.0
+"""What the tests that count writes in flight give the window: its own thread never settles them first."""
 
 
 class InOrder(Sent):
@@ -45,7 +47,7 @@ def windowed(
         fallback_cap=cap,
         metrics=ProducerMetrics(),
         clock=ManualClock(wall=1_000.0).clock(),
-        window=window,
+        window=WriteWindow(window, {store.name: store}, linger_s=LONG_LINGER_S),
         send_chunked=chunked.append,
     )
     return w, sent, chunked
@@ -87,7 +89,7 @@ def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
         {name: StoreHealth(2, 30_000, 5_000) for name in ("piped", "plain")},
         sent,
         fallback_cap=1_000,
-        window=4,
+        window=WriteWindow(4, {"piped": piped, "plain": plain}, linger_s=LONG_LINGER_S),
     )
     sent.window = w.window
     w.send(Route.reference("piped"), False, message(b"first"))
@@ -186,8 +188,9 @@ def test_a_write_leaves_the_window_only_once_its_envelope_is_queued() -> None:
     def send(topic: str, kwargs: dict[str, Any]) -> None:
         seen.append(len(w.window.writes))
 
+    window = WriteWindow(4, {store.name: store}, linger_s=LONG_LINGER_S)
     w = ReferenceWriter(
-        {store.name: store}, {store.name: StoreHealth(2, 30_000, 5_000)}, send, fallback_cap=0, window=4
+        {store.name: store}, {store.name: StoreHealth(2, 30_000, 5_000)}, send, fallback_cap=0, window=window
     )
     w.send(ROUTE, False, message(b"a"))
     w.send(ROUTE, False, message(b"b"))

@@ -32,6 +32,8 @@ class Sent:
     def __init__(self) -> None:
         self.records: list[tuple[str, dict[str, Any]]] = []
         self.error: BaseException | None = None
+        self.chunked: list[OutgoingMessage] = []
+        """Messages the writer sent chunked instead (its ``send_chunked``)."""
 
     def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
         if self.error is not None:
@@ -64,6 +66,7 @@ def writer(
         fallback_cap=cap,
         metrics=ProducerMetrics(),
         clock=(clock or ManualClock()).clock(),
+        send_chunked=sent.chunked.append,
     )
     return w, sent
 
@@ -233,7 +236,7 @@ def test_an_unreachable_store_sends_the_message_chunked_instead() -> None:
     store = MemoryStore(fail_put=StoreUnavailableError("connection refused"))
     w, sent = writer(store)
     assert w.send(ROUTE, False, message(b"x" * 1_000)) == CHUNKED
-    assert sent.records == []
+    assert sent.records == [] and [m.value for m in sent.chunked] == [b"x" * 1_000]
     m = w.metrics.snapshot()
     assert (m["fallbacks"], m["fallback.refused"], m["store.put.failures"]) == (1, 0, 1)
 

@@ -73,10 +73,10 @@ class ReferenceWriter:
         return len(self._marks)
 
     def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
-        """Send ``message`` by reference; returns the route it must take instead, or ``route`` when it was sent.
+        """Send ``message`` by reference; returns the route it took: ``route``, or ``CHUNKED`` after falling back.
 
-        A store that is marked unhealthy, or whose write fails for want of a connection, makes the
-        answer ``CHUNKED`` for a message under ``fallback_cap``; a larger message, or one whose route
+        A store that is marked unhealthy, or whose write fails for want of a connection, sends a
+        message under ``fallback_cap`` chunked instead (``send_chunked``); a larger message, or one whose route
         was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
         ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
         window (:mod:`gateway.producer.reference.window`) the write may still be in flight on return.
@@ -99,7 +99,7 @@ class ReferenceWriter:
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
         if not health.allow(now):
-            return self._fallback(name, forced, message.size, "is marked unhealthy")
+            return self._fallback(name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = store.next_message_id(message.topic, now)
@@ -145,7 +145,6 @@ class ReferenceWriter:
                 write.pipeline.confirm()
             except StoreError as exc:
                 self._put_failed(write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc)
-                self._send_chunked(message)  # the store is unavailable and the message small enough
                 return
             self._put_succeeded(
                 write.name, write.store, write.locator, write.digest, write.message_id, message, write.sent_ms,
@@ -156,11 +155,12 @@ class ReferenceWriter:
             self.window.failed(message.on_delivery, exc)  # reported by the next poll() or flush()
 
     def _put_failed(self, name: str, forced: bool, message: OutgoingMessage, now: int, exc: StoreError) -> Route:
-        """Count the failure; ``CHUNKED`` when the store is unavailable and the message may fall back, else raise."""
+        """Count the failure; sent chunked (``CHUNKED``) when the store is unavailable and the message may
+        fall back, else raise."""
         self.metrics.store_put_failures += 1
         self.health[name].failure(now)
         if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
-            return self._fallback(name, forced, message.size, f"failed: {exc}", exc)
+            return self._fallback(name, forced, message, f"failed: {exc}", exc)
         raise exc
 
     def _put_succeeded(
@@ -192,10 +192,16 @@ class ReferenceWriter:
         self,
         name: str,
         forced: bool,
-        size: int,
+        message: OutgoingMessage,
         why: str,
         cause: BaseException | None = None,
     ) -> Route:
+        """The one fallback path: the message goes chunked now, in its turn, or the refusal is raised.
+
+        Whether the store was found down before the write (health), by the write in ``produce``, or
+        by a write confirmed later from the window, this is where it is decided and done.
+        """
+        size = message.size
         if forced or size > self.fallback_cap:
             self.metrics.fallback_refused += 1
             reason = (
@@ -205,6 +211,7 @@ class ReferenceWriter:
             )
             raise StoreUnavailableError(f"store {name!r} {why}; not chunking instead because {reason}") from cause
         self.metrics.fallbacks += 1
+        self._send_chunked(message)
         return CHUNKED
 
     def _send_envelope(self, store: Store, locator: str, envelope: bytes, message: OutgoingMessage) -> None:
