@@ -13,7 +13,7 @@ segments in order. :func:`check_stream` feeds one stream through a
 * memory stays bounded: assembler bytes (bookkeeping included) within the capacity, tracker
   entries within its per-partition bound.
 
-The test suite runs it under hypothesis (tests/unit/test_fuzz_pipeline.py); for a long run::
+The test suite runs it under hypothesis (tests/unit/core/test_fuzz_pipeline.py); for a long run::
 
     PYTHONPATH=. python -m tests.fuzzing --inputs 1000000 --seed 1 [--hostile-share 0.9]
 """

@@ -36,7 +36,7 @@ from gateway.protocol.envelope import (
     looks_like_envelope,
 )
 from gateway.protocol.segments import decode_segment, encode_segment
-from tests.unit.test_protocol_properties import reference_is_segment
+from tests.unit.protocol.test_protocol_properties import reference_is_segment
 
 store_names = st.from_regex(r"[a-z0-9_.-]{1,64}", fullmatch=True)
 # Any printable text: the codec must carry non-ASCII locators even though our stores never write them.

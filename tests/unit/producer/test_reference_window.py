@@ -18,7 +18,7 @@ from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import decode_envelope
 from gateway.testing.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.fake_clock import ManualClock
-from tests.unit.test_reference_writer import Sent
+from tests.unit.producer.test_reference_writer import Sent
 
 ROUTE = Route.reference("mem")
 LONG_LINGER_S = 600.0
