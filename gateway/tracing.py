@@ -57,8 +57,9 @@ def enabled() -> bool:
 
     With the API alone (no SDK set up), every span would be a no-op; checking first keeps the
     per-message cost of the plain route to one lookup. Looking the global provider up reads the
-    process environment (0.8 µs, most of a small record's produce), so "none yet" is remembered
-    for :data:`GLOBAL_RECHECK_S`; a provider passed to :func:`use_tracer_provider` counts at once.
+    process environment, which costs most of what a small record's produce does (docs/policy.md,
+    "Tracing"), so "none yet" is remembered for :data:`GLOBAL_RECHECK_S`; a provider passed to
+    :func:`use_tracer_provider` counts at once.
     """
     global _global_real, _global_recheck_at
     if trace is None:

@@ -1,4 +1,4 @@
-"""External payload stores for reference messaging: the :class:`Store` protocol, Redis and S3.
+"""External payload stores for reference messaging: the :class:`Store` base class, Redis and S3.
 
 A store keeps the payload; Kafka carries a small envelope (``gateway.protocol.envelope``) with the
 store's name and the locator returned by :meth:`Store.put`.

@@ -15,22 +15,20 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
   commit only what ``store_offsets`` stored, as in librdkafka, translated to safe offsets;
 * ``fetch.batch.records`` (500): raw records taken from librdkafka per fetch, fewer when they are
   large: ``fetch.batch.bytes`` (2 000 000) bounds a fetch by the size of its first record, so the
-  local queue never holds more than a few large segments beside librdkafka's own queue. With
-  8 000 000 a reader of 10 MB chunked messages held 0.2-1.1 of a message more than a raw reader at
-  its peak, changing from pass to pass; with 2 000 000, 0.5-0.55, at the same read rate (Apache
-  Kafka, side by side);
+  local queue never holds more than a few large segments beside librdkafka's own queue (a larger
+  bound let a reader's peak memory swing by about a message from pass to pass, at no gain in read
+  rate);
 * librdkafka's ``fetch.queue.backoff.ms`` defaults to 3 here (librdkafka's own default is 1000):
   a consumer that assembles a large message lets librdkafka's queue reach its thresholds, and a
-  second's pause per partition cut the chunked route's read rate at 100 MB to a fifth; 10 ms
-  still held it to 0.87-0.90 of a raw reader's, 1 and 3 ms gave 1.09-1.23 (Apache Kafka, 9-15
-  repetitions side by side). The pause only applies while the queue is full: librdkafka then
-  looks at each partition's queue again every 3 ms instead of every 10;
+  pause of a second per partition then starves the chunked route of the segments it needs, and
+  even 10 ms slows it. The pause only applies while the queue is full: librdkafka then looks at
+  each partition's queue again every 3 ms;
 * librdkafka's ``queued.max.messages.kbytes`` defaults to 12 288 here (librdkafka's own is 65 536):
   this consumer holds the message it assembles (and referenced payloads fetched ahead, within
-  ``reference.fetch.budget.bytes``) itself, so 64 MiB more prefetched by librdkafka was a further
-  five 10 MB messages in memory while the application worked on one. With the 3 ms backoff,
-  16 MiB held 0.94-1.18 of a 10 MB message beyond a raw reader of the same segments, 12 MiB
-  0.35, 8 MiB none; 100 MB messages read at 0.99-1.10, 1.03 and 0.70-0.77 of the raw reader;
+  ``reference.fetch.budget.bytes``) itself, so librdkafka's 64 MiB of prefetch beside it would hold
+  several more large messages while the application works on one; 12 MiB keeps the read rate of
+  the larger queue with the 3 ms backoff, which a smaller queue loses. The measurements behind
+  these three defaults are in docs/consumer.md (§1, "The raw-record queue");
 * ``reference.fetch.workers`` (4) and ``reference.fetch.budget.bytes`` (32 000 000): parallel
   fetch-ahead of referenced payloads across the fetched batch;
 * ``reference.max.payload.bytes`` (2 000 000 000) and ``reference.topic.renames`` (none): an

@@ -24,16 +24,16 @@ from gateway.store import Store, locator_topic
 
 DEFAULT_WORKERS = 4
 DEFAULT_BUDGET = 32_000_000
-"""Bytes fetched ahead and not yet taken. Side by side on the broker with 10 MB payloads (medians of 5),
-64, 40 and 32 MB read at the same rate (Redis 2.62, 2.51, 2.66 and S3 1.14, 1.17, 1.17 of the
-sequential baseline), while the reader's peak memory beyond a raw segment reader's fell from 1.6 to
-0.1-0.34 payloads: three payloads ahead already keep four fetch threads busy."""
+"""Bytes fetched ahead and not yet taken: three 10 MB payloads ahead already keep four fetch threads busy,
+so a larger budget buys no read rate and holds more payloads in memory (measured in docs/consumer.md
+§6, "Fetching referenced payloads ahead")."""
 GROUP_BELOW = 1 << 19
 """Payloads smaller than this are fetched ahead in groups, one round trip each, from stores with ``get_many``.
 
-Larger ones go to the workers, one request each, and verify in parallel. Side by side on the broker
-(medians of 7), 1 MB Redis payloads were read at 0.79-0.81 of the baseline in groups and 0.99-1.02 by
-the workers; 400 KB ones at 0.70 and 0.68 either way."""
+Larger ones go to the workers, one request each, and verify in parallel: a group's payloads are
+received and hashed one after another on one thread, which the consumer ends up waiting for once
+payloads are large, while for small ones the round trips a group saves count for more. Around this
+size the two ways read alike (measured in docs/consumer.md §6, "Fetching referenced payloads ahead")."""
 GROUP_MAX_ITEMS = 64
 GROUP_MAX_BYTES = 4_000_000
 """A group's first payload waits for the whole group: kept small enough that the next group overlaps it."""
@@ -118,7 +118,8 @@ class Resolver:
 
     def _group_executor(self) -> ThreadPoolExecutor:
         """One thread for every group: pipelining already overlaps their round trips, and more
-        threads only contend for the GIL over small replies (0.8 of one thread's speed with four)."""
+        threads only contend for the GIL over small replies (four read slower than one, see
+        docs/consumer.md §6)."""
         if self._group_pool is None:
             self._group_pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-resolve-group")
         return self._group_pool
@@ -156,8 +157,7 @@ class Resolver:
         with its own future, so :meth:`resolve` takes them one at a time as it takes the others.
         While payloads are ahead, a group waits until the budget has room for all of it: cut to the
         room left, a full budget would send each group as soon as one payload was taken, one
-        payload per round trip (100 KB Redis payloads read at 0.68 of the baseline that way, on
-        the broker with a 32 MB budget).
+        payload per round trip, which throws away what grouping gains (see docs/consumer.md §6).
         """
         taken: list[tuple[Envelope, Future[bytes]]] = []
         count = 0

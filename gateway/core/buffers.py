@@ -12,11 +12,11 @@ Python implementation, or ``ctypes`` missing) it falls back to a ``bytearray`` a
 
 Untouched pages of a large allocation are not resident, so a builder for an N-byte message costs
 what has been written so far, not N, until the message is complete. Touching them is what costs:
-a fresh 100 MB value takes 25 600 page faults, which made filling it four times slower than
-copying the same bytes into memory already mapped (42 ms against 11 ms, measured). On Linux a
-builder from :data:`HUGE_PAGES_FROM` up asks for transparent huge pages (``MADV_HUGEPAGE``, honoured
-when THP is ``always`` or ``madvise``): 2 MiB pages, 50 faults, 19-20 ms. Where that is not
-available the advice is simply not given.
+a fresh 100 MB value takes 25 600 page faults of 4 KiB, which makes filling it several times slower
+than copying the same bytes into memory already mapped. On Linux a builder from
+:data:`HUGE_PAGES_FROM` up asks for transparent huge pages (``MADV_HUGEPAGE``, honoured when THP is
+``always`` or ``madvise``): 2 MiB pages, 50 faults for 100 MB (timings in docs/consumer.md §6).
+Where that is not available the advice is simply not given.
 """
 
 from __future__ import annotations

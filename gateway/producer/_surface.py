@@ -77,10 +77,10 @@ class ProducerSurface:
     def prepare_topics(self, topics: Sequence[str], timeout: float = 10.0) -> dict[str, str | None]:
         """Learn now what the first large message to each topic would otherwise wait for.
 
-        That is the topic's metadata (librdkafka connects to its leader) and its ``cleanup.policy``,
-        which the producer asks of the brokers before the first reference or multi-segment message
-        to a topic (13-70 ms on Apache Kafka over loopback). Returns the cleanup policy of each
-        topic as the producer now knows it: None where the brokers cannot say or the check is off
+        That is the topic's metadata (librdkafka connects to its leader) and its ``cleanup.policy``, which
+        the producer asks of the brokers before the first reference or multi-segment message to a topic,
+        delaying that message (see docs/peers-and-compaction.md). Returns the cleanup policy of each topic
+        as the producer now knows it: None where the brokers cannot say or the check is off
         (``large.message.compaction.check``), which is then treated as not compacted.
         """
         known: dict[str, str | None] = {}

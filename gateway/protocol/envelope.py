@@ -45,12 +45,12 @@ digest of the payload catches a wrong payload behind a good pointer. Cryptograph
 CRC or xxhash because a store is a separate system that someone else may write to: it resists
 deliberate substitution, not only corruption. Two algorithms are read, both 256-bit:
 
-* SHA-256 (``checksum_alg`` 1): OpenSSL runs it at 1.2-1.6 GB/s per core even with SHA-NI; anyone
-  can check it with ``sha256sum`` or ``aws s3api`` metadata, and it is what kaf-s3 records. A store
-  that keeps the digest in its own metadata (S3) is written with it.
-* BLAKE3 (``checksum_alg`` 2): as strong, and 4-5 times faster on the same core (5.5-7 GB/s
-  measured with AVX-512), which is the difference between hashing costing as much as a loopback
-  Redis transfer and costing a fifth of it. The default for stores that take no digest (Redis).
+* SHA-256 (``checksum_alg`` 1): the slower of the two even with SHA-NI; anyone can check it with
+  ``sha256sum`` or ``aws s3api`` metadata, and it is what kaf-s3 records. A store that keeps the
+  digest in its own metadata (S3) is written with it.
+* BLAKE3 (``checksum_alg`` 2): as strong, and several times faster on the same core, which is the
+  difference between hashing costing as much as a loopback Redis transfer and costing a small part
+  of it (rates measured in docs/protocol.md §8). The producer's default for every store.
 
 The algorithm byte is why a new digest needs no new version; a reader that does not know an
 algorithm refuses the envelope by name rather than accepting an unchecked payload.

@@ -1,9 +1,11 @@
 """Faster construction for the frozen dataclasses a consumer builds for every segment it reads.
 
-A frozen dataclass's generated ``__init__`` stores each field through ``object.__setattr__``
-(about 120 ns a field on CPython 3.11); the slot's own descriptor stores it in about 40. For the
-protocol's typed values (a decoded ``_lm`` header, a segment, a classification, an assembled
-message) that difference was about a quarter of a microsecond per value, several per record.
+A frozen dataclass's generated ``__init__`` stores each field through ``object.__setattr__``, a
+generic call that a frozen class cannot avoid; the slot's own descriptor stores it directly, in a
+fraction of the time. The protocol's typed values (a decoded ``_lm`` header, a segment, a
+classification, an assembled message) are built several times per record, so that difference
+shows in what a segment record costs (measured in docs/consumer.md §1, "What a segment record
+costs").
 """
 
 from __future__ import annotations

@@ -274,7 +274,8 @@ class SourceOptions:
         Range reads use ``assign`` only (no group join, no commits); end of partition must be
         reported so a task can tell "the range's tail holds no visible record" from "wait". A
         task reads one partition in bulk, so fetches are larger than librdkafka's 1 MiB default
-        (a third faster on segments of a few hundred KB); ``kafka.*`` options override both.
+        (faster on segments of a few hundred KB, see docs/spark.md, "Options"); ``kafka.*`` options
+        override both.
         """
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,

@@ -1,11 +1,11 @@
 """Write transactions sent ahead of their replies, on one connection of the store's pool.
 
-A 100 KB write waits about 130 µs for its reply on loopback, most of it the server's turn, while
-the client has nothing to do; the next message's packing, hashing and envelope could run in that
-time. :class:`RedisPutPipeline` sends each transaction at once and reads its replies only when the
-producer confirms it, oldest first, which is the order Redis answers in on one connection. Side
-by side on one server, 100 KB writes took 76 µs each with four in flight against 272 µs one at a
-time (``reference.write.window``, :mod:`gateway.producer.reference.window`).
+A 100 KB write spends most of its round trip waiting for its reply on loopback, the server's turn,
+while the client has nothing to do; the next message's packing, hashing and envelope could run in
+that time. :class:`RedisPutPipeline` sends each transaction at once and reads its replies only when
+the producer confirms it, oldest first, which is the order Redis answers in on one connection
+(``reference.write.window``, :mod:`gateway.producer.reference.window`; what it saves is measured in
+docs/policy.md, "Writes in flight").
 
 Each transaction is the one :meth:`RedisStore.put` sends: entries, pending mark and index entry in
 one MULTI/EXEC, so sending it again writes the same keys and members and changes nothing. That is

@@ -8,9 +8,9 @@ Crash journal: before the payload is uploaded, a marker object under ``<prefix>_
 (:mod:`stores.s3._pending`): its own, or a batch marker written before the ids it names were handed
 out. On delete the payload goes first and its mark last.
 
-Reads are a single GET. On the moto server at 20 MB a single ``get_object`` took 25-50 ms against
-60-100 ms for ``download_fileobj`` with four ranged parts (the thread pool and the extra HEAD cost
-more than parallelism gains on loopback). Real S3 caps one stream at roughly 100 MB/s, so very
+Reads are a single GET: on a local S3 server one ``get_object`` beat ``download_fileobj`` with
+ranged parts, whose thread pool and extra HEAD cost more than parallelism gains on loopback
+(measured in docs/stores.md, "S3Store"). Real S3 caps one stream at roughly 100 MB/s, so very
 large objects there would gain from ranged reads; that is left for when it can be measured.
 """
 
@@ -55,10 +55,10 @@ MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
 """The default part size of a multipart upload."""
 DEFAULT_MULTIPART_THRESHOLD = 64 * MiB
-"""The size from which a payload is uploaded in parts. On the moto server one PUT was faster than
-8 MiB parts at every size measured (10 MB: 55 against 94 ms; 100 MB: 556 against 722 ms), since a
-multipart upload costs two more requests; on AWS one stream carries roughly 100 MB/s, so parallel
-parts pay off only for large objects, where AWS's own guidance starts them."""
+"""The size from which a payload is uploaded in parts. On a local S3 server one PUT was faster than
+8 MiB parts at every size measured (docs/stores.md, "S3Store"), since a multipart upload costs two
+more requests; on AWS one stream carries roughly 100 MB/s, so parallel parts pay off only for large
+objects, where AWS's own guidance starts them."""
 MAX_LOCATOR_LENGTH = 1024
 DEFAULT_JOURNAL_BATCH = 64
 DEFAULT_JOURNAL_OPEN_MS = 30_000
