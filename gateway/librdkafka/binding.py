@@ -81,6 +81,7 @@ _FUNCTIONS: Final[dict[str, tuple[Any, list[Any]]]] = {
     "rd_kafka_type": (ctypes.c_int, [_VP]),
     "rd_kafka_opaque": (_VP, [_VP]),
     "rd_kafka_err2str": (ctypes.c_char_p, [ctypes.c_int]),
+    "rd_kafka_fatal_error": (ctypes.c_int, [_VP, ctypes.c_char_p, ctypes.c_size_t]),
     "rd_kafka_topic_partition_list_new": (_LIST, [ctypes.c_int]),
     "rd_kafka_topic_partition_list_add": (ctypes.POINTER(CPartition), [_LIST, ctypes.c_char_p, ctypes.c_int32]),
     "rd_kafka_topic_partition_list_destroy": (None, [_LIST]),
@@ -258,3 +259,19 @@ def read_list(plist: Any) -> list[CEntry]:
         topic = elem.topic.decode("utf-8", "replace") if elem.topic else ""
         out.append(CEntry(topic, elem.partition, elem.offset, metadata, elem.err))
     return out
+
+
+def fatal_error(client: Any, kind: int) -> tuple[int, str] | None:
+    """``client``'s fatal error as ``(code, reason)``, or ``None`` when it has none or cannot be asked.
+
+    confluent-kafka 2.16's ``flush`` of a fenced transactional producer sometimes raises a bare
+    ``SystemError`` ("returned NULL without setting an exception") instead of the fatal
+    ``KafkaException``: librdkafka still knows the error, and this reads it back.
+    """
+    lib = Librdkafka.get()
+    rk = None if lib is None else client_handle(lib, client, kind)
+    if lib is None or rk is None:
+        return None
+    reason = ctypes.create_string_buffer(512)
+    code = lib.fatal_error(rk, reason, len(reason))
+    return (int(code), reason.value.decode("utf-8", "replace")) if code else None

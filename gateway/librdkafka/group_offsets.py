@@ -31,6 +31,7 @@ from gateway.librdkafka.binding import (
     Librdkafka,
     client_handle,
     destroy_list,
+    fatal_error,
     handle_field,
     new_list,
     read_list,
@@ -315,8 +316,21 @@ def _raise_error(lib: Librdkafka, error: int | None) -> None:
     raise KafkaException(kafka_error)
 
 
-class ExactMetadataProducer(Producer):
-    """librdkafka's producer of a ``HybridProducer``: transaction offsets carry their metadata's exact bytes."""
+class ExactProducer(Producer):
+    """librdkafka's producer of a ``HybridProducer``, saying exactly what librdkafka says.
+
+    Transaction offsets carry their metadata's exact bytes, and a fatal error confluent-kafka's
+    ``flush`` loses (a bare ``SystemError``) is raised as the fatal ``KafkaException`` it is.
+    """
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
         send_offsets_to_transaction(self, list(positions), group_metadata, timeout)
+
+    def flush(self, *args: Any, **kwargs: Any) -> int:
+        try:
+            return int(super().flush(*args, **kwargs))
+        except SystemError as exc:
+            fatal = fatal_error(self, RD_KAFKA_PRODUCER)
+            if fatal is None:
+                raise
+            raise KafkaException(KafkaError(fatal[0], fatal[1], fatal=True)) from exc

@@ -21,7 +21,7 @@ from gateway.auditing import Auditor, AuditType
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.errors import ConfigurationError
 from gateway.histogram import HistogramSnapshot
-from gateway.librdkafka.group_offsets import ExactMetadataProducer
+from gateway.librdkafka.group_offsets import ExactProducer
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
@@ -96,7 +96,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if auditor is not None:
             auditor.start()
         window = WriteWindow(self.settings.write_window, self.stores, self.settings.write_linger_s)
-        self._producer = InOrderProducer(conf, window) if window.size > 1 else ExactMetadataProducer(conf)
+        self._producer = InOrderProducer(conf, window) if window.size > 1 else ExactProducer(conf)
         """With a write window, the producer that sends the writes in flight ahead of every other record."""
         policies = (
             CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, self.settings.topic_config_refresh_s)

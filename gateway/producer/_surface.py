@@ -115,7 +115,7 @@ class ProducerTransactions:
         """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped.
 
         Each offset's metadata goes to Kafka as its exact UTF-8 bytes (confluent-kafka would add a NUL):
-        see :class:`~gateway.librdkafka.group_offsets.ExactMetadataProducer`.
+        see :class:`~gateway.librdkafka.group_offsets.ExactProducer`.
         """
         _call(self._producer.send_offsets_to_transaction, timeout, positions, group_metadata)
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.librdkafka.group_offsets import ExactMetadataProducer
+from gateway.librdkafka.group_offsets import ExactProducer
 from gateway.producer._queue_full import without_serving_reports
 from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer.reference.digests import PendingDigest
@@ -193,7 +193,7 @@ class WriteWindow:
         self._pipelines.clear()
 
 
-class InOrderProducer(ExactMetadataProducer):
+class InOrderProducer(ExactProducer):
     """The librdkafka producer of a ``HybridProducer`` with a write window: writes in flight go first.
 
     Every call that sends or waits for records settles the window before librdkafka sees it, and
