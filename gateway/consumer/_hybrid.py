@@ -128,8 +128,15 @@ class HybridConsumer(ConsumerSurface):
         if self._deferred is not None:
             exc, self._deferred = self._deferred, None
             raise exc
-        msg = self._ready.popleft() if self._ready else self._next_whole(timeout)
+        msg = self._take_ready() if self._ready else self._next_whole(timeout)
         return msg if msg is None or not self._deserialize else self._deserializers.apply(msg)
+
+    def _take_ready(self) -> Message:
+        """The next message kept back after a refused one; the commits it held go with the last."""
+        msg = self._ready.popleft()
+        if not self._ready:
+            self._handoff.release()
+        return msg
 
     def _plain_head(self) -> Message | None:
         """The queue's head, taken out if it is plainly plain and its partition allows a run; else None."""
@@ -215,6 +222,7 @@ class HybridConsumer(ConsumerSurface):
             raise ValueError("num_messages must be >= 1")
         if self._handoff.returned:
             return self._handoff.take(num_messages)
+        before = self._progress() if self._deserialize else None  # where commits stand, should a refusal keep some back
         out: list[Message] = []
         try:
             if self._proven:  # the rest of a batch poll() proved
@@ -234,6 +242,9 @@ class HybridConsumer(ConsumerSurface):
             self._fill(out, num_messages)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
             self._end_batch()  # what is ready or deferred goes before the rest of a proven batch
+            if self._ready and before is not None:  # delivered, not received: no commit may cover them yet
+                kept: list[Any] = list(self._ready)
+                self._handoff.hold(before, {(m.topic(), m.partition()) for m in kept})
             if not out:
                 raise
             self._deferred = exc
@@ -273,7 +284,7 @@ class HybridConsumer(ConsumerSurface):
         """``out`` up to ``limit`` from what is ready, queued or fetched without waiting."""
         raw = self._raw
         while self._ready and len(out) < limit:
-            self._hand_out(out, self._ready.popleft())
+            self._hand_out(out, self._take_ready())
         while len(out) < limit:
             if not raw and not self._fetch(0):
                 break

@@ -15,6 +15,12 @@ has acted on that report (in its next call):
   anything newer (messages already deserialized, and an error that carries a message, raised
   again), and commits stay below it until it has arrived.
 
+The consumer itself keeps messages back in one case: ``consume`` stops at a message its
+deserializer refused (raised to the application) and hands the ones after it out on its next
+calls. Those were delivered as far as the tracker knows, so the consumer *holds* the commits of
+their partitions where they stood before that ``consume`` (:meth:`Handoff.hold`) until it has
+handed them all out (:meth:`Handoff.release`).
+
 This module is the one place that decides what "received" means for commits; the commit
 translator only asks it for each partition's floor (:meth:`Handoff.floor`).
 """
@@ -22,7 +28,7 @@ translator only asks it for each partition's floor (:meth:`Handoff.floor`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -88,6 +94,8 @@ class Handoff:
         """Items of returned loans, each with its loan, in the order they were first handed out."""
         self.returned_total = 0
         """Items that came back since the consumer started."""
+        self._held: dict[TopicPartitionKey, int] = {}
+        """Floors of the messages the consumer kept back after a refused one (:meth:`hold`)."""
 
     def call(self, loan: Loan | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the consumer's thread, after acting on every loan whose fate is known.
@@ -169,13 +177,24 @@ class Handoff:
             out.append(self.take_one())
         return out
 
+    def hold(self, before: Mapping[TopicPartitionKey, Progress], partitions: Iterable[TopicPartitionKey]) -> None:
+        """Messages of ``partitions`` were delivered and kept back: commits stay where ``before`` had them."""
+        now = self._progress()
+        floors = {tp: before[tp][0] if tp in before else now[tp][2] for tp in partitions if tp in before or tp in now}
+        _lower(self._held, floors)
+
+    def release(self) -> None:
+        """Every message kept back was handed out."""
+        self._held.clear()
+
     def floor(self, tp: TopicPartitionKey) -> int | None:
-        """The offset no commit of ``tp`` may pass now, or None when nothing lent bounds it."""
+        """The offset no commit of ``tp`` may pass now, or None when nothing lent or held bounds it."""
         if not self._open and not self._back:
-            return None
-        low: int | None = None
+            return self._held.get(tp)
+        low: int | None = self._held.get(tp)
         if self._current is not None and tp in self._before:
-            low = self._before[tp][0]
+            standing = self._before[tp][0]
+            low = standing if low is None else min(low, standing)
         for loan in (*self._open, *self._back):
             for floors in (loan.floors, loan.inherited):
                 value = floors.get(tp)
@@ -188,6 +207,7 @@ class Handoff:
         self._open.clear()
         self._back.clear()
         self.returned.clear()
+        self._held.clear()
 
 
 def _lower(into: dict[TopicPartitionKey, int], floors: Mapping[TopicPartitionKey, int]) -> None:

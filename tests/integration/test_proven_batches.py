@@ -161,3 +161,41 @@ def test_consume_after_poll_emptied_a_proven_batch_commits_everything_delivered(
     assert consumer.position([TopicPartition(topic, 0)])[0].offset == 3 * BATCH
     consumer.close()
     assert _committed(kafka, topic, group) == 3 * BATCH
+
+
+@pytest.mark.parametrize("first_polls, per_call", [(25, 15), (0, BATCH)], ids=["poll-then-consume", "consume-only"])
+def test_a_commit_after_a_refused_value_never_covers_what_consume_kept_back(
+    kafka: KafkaService, topic: str, first_polls: int, per_call: int
+) -> None:
+    """consume() returns what came before a refused value and keeps the rest for its next calls; an
+    application that commits after catching the error, then stops, must find those again."""
+    values = [b"%d" % i for i in range(RECORDS)]
+    values[33] = b"not a number"
+    _produce(kafka, topic, values)
+
+    def to_int(value: bytes | None, ctx: Any) -> int:
+        return int(value or b"")
+
+    group = f"refused-{topic}"
+    consumer = _consumer(kafka, topic, group, **{"value.deserializer": to_int})
+    seen = _poll(consumer, first_polls) if first_polls else []
+    deadline = time.monotonic() + 60
+    while 33 not in seen and time.monotonic() < deadline:
+        try:
+            seen += [m.offset() for m in consumer.consume(per_call, 1)]
+        except ValueDeserializationError as exc:
+            assert exc.kafka_message is not None
+            seen.append(exc.kafka_message.offset())
+            consumer.commit(asynchronous=False)  # the error is handled: commit what was received
+        if not first_polls and len(seen) == 1:
+            time.sleep(1)  # librdkafka prefetches the rest: the batches after the first are proven
+    assert seen == list(range(34)), "received up to the refused value, in order"
+    assert consumer._ready, "consume() kept messages behind the refused one (else the test proves nothing)"
+    consumer.close()  # the application stops before taking them
+    assert _committed(kafka, topic, group) <= 34, "a commit covered messages the application never received"
+    restarted = _consumer(kafka, topic, group)
+    again: list[int] = []
+    while (not again or again[-1] < RECORDS - 1) and time.monotonic() < deadline:
+        again += [m.offset() for m in restarted.consume(RECORDS, 1)]
+    restarted.close()
+    assert set(range(34, RECORDS)) <= set(again), "the messages consume() kept back were lost"
