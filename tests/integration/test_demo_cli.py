@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,15 +16,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gateway import HybridConsumer, HybridProducer
 from gateway.prometheus import GatewayCollector
-from gateway.testing import KafkaService, free_port
+from gateway.testing import KafkaService, free_port, resolve_backend
 from tests.helpers import payload
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
@@ -35,18 +36,52 @@ def test_help_lists_subcommands() -> None:
 
 
 def test_demo_verifies_every_byte_on_the_embedded_cluster() -> None:
-    out = run_cli("demo", "--count", "60", "--seed", "3")
+    out = run_cli("demo", "--count", "60", "--seed", "3", "--no-spark")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "every byte verified: 60/60" in out.stdout
+    assert "Spark" not in out.stdout
     for route in ("plain", "chunked", "reference:redis"):
         assert route in out.stdout
 
 
 def test_demo_without_stores_leaves_out_what_the_embedded_cluster_cannot_hold() -> None:
-    out = run_cli("demo", "--count", "40", "--stores", "none", "--large-fraction", "0.3", "--seed", "5")
+    out = run_cli("demo", "--count", "40", "--stores", "none", "--large-fraction", "0.3", "--seed", "5", "--no-spark")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "left out" in out.stdout
     assert "reference" not in out.stdout.split("every byte")[0].split("┃ route")[-1]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_demo_runs_the_spark_stage_after_the_kafka_routes() -> None:
+    """``make demo``'s job: on the demo's own cluster (the backend's), the Spark stage reads, copies and
+    streams, verifies all of it, reports its time, and the verdict and exit status cover both stages."""
+    backend = resolve_backend()
+    if backend not in ("mock", "kafka"):
+        pytest.skip(f"the demo starts its own broker only for mock and kafka, not {backend}")
+    out = run_cli("demo", "--kafka", backend, "--count", "60", "--wave", "10", "--seed", "3", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "every byte verified: 60/60" in out.stdout
+    assert (
+        "Spark stage verified: 60/60 rows read match by SHA-256; 60/60 copies verified by HybridConsumer;" in out.stdout
+    )
+    assert "10/10 wave messages written exactly once across a restart" in out.stdout
+    assert "verdict: all verified (Kafka routes, Spark stage)" in out.stdout
+    seconds = re.search(r"Spark (\d+\.\d) s on local\[2\]", out.stdout)
+    assert seconds is not None, out.stdout
+    print(f"\nSpark stage on {backend}: {seconds.group(1)} s")
+    for step in ("Spark batch read (", "Spark sink copy (", "Spark stream (", "run 2, restarted: batches"):
+        assert step in out.stdout
+    assert "Spark stage skipped" not in out.stdout and out.stderr == "", out.stderr  # Spark's noise went to its log
+
+
+def test_demo_without_java_says_so_in_one_line_and_runs_the_rest(tmp_path: Path) -> None:
+    env = {**os.environ, "JAVA_HOME": str(tmp_path)}  # PySpark starts $JAVA_HOME/bin/java, which is not there
+    out = run_cli("demo", "--count", "20", "--seed", "3", "--stores", "none", "--max-size", "1MB", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    skipped = [line for line in out.stdout.splitlines() if "Spark" in line]
+    assert skipped == [f"Spark stage skipped: JAVA_HOME={tmp_path} has no bin/java: Spark needs Java 17 or newer"]
+    assert "every byte verified: 20/20" in out.stdout
 
 
 def test_prometheus_collector_exposes_route_counters(kafka: KafkaService, topic: str, consumer_config: Any) -> None:
@@ -98,6 +133,7 @@ def test_version() -> None:
         (["--stores", "bogus"], "unknown store 'bogus'"),
         (["--min-size", "10XB"], "not a size: '10XB'"),
         (["--large-fraction", "2"], "--large-fraction must be between 0 and 1"),
+        (["--wave", "1"], "--wave must be at least 2"),
     ],
 )
 def test_demo_refuses_bad_arguments_in_one_line(args: list[str], says: str) -> None:
