@@ -50,8 +50,6 @@ from gateway.testing.demo_env import DemoEnv
 from gateway.testing.demo_report import TableRow
 
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
-MAX_OFFSETS_PER_TRIGGER = 16
-"""Records per micro-batch of the stream, so that each run of it takes more than one."""
 JAVA_MIN = 17
 STEPS = {
     "read": "rows read match by SHA-256",
@@ -133,6 +131,7 @@ def spark_stage(options: DemoOptions, env: DemoEnv, result: DemoResult, console:
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
         try:
             spark = start_session(stage.master, work, log)
+            stage.rows.append(TableRow(f"Spark session start ({time.monotonic() - started:.1f} s)"))
             try:
                 run_steps(spark, options, env, result, stage, work, lambda text: status.update(f"Spark: {text}"))
             finally:
@@ -340,7 +339,6 @@ def run_stream(
         .options(**source_options(env))
         .option("subscribe", source)
         .option("startingOffsets", starting)  # where the first run starts; a restart resumes from the checkpoint
-        .option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
         .load()
     )
     query = (
@@ -384,8 +382,9 @@ def stream_wave(
     check = read_copy(env, target, "stream", sent)
     check_runs(check, [(new.keys(), batches) for new, batches in runs])
     for number, (new, batches) in enumerate(runs, 1):
-        span = f"batches {batches[0][0]}-{batches[-1][0]}" if batches else "no batch"
-        label = f"  run {number}{', restarted' if number > 1 else ''}: {span}"
+        ids = sorted({batch for batch, _ in batches})
+        span = f"batch{'es' if len(ids) > 1 else ''} {', '.join(map(str, ids)) or 'none'}"
+        label = f"  run {number}{' (restart)' if number > 1 else ''}: {span}"
         size = sum(s.size + TRAILER for s in new.values())
         rows.append(TableRow(label, len(new), size, f"{len(new.keys() & check.passed)}/{len(new)}"))
     return check

@@ -70,7 +70,13 @@ def test_demo_runs_the_spark_stage_after_the_kafka_routes() -> None:
     seconds = re.search(r"Spark (\d+\.\d) s on local\[2\]", out.stdout)
     assert seconds is not None, out.stdout
     print(f"\nSpark stage on {backend}: {seconds.group(1)} s")
-    for step in ("Spark batch read (", "Spark sink copy (", "Spark stream (", "run 2, restarted: batches"):
+    for step in (
+        "Spark session start (",
+        "Spark batch read (",
+        "Spark sink copy (",
+        "Spark stream (",
+        "run 2 (restart): batch 1",
+    ):
         assert step in out.stdout
     assert "Spark stage skipped" not in out.stdout and out.stderr == "", out.stderr  # Spark's noise went to its log
 
