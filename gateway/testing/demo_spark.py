@@ -24,9 +24,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 import zipfile
@@ -51,6 +53,7 @@ from gateway.testing.demo_report import TableRow
 
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
 JAVA_MIN = 17
+_DEFERRED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 STEPS = {
     "read": "rows read match by SHA-256",
     "copy": "copies verified by HybridConsumer",
@@ -127,24 +130,37 @@ def spark_stage(options: DemoOptions, env: DemoEnv, result: DemoResult, console:
     work = Path(tempfile.mkdtemp(prefix="gw-demo-spark-"))
     log = work / "spark.log"
     started = time.monotonic()
-    with console.status(f"Spark: starting a session on {stage.master}") as status, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-        try:
-            spark = start_session(stage.master, work, log)
-            stage.rows.append(TableRow(f"Spark session start ({time.monotonic() - started:.1f} s)"))
-            try:
-                run_steps(spark, options, env, result, stage, work, lambda text: status.update(f"Spark: {text}"))
-            finally:
-                spark.stop()
-        except Exception as exc:  # noqa: BLE001 - the stage fails in one line; the report still prints
-            first = next((line for line in str(exc).splitlines() if line.strip()), "(no message)")
-            stage.error = f"{type(exc).__name__}: {first[:300]}"
+    try:
+        with console.status(f"Spark: starting a session on {stage.master}") as status, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+            run_stage(options, env, result, stage, work, lambda text: status.update(f"Spark: {text}"))
+    except BaseException:  # interrupted (SIGTERM, Ctrl-C): the demo removes what it made on the way out
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     stage.seconds = time.monotonic() - started
     if stage.ok:
         shutil.rmtree(work, ignore_errors=True)
-    else:
+    else:  # the log stays for the reader
         stage.notes.append(f"Spark's own log: {log}")
     return stage
+
+
+def run_stage(
+    options: DemoOptions, env: DemoEnv, result: DemoResult, stage: SparkStage, work: Path, say: Callable[[str], None]
+) -> None:
+    """Start the session, run the steps, stop it; a failure becomes the stage's one-line error."""
+    started = time.monotonic()
+    try:
+        spark = start_session(stage.master, work, work / "spark.log")
+        stage.rows.append(TableRow(f"Spark session start ({time.monotonic() - started:.1f} s)"))
+        try:
+            run_steps(spark, options, env, result, stage, work, say)
+        finally:  # a stop that fails must not hide why the stage ended (a SIGTERM mid-call confuses py4j)
+            with contextlib.suppress(Exception):
+                spark.stop()
+    except Exception as exc:  # noqa: BLE001 - the stage fails in one line; the report still prints
+        first = next((line for line in str(exc).splitlines() if line.strip()), "(no message)")
+        stage.error = f"{type(exc).__name__}: {first[:300]}"
 
 
 def start_session(master: str, work: Path, log: Path) -> Any:
@@ -156,10 +172,33 @@ def start_session(master: str, work: Path, log: Path) -> Any:
         conf["spark.submit.pyFiles"] = str(package_zip(work))
         if re.match(r"spark://(127\.0\.0\.1|localhost)[:/]", master):  # a cluster on loopback, as the servers are
             conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    with stderr_to(log):  # the JVM, and the Python workers it starts, keep this stderr
+    with signals_deferred(), stderr_to(log):  # the JVM, and the Python workers it starts, keep this stderr
         spark = local_session(master, app_name="gateway-demo", conf=conf)
     register(spark)
     return spark
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGTERM, SIGHUP and SIGINT act when the block ends, not inside it.
+
+    Interrupted while PySpark launches its JVM, the driver removes the folder where the JVM is about
+    to write its port; the JVM's main thread dies of that before it starts watching the driver, and
+    its py4j server thread keeps it alive with no parent: every interrupted launch left a JVM behind.
+    Once launched, the JVM exits by itself when the driver goes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in _DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 @contextlib.contextmanager

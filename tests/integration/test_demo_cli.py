@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,74 @@ def test_sigterm_stops_the_servers_the_demo_started_and_removes_their_folders() 
             demo.kill()
     assert not [pid for pid in servers if Path(f"/proc/{pid}").exists()], "servers left running"
     assert not [f for f in folders if f.exists()], "server folders left behind"
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its new parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _spark_processes(marker: str) -> list[int]:
+    """Every process whose command line names ``marker`` (the stage's folder), whoever its parent is now."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("moment", ["launch", "job"])
+def test_sigterm_in_the_spark_stage_leaves_no_jvm_server_or_folder(moment: str, tmp_path: Path) -> None:
+    """A SIGTERM while PySpark launches its JVM, or while a job runs: exit 143, nothing left running.
+
+    Interrupted during the launch, PySpark's JVM used to outlive the demo (its main thread died, its
+    py4j thread kept it up, holding the demo's stdout); interrupted inside a py4j call, the failing
+    ``spark.stop()`` used to turn the SIGTERM into "Spark stage FAILED" and exit status 1.
+    """
+    log = tmp_path / "demo.out"
+    with log.open("w") as out:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "demo", "--count", "60"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        deadline = time.monotonic() + 120
+        children: dict[int, str] = {}
+        ready = False
+        while time.monotonic() < deadline and not ready:
+            time.sleep(0.05 if moment == "launch" else 0.2)
+            children = _children(demo.pid)
+            jvm = [pid for pid, command in children.items() if "org.apache.spark.deploy.SparkSubmit" in command]
+            ready = bool(jvm) and (
+                moment == "launch" or "pyspark.daemon pyspark.worker" in " ".join(_children(jvm[0]).values())
+            )
+        found = re.search(r"gw-demo-spark-[^/ ]+", " ".join(children.values()))
+        assert ready and found is not None, children
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(60) == 128 + signal.SIGTERM, log.read_text()
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert "Spark stage FAILED" not in log.read_text()
+    deadline = time.monotonic() + 30  # the JVM stops by itself once its stdin, the driver's pipe, closes
+
+    def left() -> list[int]:
+        return [pid for pid in {*children, *_spark_processes(found.group(0))} if _alive(pid)]
+
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stray = left()
+    for pid in stray:  # never leave a stray JVM on a shared machine, even when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not stray, f"left running after the demo exited: {stray} of {children}"
+    assert not (Path(tempfile.gettempdir()) / found.group(0)).exists(), "the Spark stage's folder was left behind"
