@@ -17,6 +17,7 @@ same topic through ``hybrid-kafka``, writes a copy through the sink and runs a s
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import random
 import time
@@ -40,6 +41,9 @@ MOCK_PARTITION_BYTES = 4_400_000
 record batches, and the rest is left for the batches' own overhead."""
 PARTITIONS = 4
 """Partitions of the demo's topics on a real broker; on the embedded cluster, as many as the bytes need."""
+MOCK_MAX_PARTITIONS = 64
+"""At most this many on the embedded cluster: a demo that needs more (a few thousand messages) does not
+keep them all, and its Spark stage says so instead of running."""
 
 
 @dataclass
@@ -94,6 +98,8 @@ class DemoResult:
     seconds: float
     topic: str = ""
     sent: dict[bytes, Sent] = field(default_factory=dict)
+    kept: bool = True
+    """Whether the topic keeps every message it was sent (the embedded cluster may not)."""
 
     @property
     def ok(self) -> bool:
@@ -132,6 +138,8 @@ class Plan:
     max_inline: int
     placement: dict[int, int]
     partitions: int
+    kept: bool = True
+    """False when the embedded cluster cannot keep every message until a later reader comes."""
 
 
 def plan(options: DemoOptions, window: int | None, store: str | None, partitions: int | None = None) -> Plan:
@@ -145,29 +153,34 @@ def plan(options: DemoOptions, window: int | None, store: str | None, partitions
     if window is None:
         return Plan(messages, options.count - len(messages), max_inline, {}, partitions or PARTITIONS)
     costs = [size if store is None or size <= options.reference_above else 1024 for _, size in messages]
-    count, spread_over = spread(costs, MOCK_PARTITION_BYTES, partitions)
+    count, spread_over, kept = spread(costs, MOCK_PARTITION_BYTES, partitions)
+    if not kept and partitions is None:  # more than the cluster keeps anyway: as on a real broker
+        return Plan(messages, options.count - len(messages), max_inline, {}, PARTITIONS, kept=False)
     placement = dict(zip((i for i, _ in messages), spread_over, strict=True))
-    return Plan(messages, options.count - len(messages), max_inline, placement, count)
+    return Plan(messages, options.count - len(messages), max_inline, placement, count, kept)
 
 
-def spread(costs: Sequence[int], budget: int, partitions: int | None = None) -> tuple[int, list[int]]:
-    """A partition per message, largest first into the emptiest, over the fewest partitions (at least
-    :data:`PARTITIONS`) that keep each under ``budget`` bytes; ``partitions`` fixes the count instead.
+def spread(costs: Sequence[int], budget: int, partitions: int | None = None) -> tuple[int, list[int], bool]:
+    """A partition per message, largest first into the emptiest, over the fewest partitions (from
+    :data:`PARTITIONS` to :data:`MOCK_MAX_PARTITIONS`) that keep each under ``budget`` bytes;
+    ``partitions`` fixes the count instead. Also whether each partition did stay under ``budget``.
 
     The embedded cluster silently drops the oldest batches of a partition past 5 MiB: spread this way,
     a topic keeps every message it was sent, and a later reader (the Spark stage) finds them all.
     """
-    count = partitions or max(PARTITIONS, -(-sum(costs) // budget))
+    count = partitions or min(MOCK_MAX_PARTITIONS, max(PARTITIONS, -(-sum(costs) // budget)))
+    order = sorted(range(len(costs)), key=lambda i: -costs[i])
     while True:
-        filled = [0] * count
+        emptiest = [(0, p) for p in range(count)]
         placement = [0] * len(costs)
-        for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
-            target = min(range(count), key=filled.__getitem__)
-            filled[target] += costs[i] + 512  # the record's and batch's own bytes, generously
+        for i in order:
+            filled, target = heapq.heappop(emptiest)
+            heapq.heappush(emptiest, (filled + costs[i] + 512, target))  # 512: the record's and batch's bytes
             placement[i] = target
-        if partitions is not None or max(filled, default=0) <= budget:
-            return count, placement
-        count += 1
+        kept = max(emptiest)[0] <= budget
+        if kept or partitions is not None or count >= MOCK_MAX_PARTITIONS:
+            return count, placement, kept
+        count = min(MOCK_MAX_PARTITIONS, count + max(1, count // 8))
 
 
 def demo_policy(options: DemoOptions, stores: Mapping[str, Any]) -> tuple[Policy, str | None]:
@@ -319,7 +332,7 @@ def run_demo(options: DemoOptions, env: DemoEnv, topic: str, sending: Plan, *, p
     store_bytes = {name: int(store.metrics().get("bytes_written", 0)) for name, store in env.stores.items()}
     result = DemoResult(
         produced, verified, mismatched, len(expected), sending.skipped, routes, kafka_bytes, store_bytes,
-        env.backend, notes, time.monotonic() - started, topic, sent,
+        env.backend, notes, time.monotonic() - started, topic, sent, sending.kept,
     )  # fmt: skip
     return result
 
@@ -351,18 +364,12 @@ def main(options: DemoOptions) -> int:
         sending = plan(options, window, demo_policy(options, stores)[1])
         env.partitions = sending.partitions
         env.create_topic(topic, sending.partitions)
-        console.print(
-            Text(
-                f"Kafka: {backend}; topic {topic}, {env.partitions or 'auto-created'} partitions"
-                + (
-                    f"; at most {window:,} bytes left unconsumed and each partition below "
-                    f"{MOCK_PARTITION_BYTES:,} bytes (the embedded cluster keeps ~5 MiB per partition)"
-                    if window
-                    else ""
-                )
-            ),
-            soft_wrap=True,
-        )
+        line = f"Kafka: {backend}; topic {topic}, {env.partitions or 'auto-created'} partitions"
+        if sending.placement:
+            line += f", each below {MOCK_PARTITION_BYTES:,} bytes"
+        if window is not None:
+            line += f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
+        console.print(Text(line), soft_wrap=True)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.testing.demo import (
+    MOCK_MAX_PARTITIONS,
     DemoOptions,
     DemoResult,
     Plan,
@@ -121,6 +122,11 @@ def spark_stage(options: DemoOptions, env: DemoEnv, result: DemoResult, console:
     reason = missing_requirement()
     if reason is None and not result.ok:
         reason = "the Kafka routes did not verify"
+    if reason is None and not (result.kept and wave_plan(options, env)[1].kept):
+        reason = (
+            f"the embedded cluster keeps ~5 MiB in each of at most {MOCK_MAX_PARTITIONS} partitions, less than "
+            "these messages need until Spark reads them: use fewer (--count, --wave) or --kafka kafka"
+        )
     if reason is None and env.store_options is None and any(s.route.startswith("ref") for s in result.sent.values()):
         reason = "a store is an in-process stand-in, which Spark's executors cannot reach"
     if reason is not None:

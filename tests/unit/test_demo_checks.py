@@ -6,12 +6,22 @@ And the demo's layout on the embedded cluster: every partition under the ring it
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from gateway.testing.demo import MOCK_PARTITION_BYTES, MOCK_WINDOW, PARTITIONS, DemoOptions, Sent, plan, spread
+from gateway.testing.demo import (
+    MOCK_MAX_PARTITIONS,
+    MOCK_PARTITION_BYTES,
+    MOCK_WINDOW,
+    PARTITIONS,
+    DemoOptions,
+    Sent,
+    plan,
+    spread,
+)
 from gateway.testing.demo_checks import TRAILER, Check, Copy, check_copy, check_rows, check_runs
 from gateway.testing.demo_report import render
 from gateway.testing.demo_spark import STEPS, SparkStage
@@ -126,7 +136,18 @@ def test_on_the_embedded_cluster_every_partition_stays_under_its_ring() -> None:
 
 
 def test_spread_adds_partitions_until_each_fits() -> None:
-    count, placement = spread([3_000_000] * 5, budget=4_000_000)
-    assert count == 5 and sorted(placement) == [0, 1, 2, 3, 4]
-    count, placement = spread([1_000] * 10, budget=4_000_000)
-    assert count == PARTITIONS
+    count, placement, kept = spread([3_000_000] * 5, budget=4_000_000)
+    assert kept and count == 5 and sorted(placement) == [0, 1, 2, 3, 4]
+    count, placement, kept = spread([1_000] * 10, budget=4_000_000)
+    assert kept and count == PARTITIONS
+
+
+def test_a_demo_too_large_for_the_embedded_cluster_is_said_to_be_so_quickly() -> None:
+    """100 000 messages would need some 1 200 partitions: found out quickly, not claimed to be kept, and
+    then placed as on a real broker (the Spark stage, which needs them all, is skipped)."""
+    started = time.monotonic()
+    sending = plan(DemoOptions(count=100_000), MOCK_WINDOW, "redis")
+    assert time.monotonic() - started < 10
+    assert not sending.kept and sending.partitions == PARTITIONS and sending.placement == {}
+    assert spread([5_000_000] * 100, budget=4_000_000)[0] == MOCK_MAX_PARTITIONS
+    assert plan(DemoOptions(count=1_000), MOCK_WINDOW, "redis").kept
