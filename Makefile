@@ -1,5 +1,5 @@
 # Two entry points, both safe to run twice on a fresh Debian machine with Python 3.11, Java 17 and Maven:
-#   make demo   - set up, then run the main job (gateway demo on the embedded cluster; no JVM needed)
+#   make demo   - set up, then run the main job (gateway demo on the embedded cluster, then its Spark stage)
 #   make test   - set up, fetch Apache Kafka and Spark's Kafka source from Maven Central, run the whole suite
 PYTHON ?= python3
 VENV   ?= .venv

@@ -43,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="produce a realistic mix, consume it back, verify every byte (the main job)",
         description="Starts an embedded Kafka cluster (and Redis / S3 servers when installed), produces a "
         "log-normal mix of message sizes under SizeThresholdPolicy, consumes it back with HybridConsumer, "
-        "verifies every byte by SHA-256 and prints what went where. Exits 0 only if every byte verified.",
+        "verifies every byte by SHA-256 and prints what went where. Then, when PySpark and Java are there, the "
+        "Spark stage: a batch job reads the topic through hybrid-kafka and verifies every row, writes a "
+        "transformed copy through the hybrid-kafka sink (verified by HybridConsumer), and a streaming query "
+        "with a checkpoint, stopped and restarted, writes a second wave exactly once. Exits 0 only if every "
+        "stage verified.",
     )
     demo.add_argument("--count", type=int, default=200, help="messages to produce (default 200)")
     demo.add_argument("--min-size", type=_size, default=1_000, help="smallest message (default 1KB)")
@@ -82,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
         "external (KAFKA_BOOTSTRAP_SERVERS) or host:port",
     )
     demo.add_argument("--seed", type=int, default=7, help="random seed for sizes and payloads")
+    demo.add_argument(
+        "--no-spark",
+        dest="spark",
+        action="store_false",
+        help="skip the Spark stage (by default it runs when PySpark and Java 17+ are there)",
+    )
+    demo.add_argument(
+        "--spark-master",
+        default=None,
+        help="Spark master of the Spark stage, e.g. spark://host:7077 (default local[2]); see docs/spark.md",
+    )
+    demo.add_argument(
+        "--wave", type=int, default=40, help="messages of the Spark stage's second wave, for its stream (default 40)"
+    )
     gc = sub.add_parser(
         "gc",
         help="find payloads whose envelope never landed in Kafka (crashed producers, failed rollbacks); "
@@ -352,6 +370,10 @@ def _demo_options(args: argparse.Namespace) -> DemoOptions:
         f"--segment-bytes must be at least 64, got {args.segment_bytes}" if args.segment_bytes < 64 else "",
         "--reference-above must be at least 1 byte" if args.reference_above < 1 else "",
         "--tier-above must be at least 1 byte" if args.tier_above < 1 else "",
+        f"--wave must be at least 2, got {args.wave}" if args.wave < 2 else "",
+        "--spark-master needs a master URL such as spark://host:7077 or local[2]"
+        if args.spark_master is not None and not args.spark_master.strip()
+        else "",
         *(f"--stores: unknown store {s!r} (redis, s3 or none)" for s in stores if s not in ("redis", "s3")),
     ]
     problem = next((p for p in problems if p), None)
@@ -361,7 +383,7 @@ def _demo_options(args: argparse.Namespace) -> DemoOptions:
         count=args.count, min_size=args.min_size, max_size=args.max_size, median_size=args.median_size,
         large_fraction=args.large_fraction, segment_bytes=args.segment_bytes,
         reference_above=args.reference_above, tier_above=args.tier_above, seed=args.seed, stores=stores,
-        kafka=args.kafka,
+        kafka=args.kafka, spark=args.spark, spark_master=args.spark_master, wave=args.wave,
     )  # fmt: skip
 
 

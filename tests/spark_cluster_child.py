@@ -1,11 +1,17 @@
 """A Spark driver on a standalone cluster, run as its own process as ``spark-submit`` would run it.
 
 The test process already holds a ``local[2]`` SparkContext, and a Python process can hold only one;
-so the cluster's driver is this script. It reads the topic with ``hybrid-kafka``, runs ``reconcile``
-and writes, as JSON, the rows, the report, and where each task's Python code really ran.
+so the cluster's driver is this script. It reads the topic with ``hybrid-kafka``, runs ``reconcile``,
+writes what it read through the ``hybrid-kafka`` sink, and runs a stream (source to sink, with a
+checkpoint) twice: once over the first wave, then, after it produced the second wave itself, again
+from the checkpoint. It writes, as JSON, the rows, the report, each stream run's micro-batches, and
+where each task's Python code really ran.
 
 Input (a JSON file): ``master``, ``conf`` (session settings), ``read`` (source options),
-``reconcile`` (options), ``now_ms``, ``grace_seconds``.
+``reconcile`` (options), ``now_ms``, ``grace_seconds``, ``sink`` (sink options for the copy of
+``read``), ``stream`` (``source`` and ``sink`` options, ``checkpoint``, ``producer`` config with
+``redis.url``/``redis.prefix`` of the store, and ``wave`` ``[key, size, seed, route]`` to produce
+between the runs).
 """
 
 from __future__ import annotations
@@ -74,6 +80,45 @@ def _where_am_i() -> str:
     )
 
 
+def run_stream(spark: Any, job: dict[str, Any]) -> list[list[int]]:
+    """One run of the query from its checkpoint, draining what is there; ``[batch id, input rows]`` per batch."""
+    query = (
+        spark.readStream.format("hybrid-kafka")
+        .options(**job["source"])
+        .load()
+        .select("key", "value", "headers", "partition")
+        .writeStream.format("hybrid-kafka")
+        .options(**job["sink"])
+        .option("checkpointLocation", job["checkpoint"])
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        if not query.awaitTermination(240):
+            raise TimeoutError("the stream did not finish within 240 s")
+    finally:
+        query.stop()
+    return [[int(p.batchId), int(p.numInputRows)] for p in query.recentProgress]
+
+
+def produce_wave(job: dict[str, Any]) -> None:
+    """The second wave, produced by this driver between two runs of the stream."""
+    import redis
+
+    from gateway import HybridProducer
+    from stores import RedisStore
+    from tests.helpers import payload
+
+    conf = dict(job["producer"])
+    store = RedisStore(redis.Redis.from_url(conf.pop("redis.url")), prefix=conf.pop("redis.prefix"))
+    producer = HybridProducer(conf, stores={"redis": store})
+    for key, size, seed, route in job["wave"]:
+        producer.produce(job["topic"], payload(size, seed), key.encode(), route=route)
+    if producer.flush(60):
+        raise RuntimeError("the second wave was not delivered")
+    producer.close()
+
+
 def main() -> int:
     job = json.loads(Path(sys.argv[1]).read_text())
     from pyspark.sql import SparkSession
@@ -94,11 +139,17 @@ def main() -> int:
         # the same read again, with where each of its partitions' rows were handled
         places = sorted({r[0] for r in frame.select(where().alias("w")).collect()})
         report = reconcile(spark, job["reconcile"], grace_seconds=job["grace_seconds"], now_ms=job["now_ms"])
+        # the rows just read, written again through the sink: the sink's tasks run in the executors
+        frame.select("key", "value", "headers", "partition").write.format("hybrid-kafka").options(**job["sink"]).save()
+        runs = [run_stream(spark, job["stream"])]
+        produce_wave(job["stream"])
+        runs.append(run_stream(spark, job["stream"]))  # a restart: a new query on the same checkpoint
         out = {
             "driver": os.getpid(),
             "rows": rows,
             "places": [json.loads(p) for p in places],
             "report": report.lines(),
+            "stream_runs": runs,
             "pyFiles": spark.sparkContext.getConf().get("spark.submit.pyFiles"),
         }
         Path(job["out"]).write_text(json.dumps(out))

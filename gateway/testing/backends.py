@@ -200,8 +200,9 @@ class ExternalKafka(KafkaService):
     name = "external"
     consumer_defaults = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}
 
-    def __init__(self, connect_timeout: float = 15.0) -> None:
-        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    def __init__(self, connect_timeout: float = 15.0, *, bootstrap_servers: str | None = None) -> None:
+        """``bootstrap_servers`` (a cluster named on a command line) wins over ``KAFKA_BOOTSTRAP_SERVERS``."""
+        bootstrap = bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
         if not bootstrap:
             raise ServiceUnavailable("backend 'external' needs KAFKA_BOOTSTRAP_SERVERS")
         raw = os.environ.get("KAFKA_CLIENT_CONFIG", "").strip()

@@ -7,18 +7,22 @@ It produces a realistic mix (log-normal sizes, a few percent large) through
 The embedded cluster keeps only about 5 MiB per partition and drops older data silently, so the
 demo never lets more than ``window`` bytes sit unconsumed: it consumes while it produces, and on
 the embedded cluster it caps chunked messages below that window (larger ones go to a store, or
-are left out when no store is available). It says so on screen.
+are left out when no store is available), and it spreads the messages over as many partitions as
+their bytes need, so that the topic still holds all of them for the Spark stage. It says so on screen.
+
+Then, when PySpark and Java are there, the Spark stage (:mod:`gateway.testing.demo_spark`) reads the
+same topic through ``hybrid-kafka``, writes a copy through the sink and runs a stream with a restart.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 import random
-import statistics
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +31,19 @@ from gateway.command import kafka_logger, probe_kafka
 from gateway.consumer import HybridConsumer
 from gateway.policy import MessageInfo, Policy, Route, SizeThresholdPolicy
 from gateway.producer import HybridProducer
+from gateway.testing.demo_env import DemoEnv, open_stores
+from gateway.testing.demo_report import Stage, render
 
 MOCK_WINDOW = 4 * 1024 * 1024
 """Unconsumed bytes allowed on the embedded cluster: under its 5 MiB-per-partition ring."""
+MOCK_PARTITION_BYTES = 4_400_000
+"""Bytes the demo puts in one partition of the embedded cluster: its ring keeps 5 MiB (5,242,880) of
+record batches, and the rest is left for the batches' own overhead."""
+PARTITIONS = 4
+"""Partitions of the demo's topics on a real broker; on the embedded cluster, as many as the bytes need."""
+MOCK_MAX_PARTITIONS = 64
+"""At most this many on the embedded cluster: a demo that needs more (a few thousand messages) does not
+keep them all, and its Spark stage says so instead of running."""
 
 
 @dataclass
@@ -45,6 +59,10 @@ class DemoOptions:
     seed: int = 7
     stores: tuple[str, ...] = ("redis", "s3")
     kafka: str = "mock"
+    spark: bool = True
+    spark_master: str | None = None
+    wave: int = 40
+    """Messages of the Spark stage's second wave, which its streaming query processes."""
 
 
 @dataclass
@@ -52,6 +70,17 @@ class RouteStats:
     messages: int = 0
     payload_bytes: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    verified: int = 0
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What the demo sent under one key: what the Spark stage checks its rows against."""
+
+    route: str
+    sha256: str
+    size: int
+    partition: int
 
 
 @dataclass
@@ -67,6 +96,10 @@ class DemoResult:
     backend: str
     notes: list[str]
     seconds: float
+    topic: str = ""
+    sent: dict[bytes, Sent] = field(default_factory=dict)
+    kept: bool = True
+    """Whether the topic keeps every message it was sent (the embedded cluster may not)."""
 
     @property
     def ok(self) -> bool:
@@ -97,6 +130,85 @@ def payload_for(index: int, size: int, seed: int) -> bytes:
 
 
 @dataclass(frozen=True)
+class Plan:
+    """The messages to send, ``(index, size)`` in order, and the partition of each (empty: the key decides)."""
+
+    messages: list[tuple[int, int]]
+    skipped: int
+    max_inline: int
+    placement: dict[int, int]
+    partitions: int
+    kept: bool = True
+    """False when the embedded cluster cannot keep every message until a later reader comes."""
+
+
+def plan(options: DemoOptions, window: int | None, store: str | None, partitions: int | None = None) -> Plan:
+    """Leave out what the embedded cluster cannot hold, and there give each message a partition by size."""
+    max_inline = options.max_size if window is None else min(options.max_size, window - 256 * 1024)
+    messages: list[tuple[int, int]] = []
+    for index, size in enumerate(sizes(options)):
+        inline = store is None or size <= options.reference_above
+        if not (window is not None and inline and size > max_inline):
+            messages.append((index, size))
+    if window is None:
+        return Plan(messages, options.count - len(messages), max_inline, {}, partitions or PARTITIONS)
+    costs = [size if store is None or size <= options.reference_above else 1024 for _, size in messages]
+    count, spread_over, kept = spread(costs, MOCK_PARTITION_BYTES, partitions)
+    if not kept and partitions is None:  # more than the cluster keeps anyway: as on a real broker
+        return Plan(messages, options.count - len(messages), max_inline, {}, PARTITIONS, kept=False)
+    placement = dict(zip((i for i, _ in messages), spread_over, strict=True))
+    return Plan(messages, options.count - len(messages), max_inline, placement, count, kept)
+
+
+def spread(costs: Sequence[int], budget: int, partitions: int | None = None) -> tuple[int, list[int], bool]:
+    """A partition per message, largest first into the emptiest, over the fewest partitions (from
+    :data:`PARTITIONS` to :data:`MOCK_MAX_PARTITIONS`) that keep each under ``budget`` bytes;
+    ``partitions`` fixes the count instead. Also whether each partition did stay under ``budget``.
+
+    The embedded cluster silently drops the oldest batches of a partition past 5 MiB: spread this way,
+    a topic keeps every message it was sent, and a later reader (the Spark stage) finds them all.
+    """
+    count = partitions or min(MOCK_MAX_PARTITIONS, max(PARTITIONS, -(-sum(costs) // budget)))
+    order = sorted(range(len(costs)), key=lambda i: -costs[i])
+    while True:
+        emptiest = [(0, p) for p in range(count)]
+        placement = [0] * len(costs)
+        for i in order:
+            filled, target = heapq.heappop(emptiest)
+            heapq.heappush(emptiest, (filled + costs[i] + 512, target))  # 512: the record's and batch's bytes
+            placement[i] = target
+        kept = max(emptiest)[0] <= budget
+        if kept or partitions is not None or count >= MOCK_MAX_PARTITIONS:
+            return count, placement, kept
+        count = min(MOCK_MAX_PARTITIONS, count + max(1, count // 8))
+
+
+def demo_policy(options: DemoOptions, stores: Mapping[str, Any]) -> tuple[Policy, str | None]:
+    """The demo's policy over the stores it has, and the store references go to first."""
+    available = [s for s in options.stores if s in stores]
+    store_name = available[0] if available else None
+    base = SizeThresholdPolicy(reference_above=options.reference_above if store_name else None, store=store_name)
+    policy: Policy = TieredPolicy(base, options.tier_above, available[1]) if len(available) > 1 else base
+    return policy, store_name
+
+
+def demo_producer(options: DemoOptions, env: DemoEnv) -> HybridProducer:
+    policy, _ = demo_policy(options, env.stores)
+    return HybridProducer(
+        {
+            **env.kafka.client_config,
+            "bootstrap.servers": env.bootstrap,
+            "message.max.bytes": 1_000_000,
+            "linger.ms": 5,
+            "max.message.segment.bytes": options.segment_bytes,
+            "logger": kafka_logger(),
+        },
+        policy=policy,
+        stores=env.stores,
+    )
+
+
+@dataclass(frozen=True)
 class TieredPolicy:
     """The demo's own policy: the size threshold policy, then a second store for the largest values.
 
@@ -119,39 +231,11 @@ class TieredPolicy:
         return self.base.route(message)
 
 
-def run_demo(
-    options: DemoOptions,
-    bootstrap: str,
-    client_config: Mapping[str, Any],
-    stores: Mapping[str, Any],
-    *,
-    window: int | None,
-    progress: Any = None,
-) -> DemoResult:
-    """Produce, consume and verify; ``window`` bounds unconsumed bytes (None: unbounded)."""
-    notes: list[str] = []
-    topic = f"gateway-demo-{uuid.uuid4().hex[:8]}"
-    available = [s for s in options.stores if s in stores]
-    store_name = available[0] if available else None
-    base = SizeThresholdPolicy(reference_above=options.reference_above if store_name else None, store=store_name)
-    policy: Policy = TieredPolicy(base, options.tier_above, available[1]) if len(available) > 1 else base
-    max_inline = options.max_size if window is None else min(options.max_size, window - 256 * 1024)
-    producer = HybridProducer(
+def demo_consumer(env: DemoEnv) -> HybridConsumer:
+    return HybridConsumer(
         {
-            **client_config,
-            "bootstrap.servers": bootstrap,
-            "message.max.bytes": 1_000_000,
-            "linger.ms": 5,
-            "max.message.segment.bytes": options.segment_bytes,
-            "logger": kafka_logger(),
-        },
-        policy=policy,
-        stores=stores,
-    )
-    consumer = HybridConsumer(
-        {
-            **client_config,
-            "bootstrap.servers": bootstrap,
+            **env.kafka.client_config,
+            "bootstrap.servers": env.bootstrap,
             "group.id": f"demo-{uuid.uuid4().hex[:8]}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
@@ -162,12 +246,22 @@ def run_demo(
             "fetch.wait.max.ms": 20,
             "logger": kafka_logger(),
         },
-        stores=stores,
+        stores=env.stores,
     )
+
+
+def run_demo(options: DemoOptions, env: DemoEnv, topic: str, sending: Plan, *, progress: Any = None) -> DemoResult:
+    """Produce, consume and verify; ``env.window`` bounds unconsumed bytes (None: unbounded)."""
+    notes: list[str] = []
+    window = env.window
+    _, store_name = demo_policy(options, env.stores)
+    producer = demo_producer(options, env)
+    consumer = demo_consumer(env)
     consumer.subscribe([topic])
     expected: dict[bytes, tuple[str, str, float, int]] = {}
+    sent: dict[bytes, Sent] = {}
     routes: dict[str, RouteStats] = {}
-    verified = mismatched = skipped = produced = 0
+    verified = mismatched = produced = 0
     in_flight = 0
     failures: list[str] = []
     started = time.monotonic()
@@ -187,20 +281,18 @@ def run_demo(
         stats.latencies_ms.append((time.monotonic() - sent_at) * 1000)
         if hashlib.sha256(msg.value() or b"").hexdigest() == digest:
             verified += 1
+            stats.verified += 1
         else:
             mismatched += 1
         if progress is not None:
-            progress(verified + mismatched, options.count)
+            progress(verified + mismatched, len(sending.messages))
         return True
 
     def delivered(err: Any, _msg: Any) -> None:
         if err is not None:
             failures.append(str(err))
 
-    for index, size in enumerate(sizes(options)):
-        if window is not None and size > max_inline and (store_name is None or size <= options.reference_above):
-            skipped += 1
-            continue
+    for index, size in sending.messages:
         value = payload_for(index, size, options.seed)
         key = f"demo-{index}".encode()
         inline = store_name is None or size <= options.reference_above
@@ -209,10 +301,13 @@ def run_demo(
             producer.poll(0)
             take(0.2)
         route = producer.route_for(topic, size, key)
-        producer.produce(topic, value, key=key, on_delivery=delivered, route=route)
+        partition = sending.placement.get(index, -1)
+        producer.produce(topic, value, key=key, partition=partition, on_delivery=delivered, route=route)
         take(0)  # keep the consumer moving between sends
         name = str(route)
-        expected[key] = (name, hashlib.sha256(value).hexdigest(), time.monotonic(), cost)
+        digest = hashlib.sha256(value).hexdigest()
+        expected[key] = (name, digest, time.monotonic(), cost)
+        sent[key] = Sent(name, digest, size, partition)
         stats = routes.setdefault(name, RouteStats())
         stats.messages += 1
         stats.payload_bytes += size
@@ -224,102 +319,57 @@ def run_demo(
     while expected and time.monotonic() < deadline and not failures:
         take(0.5)
     consumer.close()
-    if skipped:
+    if sending.skipped:
         notes.append(
-            f"{skipped} messages over {max_inline:,} bytes were left out: the embedded cluster keeps ~5 MiB per "
-            "partition and no store was available for them"
+            f"{sending.skipped} messages over {sending.max_inline:,} bytes were left out: the embedded cluster "
+            "keeps ~5 MiB per partition and no store was available for them"
         )
     notes.extend(f"delivery failure: {f}" for f in failures[:5])
     counters = producer.metrics()
     kafka_bytes = {
         k[: -len(".kafka.bytes")].replace(".", ":"): v for k, v in counters.items() if k.endswith(".kafka.bytes")
     }
-    store_bytes = {name: int(store.metrics().get("bytes_written", 0)) for name, store in stores.items()}
-    return DemoResult(
-        produced,
-        verified,
-        mismatched,
-        len(expected),
-        skipped,
-        routes,
-        kafka_bytes,
-        store_bytes,
-        "",
-        notes,
-        time.monotonic() - started,
-    )
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, int(q) - 1))]
-
-
-def render(result: DemoResult, console: Any) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    # Text, never markup: a backend such as [::1]:9092 or a store name must print as written
-    table = Table(title=Text(f"gateway demo on {result.backend} ({result.seconds:.1f} s)"))
-    for column in ("route", "messages", "payload bytes", "Kafka bytes", "store bytes", "p50 ms", "p99 ms"):
-        table.add_column(column, justify="left" if column == "route" else "right")
-    for name, stats in sorted(result.routes.items()):
-        kind = name.split(":")[0]
-        store = name.split(":")[1] if ":" in name else None
-        table.add_row(
-            Text(name),
-            f"{stats.messages:,}",
-            f"{stats.payload_bytes:,}",
-            f"{result.kafka_bytes.get(name, result.kafka_bytes.get(kind, 0)):,}",
-            f"{result.store_bytes.get(store, 0):,}" if store else "-",
-            f"{percentile(stats.latencies_ms, 50):.1f}",
-            f"{percentile(stats.latencies_ms, 99):.1f}",
-        )
-    console.print(table)
-    for note in result.notes:
-        console.print(Text("note: ", style="yellow") + Text(note))
-    verdict = "[green]every byte verified[/green]" if result.ok else "[red]VERIFICATION FAILED[/red]"
-    console.print(
-        f"{verdict}: {result.verified}/{result.produced} messages match by SHA-256"
-        f" ({result.mismatched} mismatched, {result.missing} missing)"
-    )
+    store_bytes = {name: int(store.metrics().get("bytes_written", 0)) for name, store in env.stores.items()}
+    result = DemoResult(
+        produced, verified, mismatched, len(expected), sending.skipped, routes, kafka_bytes, store_bytes,
+        env.backend, notes, time.monotonic() - started, topic, sent, sending.kept,
+    )  # fmt: skip
+    return result
 
 
 def main(options: DemoOptions) -> int:
-    """Start what the demo needs, run it, print the report; exit status 0 only if every byte verified."""
+    """Start what the demo needs, run its stages, print the report; exit status 0 only if every stage verified."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
     from rich.text import Text
 
     from gateway import testing
 
-    console = Console(width=max(110, Console().width))
+    kafka: testing.KafkaService
+    console = Console(width=max(120, Console().width))
     with ExitStack() as stack:
         if ":" in options.kafka:  # a bootstrap address: an existing cluster, which must answer first
-            kafka = None
             probe_kafka(options.kafka)
-            bootstrap, client_config, backend = options.kafka, {}, f"external {options.kafka}"
+            kafka = stack.enter_context(testing.ExternalKafka(bootstrap_servers=options.kafka))
+            backend = f"external {options.kafka}"
         else:
             kafka = stack.enter_context(testing.start_kafka(options.kafka))
-            bootstrap, client_config = kafka.bootstrap_servers, dict(kafka.client_config)
             backend = f"{kafka.name} ({kafka.version})"
-        window = MOCK_WINDOW if kafka is not None and kafka.name == "mock" else None
-        stores, store_notes = open_stores(options, stack)
+        window = MOCK_WINDOW if kafka.name == "mock" else None
+        stores, store_options, store_notes = open_stores(options, stack)
+        env = DemoEnv(kafka, backend, stores, store_options, window)
         for note in store_notes:
-            console.print(Text("note: ", style="yellow") + Text(note))
-        console.print(
-            Text(
-                f"Kafka: {backend}"
-                + (
-                    f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
-                    if window
-                    else ""
-                )
-            )
-        )
+            console.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
+        topic = f"gateway-demo-{uuid.uuid4().hex[:8]}"
+        sending = plan(options, window, demo_policy(options, stores)[1])
+        env.partitions = sending.partitions
+        env.create_topic(topic, sending.partitions)
+        line = f"Kafka: {backend}; topic {topic}, {env.partitions or 'auto-created'} partitions"
+        if sending.placement:
+            line += f", each below {MOCK_PARTITION_BYTES:,} bytes"
+        if window is not None:
+            line += f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
+        console.print(Text(line), soft_wrap=True)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -327,56 +377,15 @@ def main(options: DemoOptions) -> int:
             console=console,
             transient=True,
         ) as bar:
-            task = bar.add_task("producing and verifying", total=options.count)
+            task = bar.add_task("producing and verifying", total=len(sending.messages))
             result = run_demo(
-                options,
-                bootstrap,
-                client_config,
-                stores,
-                window=window,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                options, env, topic, sending, progress=lambda done, total: bar.update(task, completed=done, total=total)
             )
-        result.backend = backend
-        render(result, console)
-        return 0 if result.ok else 1
+        stages: list[Stage] = []
+        if options.spark:
+            from gateway.testing.demo_spark import spark_stage
 
-
-def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any], list[str]]:
-    """Real Redis and S3 servers when installed; in-process stand-ins otherwise, and the screen says which."""
-    from gateway import testing
-
-    stores: dict[str, Any] = {}
-    notes: list[str] = []
-    if "redis" in options.stores:
-        try:
-            import redis
-
-            from stores import RedisStore
-
-            server = stack.enter_context(testing.RedisServer())
-            client = redis.Redis.from_url(server.url, socket_timeout=5, socket_connect_timeout=2)
-            stores["redis"] = RedisStore(client, prefix=f"demo{uuid.uuid4().hex[:6]}")
-            notes.append(f"Redis: redis-server {server.server_version()} at {server.url}")
-        except (testing.ServiceUnavailable, ImportError) as exc:
-            try:
-                import fakeredis
-
-                from stores import RedisStore
-
-                stores["redis"] = RedisStore(fakeredis.FakeRedis(), prefix="demo")
-                notes.append(f"Redis: in-process fakeredis stand-in ({exc})")
-            except ImportError:
-                notes.append(f"Redis: not available ({exc}); no Redis references")
-    if "s3" in options.stores:
-        try:
-            from stores import S3Store
-
-            s3 = stack.enter_context(testing.S3Server())
-            bucket = s3.create_bucket(f"gateway-demo-{uuid.uuid4().hex[:8]}")
-            stores["s3"] = S3Store(s3.client(), bucket=bucket, prefix="demo/")
-            notes.append(f"S3: moto server at {s3.endpoint_url}, bucket {bucket}")
-        except (testing.ServiceUnavailable, ImportError) as exc:
-            notes.append(f"S3: not available ({exc}); no S3 references")
-    if not stores:
-        notes.append("no store available: large messages are chunked, or left out when they exceed the window")
-    return stores, notes
+            stage = spark_stage(options, env, result, console)
+            if stage is not None:
+                stages.append(stage)
+        return 0 if render(result, console, stages) else 1

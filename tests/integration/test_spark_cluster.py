@@ -1,4 +1,5 @@
-"""The ``hybrid-kafka`` source and ``reconcile`` on a real Spark standalone cluster against ``local[2]``.
+"""The ``hybrid-kafka`` source, sink, a restarted stream and ``reconcile`` on a real Spark standalone
+cluster, against ``local[2]`` and against what was sent.
 
 One cluster for the module (:class:`SparkStandaloneCluster`: a master and two one-core workers,
 each its own JVM and folder). The cluster's driver is a child process (tests/spark_cluster_child.py)
@@ -26,11 +27,12 @@ import pytest
 
 import gateway
 import stores as stores_package
-from gateway import HybridProducer
+from gateway import HybridConsumer, HybridProducer
 from gateway.protocol import split
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.testing import KafkaService, RedisServer, ServiceUnavailable, SparkStandaloneCluster
 from stores import RedisStore
+from tests.helpers import payload, sha
 from tests.spark_cluster_child import row_view, select_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
@@ -39,6 +41,8 @@ PARTITIONS = 3
 PER_PARTITION = 40
 SEGMENT = 8_000
 GAP = 100
+WAVE = 12
+"""Messages in each of the two waves the stream reads, plain, chunked and by reference."""
 CHILD = Path(__file__).resolve().parents[1] / "spark_cluster_child.py"
 
 
@@ -71,6 +75,12 @@ class Topics:
     orphan: str
     dangling: str
     routes: dict[str, int]
+    copy: str
+    wave: str
+    stream: str
+    sink_options: dict[str, str]
+    waves: list[list[list[Any]]]
+    """Both waves, ``[key, size, seed, route]`` each: the first produced here, the second by the driver."""
 
 
 @pytest.fixture(scope="module")
@@ -130,13 +140,39 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
     producer.close()
     store.delete(dangling)
     orphan = store.put(planted, uuid.uuid4(), b"no envelope points here")
+    stores_options = {"redis.url": redis_server.url, "redis.prefix": store.prefix}
     options = {
         "kafka.bootstrap.servers": kafka.bootstrap_servers,
-        "redis.url": redis_server.url,
-        "redis.prefix": store.prefix,
+        **stores_options,
         "message.assembler.expiration.offset.gap": str(GAP),
     }
-    return Topics(mixed, planted, options, orphan, dangling, routes)
+    copy, wave, stream = f"cluster-copy-{tag}", f"cluster-wave-{tag}", f"cluster-stream-{tag}"
+    kafka.create_topic(copy, partitions=PARTITIONS)
+    kafka.create_topic(wave, partitions=2)
+    kafka.create_topic(stream, partitions=2)
+    waves = [[_wave_message(number, i, rng) for i in range(WAVE)] for number in (1, 2)]
+    producer = HybridProducer(
+        {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}, stores={"redis": store}
+    )
+    for key, size, seed, route in waves[0]:
+        producer.produce(wave, payload(size, seed), key.encode(), route=route)
+    assert producer.flush(60) == 0
+    producer.close()
+    sink_options = {  # the sink's own policy routes the rows again: 8 kB chunks, Redis above 20 kB
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        **stores_options,
+        "max.message.segment.bytes": str(SEGMENT),
+        "reference.above": "20000",
+    }
+    return Topics(mixed, planted, options, orphan, dangling, routes, copy, wave, stream, sink_options, waves)
+
+
+def _wave_message(number: int, i: int, rng: random.Random) -> list[Any]:
+    route = ("plain", "chunked", "reference:redis")[i % 3]
+    size = {"plain": rng.randint(10, 3_000), "chunked": rng.randint(12_000, 40_000)}.get(
+        route, rng.randint(500, 30_000)
+    )
+    return [f"w{number}-{i}", size, 1000 * number + i, route]
 
 
 @dataclass
@@ -145,6 +181,7 @@ class ClusterRun:
     rows: list[list[Any]]
     places: list[dict[str, Any]]
     report: list[str]
+    stream_runs: list[list[list[int]]]
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +198,8 @@ def cluster_run(
     tmp_path_factory: pytest.TempPathFactory,
     now_ms: int,
 ) -> ClusterRun:
-    """The driver process on the cluster: one read of the mixed topic, one reconcile of the other."""
+    """The driver process on the cluster: one read of the mixed topic, one reconcile of the other, the read
+    rows through the sink, and a stream run twice (the second wave produced in between)."""
     work = tmp_path_factory.mktemp("cluster-driver")
     job = {
         "master": cluster.url,
@@ -176,7 +214,19 @@ def cluster_run(
         "now_ms": now_ms,
         "grace_seconds": 0,
         "out": str(work / "out.json"),
-    }
+        "sink": {**topics.sink_options, "topic": topics.copy},
+        "stream": {
+            "source": {**topics.options, "subscribe": topics.wave, "startingOffsets": "earliest",
+                       "maxOffsetsPerTrigger": "8"},
+            "sink": {**topics.sink_options, "topic": topics.stream},
+            "checkpoint": str(work / "checkpoint"),
+            "topic": topics.wave,
+            "producer": {"bootstrap.servers": topics.options["kafka.bootstrap.servers"],
+                         "max.message.segment.bytes": SEGMENT, "redis.url": topics.options["redis.url"],
+                         "redis.prefix": topics.options["redis.prefix"]},
+            "wave": topics.waves[1],
+        },
+    }  # fmt: skip
     (work / "job.json").write_text(json.dumps(job))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}  # what the executors run (see docs/spark.md)
     started = time.monotonic()
@@ -191,8 +241,11 @@ def cluster_run(
     )
     assert done.returncode == 0, done.stdout.decode(errors="replace")[-6000:]
     out = json.loads((work / "out.json").read_text())
-    print(f"\ncluster driver: {len(out['rows'])} rows and a reconcile in {time.monotonic() - started:.1f}s")
-    return ClusterRun(out["driver"], out["rows"], out["places"], out["report"])
+    print(
+        f"\ncluster driver: {len(out['rows'])} rows, a reconcile, a copy and two stream runs"
+        f" {out['stream_runs']} in {time.monotonic() - started:.1f}s"
+    )
+    return ClusterRun(out["driver"], out["rows"], out["places"], out["report"], out["stream_runs"])
 
 
 def test_cluster_gives_the_same_rows_as_local(spark: Any, topics: Topics, cluster_run: ClusterRun) -> None:
@@ -236,3 +289,93 @@ def test_tasks_ran_in_both_workers_with_the_shipped_package(
         assert package_zip.name in place["module"] and Path(place["module"]).is_relative_to(worker.root), place
         used.add(worker.name)
     assert used == {w.name for w in cluster.workers}, f"tasks ran only in {used}"
+
+
+def _read_to_end(kafka: KafkaService, topic: str, store: RedisStore) -> list[Any]:
+    """Every message of ``topic`` up to the end offsets taken first: a duplicate cannot hide behind a count."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    probe = Consumer(kafka.consumer_config())
+    try:
+        partitions = probe.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    finally:
+        probe.close()
+    consumer = HybridConsumer(kafka.consumer_config(), stores={"redis": store})
+    consumer.subscribe([topic])
+    pending = {p for p, end in ends.items() if end > 0}
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    try:
+        while pending and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append(msg)
+            if msg.offset() >= ends[msg.partition()] - 1:
+                pending.discard(msg.partition())
+    finally:
+        consumer.close()
+    assert not pending, f"partitions {pending} of {topic} not read to their end"
+    return got
+
+
+def _user_headers(headers: Any) -> list[list[Any]]:
+    return [[k, v] for k, v in (headers or []) if not k.startswith("_")]
+
+
+def test_the_sink_on_the_cluster_writes_every_row_it_read(
+    kafka: KafkaService, redis_server: RedisServer, topics: Topics, cluster_run: ClusterRun
+) -> None:
+    """The copy holds each row the cluster read once, with its value, user headers and partition."""
+    read = {
+        r[3]: (r[2], r[0], [h for h in r[4] if not h[0].startswith("_")]) for r in cluster_run.rows
+    }  # key hex -> (sha, partition, user headers as hex)
+    copy = _read_to_end(kafka, topics.copy, RedisStore(redis_server.client(), prefix=topics.options["redis.prefix"]))
+    assert len(copy) == len(read) == sum(topics.routes.values())
+    got = {
+        m.key().hex(): (sha(m.value()), m.partition(), [[k, v.hex()] for k, v in _user_headers(m.headers())])
+        for m in copy
+    }
+    assert got == read
+
+
+def test_a_stream_restarted_on_the_cluster_writes_each_message_once(
+    kafka: KafkaService, redis_server: RedisServer, topics: Topics, cluster_run: ClusterRun
+) -> None:
+    """Run 1 takes the first wave in micro-batches; run 2, a new query on the same checkpoint, only the second."""
+    first, second = cluster_run.stream_runs
+    assert len(first) >= 2, f"maxOffsetsPerTrigger should split the first run: {first}"
+    assert sum(rows for _, rows in first) == WAVE and sum(rows for _, rows in second) == WAVE
+    assert second[0][0] == first[-1][0] + 1, f"the restart did not go on from the checkpoint: {first} then {second}"
+    out = _read_to_end(kafka, topics.stream, RedisStore(redis_server.client(), prefix=topics.options["redis.prefix"]))
+    keys = sorted(m.key().decode() for m in out)
+    assert keys == sorted(key for wave in topics.waves for key, *_ in wave), "a message is missing or written twice"
+    expected = {key: sha(payload(size, seed)) for wave in topics.waves for key, size, seed, _ in wave}
+    assert {m.key().decode(): sha(m.value()) for m in out} == expected
+
+
+def test_the_demo_runs_its_spark_stage_on_the_cluster(cluster: SparkStandaloneCluster, cluster_run: ClusterRun) -> None:
+    """``gateway demo --spark-master spark://...``, as docs/spark.md shows it: the executors, without the
+    caller's ``PYTHONPATH``, get the package from the zip the demo ships, and every step verifies."""
+    from gateway.testing import resolve_backend
+
+    backend = resolve_backend()
+    if backend not in ("mock", "kafka"):
+        pytest.skip(f"the demo starts its own broker only for mock and kafka, not {backend}")
+    args = ["--kafka", backend, "--count", "40", "--wave", "6", "--spark-master", cluster.url]
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "demo", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"on {cluster.url}" in done.stdout
+    assert "verdict: all verified (Kafka routes, Spark stage)" in done.stdout
+    assert "6/6 wave messages written exactly once across a restart" in done.stdout
+    apps = cluster.state().get("completedapps", []) + cluster.state().get("activeapps", [])
+    assert any(app.get("name") == "gateway-demo" for app in apps), apps
