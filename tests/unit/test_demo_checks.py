@@ -22,9 +22,9 @@ from gateway.testing.demo import (
     plan,
     spread,
 )
-from gateway.testing.demo_checks import TRAILER, Check, Copy, check_copy, check_rows, check_runs
-from gateway.testing.demo_report import render
-from gateway.testing.demo_spark import STEPS, SparkStage
+from gateway.testing.demo._checks import TRAILER, Check, Copy, check_copy, check_rows, check_runs
+from gateway.testing.demo._report import render
+from gateway.testing.demo._spark import STEPS, SparkStage
 
 VALUES = {b"a": b"x" * 10, b"b": b"y" * 2_000, b"c": b"z" * 30}
 ROUTES = {b"a": "plain", b"b": "chunked", b"c": "reference:s3"}

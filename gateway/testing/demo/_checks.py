@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.command import kafka_logger
-from gateway.testing.demo import Sent, demo_consumer
-from gateway.testing.demo_env import DemoEnv
+from gateway.testing.demo._env import DemoEnv
+from gateway.testing.demo._model import Sent
+from gateway.testing.demo._routes import demo_consumer
 
 TRAILER = 32
 """Bytes the Spark stage's transformation appends to each value: the value's own SHA-256."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from gateway.testing.demo import DemoResult
+    from gateway.testing.demo._model import DemoResult
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -10,7 +10,7 @@ the embedded cluster it caps chunked messages below that window (larger ones go 
 are left out when no store is available), and it spreads the messages over as many partitions as
 their bytes need, so that the topic still holds all of them for the Spark stage. It says so on screen.
 
-Then, when PySpark and Java are there, the Spark stage (:mod:`gateway.testing.demo_spark`) reads the
+Then, when PySpark and Java are there, the Spark stage (:mod:`gateway.testing.demo._spark`) reads the
 same topic through ``hybrid-kafka``, writes a copy through the sink and runs a stream with a restart.
 """
 
@@ -23,16 +23,15 @@ import random
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from gateway.command import kafka_logger, probe_kafka
+from gateway.command import kafka_logger
 from gateway.consumer import HybridConsumer
 from gateway.policy import MessageInfo, Policy, Route, SizeThresholdPolicy
 from gateway.producer import HybridProducer
-from gateway.testing.demo_env import DemoEnv, open_stores
-from gateway.testing.demo_report import Stage, render
+from gateway.testing.demo._env import DemoEnv
+from gateway.testing.demo._model import DemoOptions, DemoResult, RouteStats, Sent
 
 MOCK_WINDOW = 4 * 1024 * 1024
 """Unconsumed bytes allowed on the embedded cluster: under its 5 MiB-per-partition ring."""
@@ -44,66 +43,6 @@ PARTITIONS = 4
 MOCK_MAX_PARTITIONS = 64
 """At most this many on the embedded cluster: a demo that needs more (a few thousand messages) does not
 keep them all, and its Spark stage says so instead of running."""
-
-
-@dataclass
-class DemoOptions:
-    count: int = 200
-    min_size: int = 1_000
-    max_size: int = 50_000_000
-    median_size: int = 20_000
-    large_fraction: float = 0.04
-    segment_bytes: int = 800_000
-    reference_above: int = 4_000_000
-    tier_above: int = 16_000_000
-    seed: int = 7
-    stores: tuple[str, ...] = ("redis", "s3")
-    kafka: str = "mock"
-    spark: bool = True
-    spark_master: str | None = None
-    wave: int = 40
-    """Messages of the Spark stage's second wave, which its streaming query processes."""
-
-
-@dataclass
-class RouteStats:
-    messages: int = 0
-    payload_bytes: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
-    verified: int = 0
-
-
-@dataclass(frozen=True)
-class Sent:
-    """What the demo sent under one key: what the Spark stage checks its rows against."""
-
-    route: str
-    sha256: str
-    size: int
-    partition: int
-
-
-@dataclass
-class DemoResult:
-    produced: int
-    verified: int
-    mismatched: int
-    missing: int
-    skipped: int
-    routes: dict[str, RouteStats]
-    kafka_bytes: dict[str, int]
-    store_bytes: dict[str, int]
-    backend: str
-    notes: list[str]
-    seconds: float
-    topic: str = ""
-    sent: dict[bytes, Sent] = field(default_factory=dict)
-    kept: bool = True
-    """Whether the topic keeps every message it was sent (the embedded cluster may not)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.produced > 0 and self.verified == self.produced and not self.mismatched and not self.missing
 
 
 def sizes(options: DemoOptions) -> Iterator[int]:
@@ -335,57 +274,3 @@ def run_demo(options: DemoOptions, env: DemoEnv, topic: str, sending: Plan, *, p
         env.backend, notes, time.monotonic() - started, topic, sent, sending.kept,
     )  # fmt: skip
     return result
-
-
-def main(options: DemoOptions) -> int:
-    """Start what the demo needs, run its stages, print the report; exit status 0 only if every stage verified."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn
-    from rich.text import Text
-
-    from gateway import testing
-
-    kafka: testing.KafkaService
-    console = Console(width=max(120, Console().width))
-    with ExitStack() as stack:
-        if ":" in options.kafka:  # a bootstrap address: an existing cluster, which must answer first
-            probe_kafka(options.kafka)
-            kafka = stack.enter_context(testing.ExternalKafka(bootstrap_servers=options.kafka))
-            backend = f"external {options.kafka}"
-        else:
-            kafka = stack.enter_context(testing.start_kafka(options.kafka))
-            backend = f"{kafka.name} ({kafka.version})"
-        window = MOCK_WINDOW if kafka.name == "mock" else None
-        stores, store_options, store_notes = open_stores(options, stack)
-        env = DemoEnv(kafka, backend, stores, store_options, window)
-        for note in store_notes:
-            console.print(Text("note: ", style="yellow") + Text(note), soft_wrap=True)
-        topic = f"gateway-demo-{uuid.uuid4().hex[:8]}"
-        sending = plan(options, window, demo_policy(options, stores)[1])
-        env.partitions = sending.partitions
-        env.create_topic(topic, sending.partitions)
-        line = f"Kafka: {backend}; topic {topic}, {env.partitions or 'auto-created'} partitions"
-        if sending.placement:
-            line += f", each below {MOCK_PARTITION_BYTES:,} bytes"
-        if window is not None:
-            line += f"; at most {window:,} bytes left unconsumed (the embedded cluster keeps ~5 MiB per partition)"
-        console.print(Text(line), soft_wrap=True)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            console=console,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("producing and verifying", total=len(sending.messages))
-            result = run_demo(
-                options, env, topic, sending, progress=lambda done, total: bar.update(task, completed=done, total=total)
-            )
-        stages: list[Stage] = []
-        if options.spark:
-            from gateway.testing.demo_spark import spark_stage
-
-            stage = spark_stage(options, env, result, console)
-            if stage is not None:
-                stages.append(stage)
-        return 0 if render(result, console, stages) else 1

@@ -11,7 +11,7 @@ It runs after the Kafka routes, in one Spark session (starting one costs 10-20 s
    (Kafka to Kafka, through the sink) drains what is new and stops; the second run is a restart
    from the checkpoint. The output must hold every message of the wave exactly once.
 
-The checks themselves are in :mod:`gateway.testing.demo_checks`. Spark's own output (the JVM's
+The checks themselves are in :mod:`gateway.testing.demo._checks`. Spark's own output (the JVM's
 warnings, the Python workers' stderr) goes to a log file, kept and named when the stage fails.
 """
 
@@ -37,20 +37,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.testing.demo import (
+from gateway.testing.demo._checks import TRAILER, Check, check_rows, check_runs, end_offsets, read_copy
+from gateway.testing.demo._env import DemoEnv
+from gateway.testing.demo._model import DemoOptions, DemoResult, Sent
+from gateway.testing.demo._report import TableRow
+from gateway.testing.demo._routes import (
     MOCK_MAX_PARTITIONS,
-    DemoOptions,
-    DemoResult,
     Plan,
-    Sent,
     demo_policy,
     demo_producer,
     payload_for,
     plan,
 )
-from gateway.testing.demo_checks import TRAILER, Check, check_rows, check_runs, end_offsets, read_copy
-from gateway.testing.demo_env import DemoEnv
-from gateway.testing.demo_report import TableRow
 
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
 JAVA_MIN = 17
@@ -64,7 +62,7 @@ STEPS = {
 
 @dataclass
 class SparkStage:
-    """The stage's share of the report (see :class:`gateway.testing.demo_report.Stage`)."""
+    """The stage's share of the report (see :class:`gateway.testing.demo._report.Stage`)."""
 
     master: str
     name: str = "Spark stage"

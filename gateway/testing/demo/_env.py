@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gateway.testing import KafkaService
-    from gateway.testing.demo import DemoOptions
+    from gateway.testing.demo._model import DemoOptions
 
 
 @dataclass
