@@ -106,14 +106,16 @@ def produce_wave(job: dict[str, Any]) -> None:
     import redis
 
     from gateway import HybridProducer
+    from gateway.testing.demo import (
+        pattern_bytes,
+    )  # tests.helpers.payload's bytes: this script runs outside the tests package
     from stores import RedisStore
-    from tests.helpers import payload
 
     conf = dict(job["producer"])
     store = RedisStore(redis.Redis.from_url(conf.pop("redis.url")), prefix=conf.pop("redis.prefix"))
     producer = HybridProducer(conf, stores={"redis": store})
     for key, size, seed, route in job["wave"]:
-        producer.produce(job["topic"], payload(size, seed), key.encode(), route=route)
+        producer.produce(job["topic"], pattern_bytes(str(seed), size), key.encode(), route=route)
     if producer.flush(60):
         raise RuntimeError("the second wave was not delivered")
     producer.close()
