@@ -94,7 +94,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec("gateway_store_operation_seconds", "histogram", "store op", "store operation latency"),
     _spec("gateway_librdkafka_queue_messages", "gauge", "client", "messages in librdkafka's queues (msg_cnt)"),
     _spec("gateway_librdkafka_queue_bytes", "gauge", "client", "bytes of the messages in librdkafka's queues"),
-    _spec("gateway_librdkafka_reply_queue_events", "gauge", "client", "events waiting for poll (replyq)"),
+    _spec("gateway_librdkafka_reply_queue_ops", "gauge", "client", "callbacks and events waiting for poll (replyq)"),
     _spec("gateway_librdkafka_tx_bytes_total", "counter", "client", "bytes sent to brokers"),
     _spec("gateway_librdkafka_rx_bytes_total", "counter", "client", "bytes received from brokers"),
     _spec("gateway_librdkafka_broker_rtt_seconds", "gauge", "client broker", "average request round trip"),

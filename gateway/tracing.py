@@ -80,7 +80,7 @@ def enabled() -> bool:
     With the API alone (no SDK set up), every span would be a no-op; checking first keeps the
     per-message cost of the plain route to one lookup. Looking the global provider up reads the
     process environment, which costs most of what a small record's produce does (docs/policy.md,
-    "Tracing"), so "none yet" is remembered for :data:`GLOBAL_RECHECK_S`; a provider passed to
+    "Tracing and OpenTelemetry metrics"), so "none yet" is remembered for :data:`GLOBAL_RECHECK_S`; a provider passed to
     :func:`use_tracer_provider` or :func:`use_meter_provider` counts at once.
     """
     return _tracing() or meters.enabled()

@@ -62,7 +62,7 @@ def statistics_points(stats: Mapping[str, Any]) -> list[StatPoint]:
     for key, metric in (
         ("msg_cnt", "gateway_librdkafka_queue_messages"),
         ("msg_size", "gateway_librdkafka_queue_bytes"),
-        ("replyq", "gateway_librdkafka_reply_queue_events"),
+        ("replyq", "gateway_librdkafka_reply_queue_ops"),
         ("tx_bytes", "gateway_librdkafka_tx_bytes_total"),
         ("rx_bytes", "gateway_librdkafka_rx_bytes_total"),
     ):
