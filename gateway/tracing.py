@@ -60,34 +60,32 @@ _global_real = False  # a real global provider was seen: OpenTelemetry lets it b
 _global_recheck_at = float("-inf")
 
 
-def _tracing() -> bool:
+def enabled() -> bool:
+    """True when spans or metric points would be recorded: the API is installed and a real provider configured.
+
+    With the API alone (no SDK set up), every span would be a no-op; checking first keeps the
+    per-message cost of the plain route to one lookup. Looking the global providers up reads the
+    process environment, which costs most of what a small record's produce does (docs/policy.md,
+    "Tracing and OpenTelemetry metrics"), so "none yet" is remembered for :data:`GLOBAL_RECHECK_S`,
+    for the tracer and the meter provider alike; one passed to :func:`use_tracer_provider` or
+    :func:`use_meter_provider` counts at once.
+    """
     global _global_real, _global_recheck_at
     if trace is None:
         return False
-    if _provider is not None or _global_real:
+    if _provider is not None or _global_real or meters.on:
         return True
     now = time.monotonic()
     if now < _global_recheck_at:
         return False
     _global_real = not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    meters.recheck()
     _global_recheck_at = now + GLOBAL_RECHECK_S
-    return _global_real
-
-
-def enabled() -> bool:
-    """True when spans or metric points would be recorded: the API is installed and a real provider configured.
-
-    With the API alone (no SDK set up), every span would be a no-op; checking first keeps the
-    per-message cost of the plain route to one lookup. Looking the global provider up reads the
-    process environment, which costs most of what a small record's produce does (docs/policy.md,
-    "Tracing and OpenTelemetry metrics"), so "none yet" is remembered for :data:`GLOBAL_RECHECK_S`; a provider passed to
-    :func:`use_tracer_provider` or :func:`use_meter_provider` counts at once.
-    """
-    return _tracing() or meters.enabled()
+    return _global_real or meters.on
 
 
 def _instruments() -> meters.Instruments | None:
-    return meters.instruments() if meters.enabled() else None
+    return meters.instruments() if meters.on else None
 
 
 def client_info(conf: Mapping[str, Any]) -> ClientInfo:

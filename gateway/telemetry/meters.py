@@ -10,7 +10,6 @@ consumed message, the consumer's process span). One logical message counts once,
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 try:
@@ -22,12 +21,15 @@ except ImportError:  # the otel extra is not installed: nothing here is ever cal
 _SCOPE = "kafka-hybrid-gateway"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 """The bucket boundaries the conventions advise for messaging durations (seconds)."""
-GLOBAL_RECHECK_S = 1.0
-
 _provider: Any = None
 _instruments: tuple[Any, Any] | None = None  # (provider the instruments belong to, Instruments)
 _global_real = False
-_global_recheck_at = float("-inf")
+on = False
+"""Whether points are recorded: a provider was passed in or a real global one was seen.
+
+Read on every message by :func:`gateway.tracing.enabled`, which also decides when to look the
+global provider up again (:func:`recheck`), with the tracer provider, on one clock reading.
+"""
 
 
 class Instruments:
@@ -61,29 +63,25 @@ def _histogram(meter: Any, name: str, description: str) -> Any:
 
 def use_meter_provider(provider: Any) -> None:
     """Record with ``provider`` instead of the global one (``None``: the global one again)."""
-    global _provider, _instruments
+    global _provider, _instruments, on
     _provider = provider
     _instruments = None
+    on = metrics is not None and (provider is not None or _global_real)
 
 
-def _real_global() -> bool:
-    global _global_real, _global_recheck_at
-    if _global_real:
-        return True
-    now = time.monotonic()
-    if now < _global_recheck_at:
-        return False
+def recheck() -> None:
+    """Look the global meter provider up (OpenTelemetry lets it be set once: a real one is believed for good)."""
+    global _global_real, on
+    if metrics is None or _global_real:
+        return
     provider = metrics.get_meter_provider()
     _global_real = not isinstance(provider, NoOpMeterProvider) and type(provider).__name__ != "_ProxyMeterProvider"
-    _global_recheck_at = now + GLOBAL_RECHECK_S
-    return _global_real
+    on = on or _global_real
 
 
 def enabled() -> bool:
     """True when points would be recorded: the API is installed and a real meter provider is configured."""
-    if metrics is None:
-        return False
-    return _provider is not None or _real_global()
+    return on
 
 
 def instruments() -> Instruments:
