@@ -110,14 +110,14 @@ class HybridConsumer(ConsumerSurface):
         carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
         a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
         """
-        if self._spans.held:  # the application is back: the messages it held are processed
-            self._spans.release()
-        if self._proven:  # the hottest path: the rest of a batch proven plain as a whole
+        if self._proven:  # the hottest path: the rest of a batch proven plain as a whole (never traced)
             self._proven -= 1
             head = self._raw.popleft()
             if self._auto_commit:
                 self._auto_commit_when_due()
             return self._deserializers.apply(head) if self._deserialize else head
+        if self._spans.held:  # the application is back: the messages it held are processed
+            self._spans.release()
         if self._batch is not None:
             self._end_batch()
         if self._handoff.returned:  # what a driver handed over and got back goes first (gateway.consumer.handoff)
