@@ -89,6 +89,7 @@ class HybridConsumer(ConsumerSurface):
         self._path = RecordPath(
             self._pipeline, self._events, self._offsets, self._queue, self.stores, keys_read=settings.peers is not None
         )
+        self._spans = self._path.spans = tracing.ConsumerTelemetry(conf)  # process spans end when the app is back
         self._deferred: BaseException | None = None
         self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
@@ -109,12 +110,14 @@ class HybridConsumer(ConsumerSurface):
         carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
         a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
         """
-        if self._proven:  # the hottest path: the rest of a batch proven plain as a whole
+        if self._proven:  # the hottest path: the rest of a batch proven plain as a whole (never traced)
             self._proven -= 1
             head = self._raw.popleft()
             if self._auto_commit:
                 self._auto_commit_when_due()
             return self._deserializers.apply(head) if self._deserialize else head
+        if self._spans.held:  # the application is back: the messages it held are processed
+            self._spans.release()
         if self._batch is not None:
             self._end_batch()
         if self._handoff.returned:  # what a driver handed over and got back goes first (gateway.consumer.handoff)
@@ -218,6 +221,8 @@ class HybridConsumer(ConsumerSurface):
         An error raised after some messages were collected is kept and raised by the next call,
         so no collected message is lost.
         """
+        if self._spans.held:  # the application is back: the messages it held are processed
+            self._spans.release()
         if num_messages < 1:
             raise ValueError("num_messages must be >= 1")
         if self._handoff.returned:
@@ -306,6 +311,7 @@ class HybridConsumer(ConsumerSurface):
     def close(self) -> None:
         if self._closed:
             return
+        self._spans.release()  # the application held its last messages until now
         self._end_batch()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)

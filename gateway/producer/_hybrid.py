@@ -92,6 +92,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
         self._clock = clock
+        self._telemetry = tracing.client_info(conf)  # span and metric attributes: client.id, first broker
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
@@ -166,7 +167,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message = message.stamped(self._clock.wall_ms)
             auditor.record(topic, message.timestamp, 1, message.key_size + message.size, AuditType.ATTEMPT)
             message = message.with_callback(_audited(auditor, message))
-        span = tracing.start_produce(message)  # None without the otel extra
+        span = tracing.start_produce(message, self._telemetry)  # None without the otel extra
         if span is not None:
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
