@@ -248,8 +248,8 @@ class SourceOptions:
     ending_timestamps: TimestampSpec | None = None
     timestamp_strategy: str = "error"
     """``startingOffsetsByTimestampStrategy``: what a starting timestamp after a partition's last record does."""
-    include_headers: bool = False
-    """``includeHeaders``: false (Spark's default) leaves the ``headers`` column out of the schema."""
+    include_headers: bool = True
+    """``includeHeaders``: true by default, the API promises a ``headers`` column; false drops it as Spark does."""
     # stores
     redis_url: str | None = None
     redis_prefix: str = "gw"
@@ -398,8 +398,13 @@ def parse_options(
 
 
 def include_headers(opts: Mapping[str, str]) -> bool:
-    """``includeHeaders`` (false by default, as in Spark): whether rows have a ``headers`` column at all."""
-    return _bool({str(k).lower(): str(v) for k, v in opts.items()}, "includeheaders", False)
+    """``includeHeaders``: whether rows have a ``headers`` column at all.
+
+    True by default, unlike Spark's false: the ``hybrid-kafka`` schema promised to users has always carried
+    ``headers`` (where LinkedIn's ``_lm`` and envelope headers are visible), and a default that removed a
+    column would break every reader written against it. ``includeHeaders=false`` gives Spark's schema.
+    """
+    return _bool({str(k).lower(): str(v) for k, v in opts.items()}, "includeheaders", True)
 
 
 def source_kafka_config(opts: Mapping[str, str]) -> dict[str, str]:

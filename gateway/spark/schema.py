@@ -45,7 +45,7 @@ MESSAGE_ARROW_SCHEMA = pa.schema(
 )
 
 MESSAGE_ARROW_SCHEMA_WITHOUT_HEADERS = pa.schema([f for f in MESSAGE_ARROW_SCHEMA if f.name != "headers"])
-"""``includeHeaders=false`` (the default, as in Spark's source): no ``headers`` column at all."""
+"""``includeHeaders=false`` (Spark's default; ours is true): no ``headers`` column at all."""
 
 
 def message_arrow_schema(include_headers: bool) -> pa.Schema:

@@ -303,7 +303,8 @@ def test_headers_column_only_with_include_headers_and_unknown_options_are_refuse
     default = spark.read.format("hybrid-kafka").options(**common).load()
     without = spark.read.format("hybrid-kafka").options(**common).option("includeHeaders", "false").load()
     with_headers = spark.read.format("hybrid-kafka").options(**common).option("includeHeaders", "true").load()
-    assert "headers" not in default.columns and default.columns == without.columns  # Spark's default: false
+    # ours defaults to true (the API promises the column); false gives Spark's schema
+    assert default.columns == with_headers.columns and "headers" not in without.columns
     assert with_headers.columns == [*COLUMNS, "route", "startingOffset", "error"]
     assert with_headers.filter("headers is not null").count() > 0
     assert without.count() == with_headers.count() == PARTITIONS * PER_PARTITION
@@ -324,11 +325,12 @@ def _fails(spark: Any, fmt: str, options: dict[str, str]) -> str:
 
 
 @needs_java_clients
-def test_default_columns_are_sparks_without_headers(spark_kafka: Any, kafka: KafkaService, topics: Topics) -> None:
+def test_without_headers_the_columns_are_sparks(spark_kafka: Any, kafka: KafkaService, topics: Topics) -> None:
     common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topics.create_time}
     theirs = spark_kafka.read.format("kafka").options(**common).load()
-    ours = spark_kafka.read.format("hybrid-kafka").options(**common).load()
+    ours = spark_kafka.read.format("hybrid-kafka").options(**common).option("includeHeaders", "false").load()
     assert "headers" not in theirs.columns and "headers" not in ours.columns
+    assert "headers" in spark_kafka.read.format("hybrid-kafka").options(**common).load().columns
     assert ours.columns[: len(theirs.columns)] == theirs.columns
     assert ours.select(*theirs.columns).schema.simpleString() == theirs.schema.simpleString()
 

@@ -80,16 +80,17 @@ def test_group_id_prefix_defaults_are_sparks() -> None:
     assert both.group_id == "mine" and "group.id" not in both.kafka_config
 
 
-def test_include_headers_is_false_by_default_and_the_column_goes_with_it() -> None:
+def test_include_headers_is_true_by_default_as_the_api_promises_and_false_drops_the_column() -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from gateway.spark.schema import message_arrow_schema, message_schema
     from gateway.spark.source import HybridKafkaDataSource
 
-    assert not parse_options(BASE, streaming=False).include_headers
-    assert parse_options({**BASE, "includeHeaders": "TRUE"}, streaming=False).include_headers
+    assert parse_options(BASE, streaming=False).include_headers
+    assert not parse_options({**BASE, "includeHeaders": "FALSE"}, streaming=False).include_headers
     spark_columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
-    without = HybridKafkaDataSource(dict(BASE)).schema()
+    assert HybridKafkaDataSource(dict(BASE)).schema().fieldNames()[7] == "headers"
+    without = HybridKafkaDataSource({**BASE, "includeheaders": "false"}).schema()
     assert without.fieldNames() == [*spark_columns, "route", "startingOffset", "error"]
     with_headers = HybridKafkaDataSource({**BASE, "includeheaders": "true"}).schema()
     assert with_headers.fieldNames() == [*spark_columns, "headers", "route", "startingOffset", "error"]
