@@ -187,7 +187,7 @@ def new_pipeline() -> ConsumerPipeline:
         MessageAssembler(CAPACITY, 1000, max_message_bytes=CAPACITY // 2), DeliveredOffsetTracker(MAX_TRACKED)
     )
     for tp in PARTITIONS:
-        pipeline.load_commit(tp, None, None)
+        pipeline.commits.load_commit(tp, None, None)
     return pipeline
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from gateway.consumer._errors import RateLimitedLog
+from gateway.core.commits import CommitTranslator
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.librdkafka.group_offsets import GroupOffsets, StoredOffset, binding_offsets, c_string, topic_partition
 from gateway.protocol.metadata import encode_metadata, read_metadata
@@ -52,7 +53,7 @@ class GroupCommits:
     def load_one(self, stored: StoredOffset) -> None:
         """Hand one stored commit to the pipeline: its offset, and a high watermark only from LinkedIn's form."""
         if stored.offset < 0:
-            self._pipeline.load_commit(stored.key, None, None)
+            self._pipeline.commits.load_commit(stored.key, None, None)
             return
         raw = stored.metadata or b""  # what Kafka stores for a commit without metadata
         metadata = read_metadata(raw)
@@ -68,7 +69,7 @@ class GroupCommits:
                 raw[:32],
                 stored.offset,
             )
-        self._pipeline.load_commit(stored.key, stored.offset, metadata.high_watermark)
+        self._pipeline.commits.load_commit(stored.key, stored.offset, metadata.high_watermark)
 
     def read_one(self, key: TopicPartitionKey) -> StoredOffset:
         return self.group.committed([key], 30)[0]
@@ -94,7 +95,7 @@ class GroupCommits:
         """The user-visible committed offset: LinkedIn's high watermark, else the raw offset (``None``: none)."""
         if stored.offset < 0:
             return None
-        return ConsumerPipeline.user_view_of_commit(stored.offset, read_metadata(stored.metadata or b""))[0]
+        return CommitTranslator.user_view_of_commit(stored.offset, read_metadata(stored.metadata or b""))[0]
 
     @staticmethod
     def user_view(stored: Iterable[StoredOffset]) -> list[TopicPartition]:
@@ -104,7 +105,7 @@ class GroupCommits:
             if entry.offset < 0:
                 out.append(TopicPartition(entry.topic, entry.partition, entry.offset))
                 continue
-            offset, metadata = ConsumerPipeline.user_view_of_commit(entry.offset, read_metadata(entry.metadata or b""))
+            offset, metadata = CommitTranslator.user_view_of_commit(entry.offset, read_metadata(entry.metadata or b""))
             out.append(topic_partition(entry.topic, entry.partition, offset, metadata))
         return out
 

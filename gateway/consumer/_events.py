@@ -137,7 +137,7 @@ class EventHandler:
             elif isinstance(event, InvalidRecord):
                 event.exception.kafka_message = msg
                 raise event.exception
-            else:
+            elif isinstance(event, WholeMessage):  # CommitNeeded was answered before (gateway.consumer._record_path)
                 message = event
         if dropped_error is not None:
             dropped_error.kafka_message = msg
@@ -216,7 +216,7 @@ class EventHandler:
                 )
                 return None
         # commits stop here until the application commits this message itself; the loop goes on
-        self._pipeline.hold((msg.topic(), msg.partition()), message.record.offset)
+        self._pipeline.commits.hold((msg.topic(), msg.partition()), message.record.offset)
         if self._deliver_errors:
             msg.set_error(KafkaError(KafkaError._VALUE_DESERIALIZATION, error_text(exc)))
             return msg  # type: ignore[no-any-return]

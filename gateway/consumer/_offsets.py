@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 
 
+def _without_metadata(positions: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, tuple[int, str | None]]:
+    return {tp: (off, "") for tp, off in positions.items()}
+
+
 class OffsetDriver:
     """The librdkafka side of offsets and partition state; one per consumer."""
 
@@ -46,7 +50,8 @@ class OffsetDriver:
 
     def load_commits(self, batch: Iterable[Any]) -> None:
         """Read the stored high watermark of partitions seen for the first time (one broker call for all)."""
-        missing = {partition_of(m) for m in batch if m.error() is None and self._pipeline.needs_commit(partition_of(m))}
+        commits = self._pipeline.commits
+        missing = {partition_of(m) for m in batch if m.error() is None and commits.needs_commit(partition_of(m))}
         if not missing:
             return
         try:
@@ -75,7 +80,7 @@ class OffsetDriver:
         if message is not None:
             key = partition_of(message)
             wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {key: (int(message.offset() or 0) + 1, "")}
-            self._pipeline.release(key, int(message.offset() or 0))  # that record only: never one before it
+            self._pipeline.commits.release(key, int(message.offset() or 0))  # that record only: never one before it
             ignore_hw = True
         elif offsets is not None:
             # no metadata is "" as Kafka clients since 2.1 write it (LinkedIn's codec would say "null")
@@ -85,22 +90,22 @@ class OffsetDriver:
             wanted = dict(self.stored)  # kept: committing the same offsets again is harmless
             ignore_hw = True
         else:
-            wanted = {tp: (off, "") for tp, off in self._delivered_positions().items()}
+            wanted = _without_metadata(self._delivered_positions())
             ignore_hw = False
-        translated = self._pipeline.safe_offsets_to_commit(wanted, ignore_hw)
+        translated = self._pipeline.commits.safe_offsets_to_commit(wanted, ignore_hw)
         if not translated:
             raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
         return self.commits.commit(translated, asynchronous)
 
     def _delivered_positions(self) -> dict[TopicPartitionKey, int]:
         assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
-        return self._pipeline.current_positions(self.positions(assigned))
+        return self._pipeline.commits.current_positions(self.positions(assigned))
 
     def delivered_safe_offsets(self) -> list[TopicPartition]:
         """What a commit without arguments commits: per assigned partition, the safe offset of what
         was delivered, with LinkedIn's ``"<HW>,<metadata>"`` metadata (``safe_offsets()``)."""
         positions = self._delivered_positions()
-        translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
+        translated = self._pipeline.commits.safe_offsets_to_commit(_without_metadata(positions), False)
         return [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in translated.items()]
 
     def store(self, message: Message | None, offsets: Sequence[TopicPartition] | None) -> None:
@@ -113,7 +118,7 @@ class OffsetDriver:
             raise ValueError("store_offsets takes exactly one of message and offsets")
         if message is not None:
             key = partition_of(message)
-            self._pipeline.release(key, int(message.offset() or 0))
+            self._pipeline.commits.release(key, int(message.offset() or 0))
             self.stored[key] = (int(message.offset() or 0) + 1, "")
             return
         assert offsets is not None
@@ -126,10 +131,10 @@ class OffsetDriver:
             if partitions is None:
                 self.commit(None, None, asynchronous)
                 return
-            positions = self._pipeline.current_positions(self.positions(list(partitions)))
+            positions = self._pipeline.commits.current_positions(self.positions(list(partitions)))
             if not positions:
                 return
-            translated = self._pipeline.safe_offsets_to_commit({tp: (off, "") for tp, off in positions.items()}, False)
+            translated = self._pipeline.commits.safe_offsets_to_commit(_without_metadata(positions), False)
             self.commits.commit(translated, asynchronous)
         except KafkaException as exc:
             if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError._NO_OFFSET:
@@ -146,14 +151,14 @@ class OffsetDriver:
             self._queue.drop(key)
             self._consumer.seek(partition)
             self._pipeline.forget(key)
-            self._pipeline.set_high_watermark(key, 0)
+            self._pipeline.commits.set_high_watermark(key, 0)
             return
         delivered = self._pipeline.delivered(key)
         if delivered is not None and offset == delivered + 1:
             return
         stored = self.commits.read_one(key)
         view = GroupCommits.high_watermark_view(stored)
-        plan = self._pipeline.plan_seek(key, offset, view)
+        plan = self._pipeline.commits.plan_seek(key, offset, view)
         target, high_watermark = plan.target, plan.high_watermark
         if plan.to_committed:
             target = stored.offset
@@ -162,16 +167,15 @@ class OffsetDriver:
         self._consumer.seek(TopicPartition(key[0], key[1], target))
         self._pipeline.forget(key)
         self.commits.load_one(stored)
-        self._pipeline.set_high_watermark(key, high_watermark)
+        self._pipeline.commits.set_high_watermark(key, high_watermark)
 
     # -- partitions come and go ------------------------------------------------------------------
     def forget(self, keys: Sequence[TopicPartitionKey]) -> None:
         """Partitions leave: their queued records and state go; every HW is re-read from Kafka."""
         for key in keys:
             self._queue.drop(key)
-            self._pipeline.forget(key)
             self.stored.pop(key, None)
-        self._pipeline.clear_high_watermarks()
+        self._pipeline.revoke(list(keys))
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Before an explicit assignment: forget partitions not in it, and treat explicit offsets as seeks."""
@@ -190,7 +194,7 @@ class OffsetDriver:
                 key = (tp.topic, tp.partition)
                 self._queue.drop(key)
                 self._pipeline.forget(key)
-                self._pipeline.set_high_watermark(key, max(tp.offset, 0))
+                self._pipeline.commits.set_high_watermark(key, max(tp.offset, 0))
 
     def reset(self) -> None:
         """Unassign / unsubscribe: nothing queued, no partition state (holds stay until committed)."""

@@ -3,17 +3,26 @@
 Records wait here until ``poll`` hands one to the pipeline, so a message counts as delivered
 (and becomes committable) only when the application receives it. Each fetched batch is scanned
 once for envelopes, whose payloads start downloading while the queue drains.
+
+The queue also owns the one ordering rule of its fast path. A fetched batch proven plain
+(:class:`~gateway.core.plain_runs.ProvenBatch`) is handed out by count alone, and what was handed
+out is noted as delivered lazily. The queue is the pipeline's
+:class:`~gateway.core.offsets.DeferredDeliveries`: the pipeline settles it before anyone reads
+delivered offsets and ends it before a partition's state changes, and the queue ends it before
+anything else is taken from it or the queue itself changes. No caller has to remember.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.core.pipeline import ConsumerPipeline
-from gateway.core.plain_runs import take_plain_batch, take_plain_run
+from gateway.core.plain_runs import ProvenBatch, drop_head, take_plain_batch, take_plain_run
+from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 
 
@@ -22,8 +31,11 @@ def partition_of(msg: Any) -> TopicPartitionKey:
 
 
 class RecordQueue:
-    def __init__(self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int) -> None:
+    def __init__(
+        self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
+    ) -> None:
         self._consumer = consumer
+        self._pipeline = pipeline
         self.batch = batch
         """Records per fetch (``fetch.batch.records``), fewer when they are large."""
         self.batch_bytes = batch_bytes
@@ -31,6 +43,71 @@ class RecordQueue:
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
         self._fresh = False  # a batch was fetched and take_plain_batch has not looked at it yet
+        self.proof: ProvenBatch | None = None
+        """The fetched batch ``poll()`` hands out by count alone (its records are still at the head)."""
+        self.proven = 0
+        """How many of the proof's records are still at the head: ``poll()``'s hot path takes them by count."""
+        pipeline.defer_deliveries(self)
+
+    # -- the proven batch (gateway.core.offsets.DeferredDeliveries) ------------------------------
+    def settle(self) -> None:
+        """What was handed out of the proven batch is noted as delivered: before anything reads offsets."""
+        proof = self.proof
+        if proof is not None:
+            proof.note(self._pipeline, len(proof.records) - self.proven)
+
+    def end(self) -> None:
+        """Settle and drop the proof: before anything else is taken, or a partition's state changes."""
+        if self.proof is not None:
+            self.settle()
+            self.proof, self.proven = None, 0
+
+    def prove(self) -> Any | None:
+        """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
+        self.end()
+        proof = ProvenBatch.prove(list(self.raw), self._pipeline)
+        if proof is None:
+            return None
+        self.proof, self.proven = proof, len(proof.records) - 1
+        return self.raw.popleft()
+
+    def take_proven(self, out: list[Any], limit: int) -> None:
+        """What is left of the proven batch, up to ``limit`` in ``out``, in bulk."""
+        take = min(self.proven, limit - len(out))
+        out.extend(islice(self.raw, take))
+        drop_head(self.raw, take)
+        self.proven -= take
+        if not self.proven:
+            self.end()
+
+    def pop(self) -> Any:
+        """The head record, for the full path."""
+        self.end()
+        return self.raw.popleft()
+
+    def take_plain_head(self) -> Any | None:
+        """The head, taken out if it is plainly plain and its partition allows a run; else None."""
+        self.end()
+        head = self.raw[0]
+        if (
+            head.error() is None
+            and is_plainly_plain(head.value(), head.headers())
+            and self._pipeline.deliver_plain((head.topic(), head.partition()), head.offset())
+        ):
+            return self.raw.popleft()
+        return None
+
+    def proven_whole(self, batch: list[Any]) -> list[Any]:
+        """``batch`` itself, noted as delivered, when it is proven plain: the list librdkafka returned is
+        the list the caller gets, at no cost per record. Else it is queued for the full path and ``[]``."""
+        proof = ProvenBatch.prove(batch, self._pipeline) if batch else None
+        if proof is not None:
+            proof.note(self._pipeline, len(batch))
+            return batch
+        self.enqueue(batch)
+        return []
+
+    # -- fetching --------------------------------------------------------------------------------
 
     def fetch(self, timeout: float) -> bool:
         """One batch from librdkafka into the queue; False when ``timeout`` passed with nothing."""
@@ -42,6 +119,7 @@ class RecordQueue:
 
     def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
         """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
+        self.end()
         first = self._consumer.poll(timeout)
         if first is None:
             return []
@@ -52,6 +130,9 @@ class RecordQueue:
 
     def enqueue(self, batch: list[Any]) -> None:
         """Fetched records behind those queued; referenced payloads among them start downloading."""
+        if not batch:
+            return
+        self.end()
         self.raw.extend(batch)
         self._fresh = True
         if self.refs.enabled:
@@ -61,18 +142,19 @@ class RecordQueue:
                 if m.error() is None
             )
 
-    def take_plain(self, pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
+    def take_plain(self, out: list[Any], limit: int) -> int:
         """Plain records from the head of the queue into ``out``: a fresh batch whole when it can be.
 
         The whole-batch test runs once per fetched batch, so a mixed batch is not scanned again
         for every run in it; then runs of one partition (see :mod:`gateway.core.plain_runs`).
         """
+        self.end()
         if self._fresh:
             self._fresh = False
-            moved = take_plain_batch(self.raw, pipeline, out, limit)
+            moved = take_plain_batch(self.raw, self._pipeline, out, limit)
             if moved:
                 return moved
-        return take_plain_run(self.raw, pipeline, out, limit)
+        return take_plain_run(self.raw, self._pipeline, out, limit)
 
     def _more_after(self, first: Any) -> int:
         """How many records to take beside ``first``: the batch, unless records of its size would pass the byte bound.
@@ -101,6 +183,7 @@ class RecordQueue:
 
     def drop(self, key: TopicPartitionKey) -> None:
         """Forget ``key``'s queued records and the payloads fetched ahead for them (seek, revoke)."""
+        self.end()
         if self.raw:
             kept = [m for m in self.raw if partition_of(m) != key]
             self.raw.clear()
@@ -108,5 +191,6 @@ class RecordQueue:
         self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
 
     def clear(self) -> None:
+        self.end()
         self.raw.clear()
         self.refs.clear()

@@ -2,8 +2,9 @@
 
 The consumer fetches records and hands messages out; every record its plain fast paths do not
 take comes here, the one place that feeds a record to the sans-IO pipeline and acts on the events
-it returns. The partition's commit is loaded before its first record is fed, so that what the
-pipeline decides about delivery starts from the committed position.
+it returns. The pipeline asks for a partition's commit (:class:`~gateway.core.events.CommitNeeded`)
+before it judges the partition's first record, so that what it decides about delivery starts from
+the committed position; the commits of every partition queued behind it are read in the same call.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from gateway import tracing
 from gateway.consumer._events import EventHandler
 from gateway.consumer._offsets import OffsetDriver
 from gateway.consumer._queue import RecordQueue
-from gateway.core.pipeline import ConsumerPipeline, WholeMessage
+from gateway.core.events import CommitNeeded, WholeMessage
+from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError
 from gateway.protocol.records import Record
 from gateway.store import Store
@@ -52,12 +54,13 @@ class RecordPath:
         if msg.error() is not None:
             return msg  # type: ignore[no-any-return]
         tp = (msg.topic(), msg.partition())
-        if self._pipeline.needs_commit(tp):  # first record of this partition: with the others queued
-            self._offsets.load_commits([msg, *self._queue.raw])
         # key and timestamp stay with msg; only a peer's record (bakdata) may need its key decoded
         record = Record(msg.offset(), msg.key() if self._keys_read else None, msg.value(), msg.headers())
         try:
             events = self._pipeline.feed(tp, record)
+            if events and type(events[0]) is CommitNeeded:  # the partition's first record: nothing was done
+                self._offsets.load_commits([msg, *self._queue.raw])
+                events = self._pipeline.feed(tp, record)
             out = self._events.handle(msg, events)
             if out is not None and self.traced:
                 self.spans.consumed(out, *_span_fields(events))

@@ -8,13 +8,20 @@ leave take their queued records and state with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
+from gateway.auditing import Auditor
+from gateway.consumer._events import EventHandler
 from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
+from gateway.consumer._queue import RecordQueue
+from gateway.consumer.handoff import Handoff
+from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
+from gateway.tracing import ConsumerTelemetry
 
 
 class ConsumerSurface:
@@ -23,11 +30,52 @@ class ConsumerSurface:
     _consumer: Any
     _offsets: OffsetDriver
     _pipeline: ConsumerPipeline
+    _queue: RecordQueue
+    _resolver: Resolver
+    _events: EventHandler
+    _handoff: Handoff
+    _auditor: Auditor | None
+    _ready: deque[Message]
     _auto_commit: bool
+    _closed: bool
+    _runs_now: bool
+    _spans: ConsumerTelemetry
 
-    close: Callable[[], None]
-    _note_handed: Callable[[], None]  # before reading delivered offsets (see HybridConsumer.poll)
-    _end_batch: Callable[[], None]  # before changing a partition's state
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._spans.release()  # the application held its last messages until now
+        if self._auto_commit:
+            self._offsets.commit_quietly(asynchronous=False)
+        self._closed = True
+        self._runs_now = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
+        self._queue.clear()
+        self._ready.clear()
+        self._handoff.clear()
+        self._resolver.close()
+        self._events.close()
+        if self._auditor is not None:
+            self._auditor.close()
+        self._offsets.commits.close()
+        self._consumer.close()
+
+    def metrics(self) -> dict[str, int]:
+        return {
+            **self._pipeline.metrics(),
+            **self._events.counters,
+            **self._resolver.metrics(),
+            **self._offsets.commits.counters,
+        }
+
+    @property
+    def handoff(self) -> Handoff:
+        """For a driver carrying ``poll``/``consume`` results to another thread (:mod:`gateway.consumer.handoff`)."""
+        return self._handoff
+
+    @property
+    def inner(self) -> Consumer:
+        """The wrapped librdkafka consumer; reading from it directly bypasses reassembly and tracking."""
+        return self._consumer  # type: ignore[no-any-return]
 
     def __enter__(self) -> Any:
         return self
@@ -37,13 +85,11 @@ class ConsumerSurface:
 
     def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Add partitions to the assignment; an explicit offset is a seek, as in ``assign``."""
-        self._end_batch()
         self._offsets.add(partitions)
         self._consumer.incremental_assign(list(partitions))
 
     def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
         """Remove partitions; their queued records, pending segments and stored offsets go with them."""
-        self._end_batch()
         self._consumer.incremental_unassign(list(partitions))
         self._offsets.forget([(tp.topic, tp.partition) for tp in partitions])
 
@@ -53,7 +99,6 @@ class ConsumerSurface:
         They are committed as safe offsets, like ``commit(message=...)`` / ``commit(offsets=...)``:
         an incomplete large message before them is never skipped.
         """
-        self._note_handed()
         self._offsets.store(message, offsets)
 
     def offsets_for_times(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
@@ -72,7 +117,6 @@ class ConsumerSurface:
         Safe offsets with LinkedIn's metadata, exactly what ``commit()`` would commit: a group that
         resumes from them re-reads an incomplete large message from its first segment.
         """
-        self._note_handed()
         return self._offsets.delivered_safe_offsets()
 
     def consumer_group_metadata(self) -> Any:
@@ -119,7 +163,6 @@ class ConsumerSurface:
         offsets, translated to the offset a restart must resume from. Synchronous commits return
         the user-visible offsets, as ``committed()`` would show them.
         """
-        self._note_handed()
         return self._offsets.commit(message, offsets, asynchronous)
 
     def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
@@ -140,11 +183,9 @@ class ConsumerSurface:
 
     def safe_offset(self, partition: TopicPartition) -> int | None:
         """The offset a restart must resume from so that nothing delivered later is lost."""
-        self._note_handed()
-        return self._pipeline.safe_offset((partition.topic, partition.partition))
+        return self._pipeline.commits.safe_offset((partition.topic, partition.partition))
 
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
-        self._note_handed()
         return self._offsets.position(partitions)
 
     def seek(self, partition: TopicPartition) -> None:
@@ -154,7 +195,6 @@ class ConsumerSurface:
         target are re-read but not re-delivered; below the tracked range raises
         :class:`~gateway.errors.OffsetNotTrackedError`.
         """
-        self._end_batch()
         self._offsets.seek(partition)
 
     # -- membership ----------------------------------------------------------------------------
@@ -173,17 +213,14 @@ class ConsumerSurface:
         self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
-        self._end_batch()
         self._offsets.assign(partitions)
         self._consumer.assign(list(partitions))
 
     def unassign(self) -> None:
-        self._end_batch()
         self._consumer.unassign()
         self._offsets.reset()
 
     def unsubscribe(self) -> None:
-        self._end_batch()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)
         self._consumer.unsubscribe()

@@ -101,7 +101,8 @@ class ConsumerSettings:
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
 
-    def pipeline(self) -> ConsumerPipeline:
+    def pipeline(self, *, awaits_commits: bool = False) -> ConsumerPipeline:
+        """The pipeline these settings describe; a group consumer's asks for each partition's commit."""
         return ConsumerPipeline(
             MessageAssembler(
                 self.capacity,
@@ -113,6 +114,7 @@ class ConsumerSettings:
             DeliveredOffsetTracker(self.max_tracked),
             bad_segments_as_payload=self.bad_segments_as_payload,
             peers=self.peers,
+            awaits_commits=awaits_commits,
         )
 
 

@@ -13,9 +13,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 
 from gateway.consumer.resolver import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, Admission, Resolver
-from gateway.errors import EnvelopeFormatError, InvalidSegmentError
-from gateway.protocol.classify import RecordKind, classify
-from gateway.protocol.envelope import Envelope, decode_envelope, looks_like_envelope
+from gateway.protocol.envelope import Envelope, looks_like_envelope
+from gateway.protocol.envelope_reader import read_envelope
 from gateway.protocol.headers import Headers
 from gateway.protocol.peers import PeerRecord
 
@@ -44,11 +43,8 @@ class ReferenceFetcher:
         for key, topic, value, headers in records:
             if not looks_like_envelope(value):  # necessary for an envelope that decodes; cheap
                 continue
-            try:
-                if classify(value, headers).kind is not RecordKind.ENVELOPE:
-                    continue
-                envelope = decode_envelope(value)
-            except (EnvelopeFormatError, InvalidSegmentError):
+            envelope = read_envelope(value, headers).envelope
+            if envelope is None:
                 continue
             judged = self._pending[key] = self.resolver.judge(envelope, topic)
             if judged.refusal is None:

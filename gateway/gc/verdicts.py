@@ -14,9 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gateway.errors import GatewayError, InvalidSegmentError
-from gateway.protocol.classify import RecordKind, classify
-from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
+from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +76,13 @@ class EnvelopeMatcher:
         self._by_locator = {p.locator: p for p in self._pending}
 
     def observe(self, value: bytes | None, headers: Headers, partition: int, offset: int) -> None:
-        try:
-            kind = classify(value, headers).kind
-        except InvalidSegmentError:  # an unreadable _lm header: an envelope only if marked as one
-            kind = RecordKind.ENVELOPE if any(k == ENVELOPE_HEADER for k, _ in headers or ()) else RecordKind.PLAIN
-        if kind is not RecordKind.ENVELOPE:
+        """A look-alike (magic, no mark, does not decode) counts as undecodable: gc keeps what it mentions."""
+        read = read_envelope(value, headers)
+        if read.kind is EnvelopeKind.NONE:
             return
         self.envelopes += 1
-        try:
-            envelope = decode_envelope(value)
-        except GatewayError:
+        envelope = read.envelope
+        if envelope is None:
             self.undecodable += 1
             raw = bytes(value or b"")
             for p in self._pending:

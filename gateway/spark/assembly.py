@@ -115,7 +115,7 @@ class RangeAssembler:
                         error=error_text(event.exception),
                         exception=event.exception,
                     )
-            elif emit:
+            elif emit and isinstance(event, WholeMessage):  # a range never awaits commits
                 self.counters.emitted += 1
                 out = event
         return out

@@ -17,10 +17,9 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ReferenceToResolve, WholeMessage, error_text
-from gateway.errors import EnvelopeFormatError, GatewayError, InvalidSegmentError
-from gateway.protocol.classify import RecordKind, classify
-from gateway.protocol.envelope import ENVELOPE_HEADER, decode_envelope
-from gateway.protocol.headers import Headers, has_header
+from gateway.errors import GatewayError
+from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
+from gateway.protocol.headers import Headers
 from gateway.protocol.records import Record
 from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
@@ -303,18 +302,13 @@ def read_envelopes(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Reco
 
 def _envelope_row(topic: str, partition: int, record: Record) -> tuple[Any, ...] | None:
     """The envelope a record holds, as a row; ``None`` for every record that is not an envelope."""
-    try:
-        if classify(record.value, record.headers).kind is not RecordKind.ENVELOPE:
-            return None
-    except InvalidSegmentError:
-        return None  # an unreadable _lm header: a broken segment, never an envelope
+    read = read_envelope(record.value, record.headers)
+    if read.kind is EnvelopeKind.NONE or read.kind is EnvelopeKind.LOOKALIKE:
+        return None  # a legacy value that only starts like an envelope is no envelope
     ts = None if record.timestamp_ms is None else record.timestamp_ms * 1000
-    try:
-        envelope = decode_envelope(record.value)
-    except EnvelopeFormatError as exc:
-        if not has_header(record.headers, ENVELOPE_HEADER):
-            return None  # a legacy value that only starts like an envelope
-        return (topic, partition, record.offset, ts, None, None, None, None, f"{type(exc).__name__}: {exc}")
+    envelope = read.envelope
+    if envelope is None:
+        return (topic, partition, record.offset, ts, None, None, None, None, error_text(read.error or GatewayError()))
     return (
         topic,
         partition,

@@ -44,7 +44,7 @@ def test_same_message_id_in_two_partitions_is_assembled_apart() -> None:
 def test_tracker_stays_bounded_under_invalid_records_between_plain_ones() -> None:
     """Issue 13, defect 5: every invalid record added a tracker entry that was never trimmed."""
     pipeline = ConsumerPipeline(MessageAssembler(), DeliveredOffsetTracker(100))
-    pipeline.load_commit(TP, None, None)
+    pipeline.commits.load_commit(TP, None, None)
     offset = 0
     for i in range(20_000):
         if i % 1000 == 0:
@@ -59,19 +59,19 @@ def test_tracker_stays_bounded_under_invalid_records_between_plain_ones() -> Non
     # what is still tracked still answers: the last plain record and commits after it
     (last,) = pipeline.feed(TP, Record(offset, b"k", b"plain", None))
     assert isinstance(last, PlainMessage)
-    safe = pipeline.safe_offsets_to_commit({TP: (offset + 1, "")}, False)
+    safe = pipeline.commits.safe_offsets_to_commit({TP: (offset + 1, "")}, False)
     assert safe[TP][0] == offset + 1
 
 
 def test_a_commit_never_passes_an_incomplete_message_the_tracker_has_forgotten() -> None:
     """With the tracker bounded, its earliest offset can move past the start of a pending message."""
     pipeline = ConsumerPipeline(MessageAssembler(), DeliveredOffsetTracker(1, max_segment_offsets=4))
-    pipeline.load_commit(TP, None, None)
+    pipeline.commits.load_commit(TP, None, None)
     first, _ = segments(payload(2000), 1000)[0]
     assert pipeline.feed(TP, Record(0, b"k", first, None)) == []
     for offset in range(1, 21):
         (bad,) = pipeline.feed(TP, Record(offset, b"k", b"v", [(LM_HEADER, b"broken")]))
         assert isinstance(bad, InvalidRecord)
     assert pipeline.tracker.earliest_tracked_offset(TP) > 10
-    translated = pipeline.safe_offsets_to_commit({TP: (10, "")}, True)
+    translated = pipeline.commits.safe_offsets_to_commit({TP: (10, "")}, True)
     assert translated[TP][0] == 0, "the message started at offset 0 is still being assembled"

@@ -140,13 +140,13 @@ def test_consume_stops_before_a_returned_error() -> None:
 
 def test_a_commit_stays_at_the_floor_safe_offset_and_high_watermark_alike() -> None:
     pipeline = ConsumerPipeline()
-    pipeline.load_commit(A, None, None)
+    pipeline.commits.load_commit(A, None, None)
     for offset in range(5):
         pipeline.feed(A, Record(offset, None, b"v", None))
-    assert pipeline.safe_offsets_to_commit({A: (5, "")}, False) == {A: (5, "5,")}
-    pipeline.bound_commits(lambda tp: 3 if tp == A else None)
-    assert pipeline.safe_offsets_to_commit({A: (5, "")}, False) == {A: (3, "3,")}
-    assert pipeline.safe_offset(A) == 5  # the _so a record carries is not about the handoff
+    assert pipeline.commits.safe_offsets_to_commit({A: (5, "")}, False) == {A: (5, "5,")}
+    pipeline.commits.lent_floor = lambda tp: 3 if tp == A else None
+    assert pipeline.commits.safe_offsets_to_commit({A: (5, "")}, False) == {A: (3, "3,")}
+    assert pipeline.commits.safe_offset(A) == 5  # the _so a record carries is not about the handoff
 
 
 def test_messages_kept_back_hold_commits_where_they_stood_until_all_are_handed_out() -> None:

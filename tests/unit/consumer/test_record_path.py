@@ -56,7 +56,7 @@ class Queue:
 
 def _path(stores: dict[str, Any] | None = None) -> tuple[RecordPath, Librdkafka, Queue, ConsumerPipeline]:
     settings, conf = parse_consumer_config({"group.id": "g"})
-    pipeline = settings.pipeline()
+    pipeline = settings.pipeline(awaits_commits=True)  # as the consumer's: it asks for each partition's commit
     inner, queue = Librdkafka(), Queue()
     offsets = OffsetDriver(inner, pipeline, queue, GroupCommits(BindingGroupOffsets(inner), pipeline, None))  # type: ignore[arg-type]
     events = EventHandler.for_consumer(

@@ -52,7 +52,7 @@ def make(max_tracked: int = 500, gap: int = 1000, fast_path: bool = True) -> Rec
     proc = RecordProcessor(
         MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked), fast_path=fast_path
     )
-    proc.load_commit(TP, None, None)
+    proc.commits.load_commit(TP, None, None)
     return proc
 
 
@@ -88,7 +88,7 @@ def test_javadoc_example() -> None:
 
 def test_stored_high_watermark_filters_duplicates() -> None:
     proc = RecordProcessor(MessageAssembler(), DeliveredOffsetTracker())
-    proc.load_commit(TP, 3, 5)
+    proc.commits.load_commit(TP, 3, 5)
     out = [proc.process(TP, off, plain(off), []) for off in range(3, 7)]
     assert [d is not None for d in out] == [False, False, True, True]
 
@@ -100,13 +100,13 @@ def test_commit_while_large_message_pending() -> None:
     assert proc.process(TP, 11, *a[0]) is None
     assert proc.process(TP, 12, plain(12), []) is not None
     assert proc.process(TP, 13, plain(13), []) is not None
-    positions = proc.current_positions({TP: 14})
+    positions = proc.commits.current_positions({TP: 14})
     assert positions == {TP: 14}
-    assert proc.safe_offsets_to_commit({TP: (14, "")}, False) == {TP: (11, "14,")}
-    assert proc.safe_offsets_to_commit({TP: (14, "m")}, True) == {TP: (11, "14,m")}
+    assert proc.commits.safe_offsets_to_commit({TP: (14, "")}, False) == {TP: (11, "14,")}
+    assert proc.commits.safe_offsets_to_commit({TP: (14, "m")}, True) == {TP: (11, "14,m")}
     # committing a mid-batch offset uses the safe offset recorded when that message was delivered
-    assert proc.safe_offsets_to_commit({TP: (11, "")}, True) == {TP: (11, "11,")}
-    assert proc.safe_offsets_to_commit({TP: (13, "")}, True) == {TP: (11, "13,")}
+    assert proc.commits.safe_offsets_to_commit({TP: (11, "")}, True) == {TP: (11, "11,")}
+    assert proc.commits.safe_offsets_to_commit({TP: (13, "")}, True) == {TP: (11, "13,")}
 
 
 def test_commit_beyond_delivered_raises() -> None:
@@ -114,13 +114,13 @@ def test_commit_beyond_delivered_raises() -> None:
     for off in range(10, 16):
         proc.process(TP, off, plain(off), [])
     with pytest.raises(OffsetNotTrackedError):
-        proc.safe_offsets_to_commit({TP: (20, "")}, True)
+        proc.commits.safe_offsets_to_commit({TP: (20, "")}, True)
 
 
 def test_commit_keeps_old_high_watermark_when_nothing_consumed() -> None:
     proc = RecordProcessor(MessageAssembler(), DeliveredOffsetTracker())
-    proc.load_commit(TP, 11, 14)
-    assert proc.safe_offsets_to_commit({TP: (11, "")}, False) == {TP: (11, "14,")}
+    proc.commits.load_commit(TP, 11, 14)
+    assert proc.commits.safe_offsets_to_commit({TP: (11, "")}, False) == {TP: (11, "14,")}
 
 
 def test_interleaved_messages_commit_at_oldest_incomplete() -> None:
@@ -132,10 +132,10 @@ def test_interleaved_messages_commit_at_oldest_incomplete() -> None:
     assert proc.process(TP, 1, *m2[0]) is None
     d = proc.process(TP, 2, *m1[1])
     assert d is not None and d.value == payload(2000, 1)
-    assert proc.safe_offsets_to_commit({TP: (3, "")}, False) == {TP: (1, "3,")}
+    assert proc.commits.safe_offsets_to_commit({TP: (3, "")}, False) == {TP: (1, "3,")}
     d = proc.process(TP, 3, *m2[1])
     assert d is not None and d.value == payload(2000, 2)
-    assert proc.safe_offsets_to_commit({TP: (4, "")}, False) == {TP: (4, "4,")}
+    assert proc.commits.safe_offsets_to_commit({TP: (4, "")}, False) == {TP: (4, "4,")}
 
 
 def test_restart_from_safe_offset_with_high_watermark_delivers_each_once() -> None:
@@ -145,10 +145,10 @@ def test_restart_from_safe_offset_with_high_watermark_delivers_each_once() -> No
     first = make()
     got = [first.process(TP, off, *rec) for off, rec in enumerate(log[:4])]
     delivered_first = [d.value for d in got if d is not None]
-    offset, meta = first.safe_offsets_to_commit({TP: (4, "")}, False)[TP]
+    offset, meta = first.commits.safe_offsets_to_commit({TP: (4, "")}, False)[TP]
     assert (offset, meta) == (1, "4,")
     second = RecordProcessor(MessageAssembler(), DeliveredOffsetTracker())
-    second.load_commit(TP, offset, read_metadata(meta.encode()).high_watermark)
+    second.commits.load_commit(TP, offset, read_metadata(meta.encode()).high_watermark)
     got2 = [second.process(TP, off, *log[off]) for off in range(offset, len(log))]
     delivered_second = [d.value for d in got2 if d is not None]
     assert delivered_first == [payload(2000, 1), plain(3)]
@@ -174,14 +174,14 @@ def test_seek_translation() -> None:
     proc.process(TP, 1, plain(1), [])
     proc.process(TP, 2, *a[1])
     proc.process(TP, 3, plain(3), [])
-    assert proc.plan_seek(TP, 4, None).noop
-    plan = proc.plan_seek(TP, 2, None)  # back into the large message: its first segment
+    assert proc.commits.plan_seek(TP, 4, None).noop
+    plan = proc.commits.plan_seek(TP, 2, None)  # back into the large message: its first segment
     assert (plan.target, plan.high_watermark) == (0, 2)
-    plan = proc.plan_seek(TP, 1, None)  # the plain record delivered while A was pending
+    plan = proc.commits.plan_seek(TP, 1, None)  # the plain record delivered while A was pending
     assert (plan.target, plan.high_watermark) == (0, 1)
-    assert proc.plan_seek(TP, 3, None).target == 3
-    assert proc.plan_seek(TP, 9, None).target == 9  # forward
-    assert proc.plan_seek(TP, 3, 3).to_committed
+    assert proc.commits.plan_seek(TP, 3, None).target == 3
+    assert proc.commits.plan_seek(TP, 9, None).target == 9  # forward
+    assert proc.commits.plan_seek(TP, 3, 3).to_committed
 
 
 def test_seek_below_tracked_range_raises() -> None:
@@ -191,7 +191,7 @@ def test_seek_below_tracked_range_raises() -> None:
     for off in range(1, 6):
         proc.process(TP, off, plain(off), [])
     with pytest.raises(OffsetNotTrackedError):
-        proc.plan_seek(TP, 1, None)
+        proc.commits.plan_seek(TP, 1, None)
 
 
 def test_clear_partition_forgets_everything() -> None:
@@ -200,7 +200,7 @@ def test_clear_partition_forgets_everything() -> None:
     proc.forget(TP)
     assert proc.assembler.buffered_bytes == 0
     assert proc.tracker.delivered(TP) is None
-    assert proc.needs_commit(TP)
+    assert proc.commits.needs_commit(TP)
 
 
 def test_evicting_segment_is_tracked_as_a_segment_and_expiry_still_runs() -> None:
@@ -215,7 +215,7 @@ def test_evicting_segment_is_tracked_as_a_segment_and_expiry_still_runs() -> Non
         ),
         DeliveredOffsetTracker(),
     )
-    proc.load_commit(TP, None, None)
+    proc.commits.load_commit(TP, None, None)
     a = segments(payload(1800, 1), 600)
     b = segments(payload(1800, 2), 600)
     assert proc.process(TP, 0, *a[0]) is None
@@ -231,12 +231,12 @@ def test_holds_pin_safe_offset_commit_and_high_watermark() -> None:
     proc = make()
     for off in range(5):
         proc.process(TP, off, plain(off), [])
-    proc.hold(TP, 2)
-    assert proc.safe_offset(TP) == 2
-    assert proc.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (2, "2,")}
-    proc.release(TP, 2)
-    assert proc.safe_offset(TP) == 5
-    assert proc.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (5, "5,")}
+    proc.commits.hold(TP, 2)
+    assert proc.commits.safe_offset(TP) == 2
+    assert proc.commits.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (2, "2,")}
+    proc.commits.release(TP, 2)
+    assert proc.commits.safe_offset(TP) == 5
+    assert proc.commits.safe_offsets_to_commit({TP: (5, "")}, False) == {TP: (5, "5,")}
 
 
 def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
@@ -249,8 +249,8 @@ def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
         else:
             records.append((off, plain(off), []))
     fast, full = make(), make(fast_path=False)
-    fast.load_commit(TP, 3, 4)
-    full.load_commit(TP, 3, 4)
+    fast.commits.load_commit(TP, 3, 4)
+    full.commits.load_commit(TP, 3, 4)
     fast_out, full_out = [], []
     for off, value, headers in records[3:]:
         d = fast.process(TP, off, value, headers)
@@ -264,4 +264,5 @@ def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
     for off in full_out:
         assert fast.tracker.safe_offset(TP, off) == full.tracker.safe_offset(TP, off)
         assert fast.tracker.starting_offset(TP, off) == full.tracker.starting_offset(TP, off)
-    assert fast.safe_offsets_to_commit({TP: (40, "")}, False) == full.safe_offsets_to_commit({TP: (40, "")}, False)
+    wanted: dict[tuple[str, int], tuple[int, str | None]] = {TP: (40, "")}
+    assert fast.commits.safe_offsets_to_commit(wanted, False) == full.commits.safe_offsets_to_commit(wanted, False)

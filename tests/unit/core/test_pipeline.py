@@ -49,7 +49,7 @@ def pipeline(
         DeliveredOffsetTracker(),
         fast_path=fast_path,
     )
-    p.load_commit(TP, None, None)
+    p.commits.load_commit(TP, None, None)
     return p
 
 
@@ -193,7 +193,7 @@ def test_expiry_is_an_event() -> None:
 
 def test_stored_high_watermark_filters_what_was_delivered_before() -> None:
     p = ConsumerPipeline()
-    p.load_commit(TP, 3, 5)
+    p.commits.load_commit(TP, 3, 5)
     out = [feed(p, off, f"v{off}".encode()) for off in range(3, 7)]
     assert [len(e) for e in out] == [0, 0, 1, 1]
     assert p.metrics()["duplicates.filtered"] == 2
@@ -204,17 +204,17 @@ def test_forget_and_reset() -> None:
     other = ("t", 1)
     a = segments(payload(2000), 1000)
     feed(p, 0, *a[0])
-    p.load_commit(other, None, None)
+    p.commits.load_commit(other, None, None)
     p.feed(other, Record(0, None, b"x", None))
-    p.hold(other, 0)
+    p.commits.hold(other, 0)
     p.forget(TP)
-    assert p.metrics()["assembler.buffered.bytes"] == 0 and p.needs_commit(TP) and p.delivered(TP) is None
+    assert p.metrics()["assembler.buffered.bytes"] == 0 and p.commits.needs_commit(TP) and p.delivered(TP) is None
     assert p.delivered(other) == 0
     p.reset()
-    assert p.partitions() == [] and p.needs_commit(other)
-    p.load_commit(other, None, None)
+    assert p.partitions() == [] and p.commits.needs_commit(other)
+    p.commits.load_commit(other, None, None)
     p.feed(other, Record(1, None, b"y", None))
-    assert p.safe_offset(other) == 0  # holds outlive a reset: only a commit of the message releases them
+    assert p.commits.safe_offset(other) == 0  # holds outlive a reset: only a commit of the message releases them
 
 
 def test_fast_and_full_paths_give_the_same_events() -> None:
@@ -230,7 +230,7 @@ def test_fast_and_full_paths_give_the_same_events() -> None:
         (b"p7", [("h", b"1")]),
     ]
     fast, full = pipeline(), ConsumerPipeline(fast_path=False)
-    full.load_commit(TP, None, None)
+    full.commits.load_commit(TP, None, None)
     got_fast = [feed(fast, off, *rec) for off, rec in enumerate(log)]
     got_full = [feed(full, off, *rec) for off, rec in enumerate(log)]
     assert got_fast == got_full
@@ -262,12 +262,12 @@ def test_one_segment_messages_go_the_fast_way_with_the_full_ways_answers(
     fast, full = pipeline(), pipeline(fast_path=False)
     for p in (fast, full):
         p.forget(TP)
-        p.load_commit(TP, high_watermark, high_watermark)
+        p.commits.load_commit(TP, high_watermark, high_watermark)
     got_fast = [feed(fast, off, *rec) for off, rec in enumerate(log)]
     got_full = [feed(full, off, *rec) for off, rec in enumerate(log)]
     assert got_fast == got_full
     assert fast.metrics() == full.metrics()
-    assert fast.safe_offset(TP) == full.safe_offset(TP)
+    assert fast.commits.safe_offset(TP) == full.commits.safe_offset(TP)
     assert fast.delivered(TP) == full.delivered(TP)
     for position in range(len(log) + 1):  # a commit at any position: the same offset and metadata, or the same refusal
         assert _commit_at(fast, position) == _commit_at(full, position)
@@ -275,7 +275,7 @@ def test_one_segment_messages_go_the_fast_way_with_the_full_ways_answers(
 
 def _commit_at(p: ConsumerPipeline, position: int) -> object:
     try:
-        return p.safe_offsets_to_commit({TP: (position, "")}, False)
+        return p.commits.safe_offsets_to_commit({TP: (position, "")}, False)
     except Exception as exc:
         return type(exc), str(exc)
 
@@ -306,9 +306,25 @@ def test_treat_bad_segments_as_payload_delivers_them_plain() -> None:
     bad, headers = b"payload", [("_lm", b"\x00\x01")]
     strict, lenient = _Pipeline(), _Pipeline(bad_segments_as_payload=True)
     for p in (strict, lenient):
-        p.load_commit(("t", 0), None, None)
+        p.commits.load_commit(("t", 0), None, None)
     events = strict.feed(("t", 0), _Record(0, None, bad, headers))
     assert [type(e) for e in events] == [_InvalidRecord] and isinstance(events[0].exception, _Invalid)
     events = lenient.feed(("t", 0), _Record(0, None, bad, headers))
     assert [type(e) for e in events] == [_Plain] and events[0].value == bad
     assert lenient.metrics()["bad.segments.as.payload"] == 1
+
+
+def test_a_group_consumers_pipeline_asks_for_the_commit_before_judging_a_partitions_first_record() -> None:
+    """``CommitNeeded`` (h11's NEED_DATA): nothing is done with the record until the commit is handed in."""
+    from gateway.core.pipeline import CommitNeeded
+
+    p = ConsumerPipeline(awaits_commits=True)
+    record = Record(7, b"k", b"plain", None)
+    assert p.feed(TP, record) == [CommitNeeded(TP)]
+    assert p.feed(TP, record) == [CommitNeeded(TP)]  # still nothing done: asked again
+    assert p.metrics()["records"] == 0 and p.delivered(TP) is None
+    p.commits.load_commit(TP, 8, 8)  # the group had delivered up to offset 7 before a restart
+    assert p.feed(TP, record) == []  # filtered by the high watermark the commit carried
+    (message,) = p.feed(TP, Record(8, b"k", b"next", None))
+    assert isinstance(message, PlainMessage) and message.safe_offset == 9
+    assert ConsumerPipeline().feed(TP, record)[0].__class__ is PlainMessage  # a Spark range never asks

@@ -45,7 +45,7 @@ def _msg(partition: int, offset: int, value: bytes | None, headers: Any = None) 
 def _loaded(*partitions: int) -> ConsumerPipeline:
     pipeline = ConsumerPipeline()
     for p in partitions:
-        pipeline.load_commit(("t", p), None, None)
+        pipeline.commits.load_commit(("t", p), None, None)
     return pipeline
 
 
@@ -103,7 +103,7 @@ def test_bulk_and_one_by_one_agree(records: list[tuple[int, bytes | None]], limi
     assert fast_out == slow_out
     for p in (0, 1, 2):
         assert fast.delivered(("t", p)) == slow.delivered(("t", p))
-        assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
+        assert fast.commits.safe_offset(("t", p)) == slow.commits.safe_offset(("t", p))
 
 
 @given(st.lists(st.tuples(st.integers(0, 2), value_st), max_size=40))
@@ -123,7 +123,7 @@ def test_deliver_plain_one_by_one_agrees_with_feed(records: list[tuple[int, byte
     assert fast_out == slow_out
     for p in (0, 1, 2):
         assert fast.delivered(("t", p)) == slow.delivered(("t", p))
-        assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
+        assert fast.commits.safe_offset(("t", p)) == slow.commits.safe_offset(("t", p))
 
 
 def test_deliver_plain_refuses_what_needs_the_full_path() -> None:
@@ -181,7 +181,7 @@ def test_batch_then_runs_agree_with_feeding_one_by_one(records: list[tuple[int, 
     assert fast_out == slow_out
     for p in (0, 1):
         assert fast.delivered(("t", p)) == slow.delivered(("t", p))
-        assert fast.safe_offset(("t", p)) == slow.safe_offset(("t", p))
+        assert fast.commits.safe_offset(("t", p)) == slow.commits.safe_offset(("t", p))
 
 
 def test_a_plain_batch_of_one_partition_moves_whole_or_not_at_all() -> None:
@@ -215,7 +215,7 @@ def test_a_proven_batch_noted_at_any_points_agrees_with_feeding_one_by_one(
         batch.note(fast, stop)
     assert [m.offset() for m in batch.records[:handed]] == slow_out
     assert fast.delivered(tp) == slow.delivered(tp)
-    assert fast.safe_offset(tp) == slow.safe_offset(tp)
+    assert fast.commits.safe_offset(tp) == slow.commits.safe_offset(tp)
     assert fast.metrics()["plain.messages"] == slow.metrics()["plain.messages"]
 
 

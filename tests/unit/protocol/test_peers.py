@@ -211,7 +211,7 @@ def test_the_pipeline_hands_peer_records_out_to_resolve_and_reports_broken_ones(
     tp = ("t", 0)
     for peers in (None, PeerReader(frozenset({PeerFormat.AWS}))):
         pipeline = ConsumerPipeline(peers=peers)
-        pipeline.load_commit(tp, None, None)
+        pipeline.commits.load_commit(tp, None, None)
         events = [
             pipeline.feed(tp, Record(i, b"k", value, None))[-1] for i, value in enumerate((b"plain", aws, broken))
         ]
