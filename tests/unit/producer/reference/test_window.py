@@ -18,7 +18,7 @@ from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import decode_envelope
 from gateway.testing.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.fake_clock import ManualClock
-from tests.unit.producer.test_reference_writer import Sent
+from tests.unit.producer.reference.test_writer import Sent
 
 ROUTE = Route.reference("mem")
 LONG_LINGER_S = 600.0
@@ -26,7 +26,7 @@ LONG_LINGER_S = 600.0
 
 
 class InOrder(Sent):
-    """The producer's queue as ``InOrderProducer`` keeps it: the window's writes settle before each record."""
+    """The producer's queue as the outbox keeps it: the window's writes settle before each record."""
 
     window: WriteWindow | None = None
 
@@ -81,7 +81,7 @@ def test_a_window_of_one_writes_before_returning_without_a_pipeline() -> None:
 
 
 def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
-    """The producer's queue settles the window before each record (``InOrderProducer``), envelopes too."""
+    """The producer's queue settles the window before each record (the outbox), envelopes too."""
     piped, plain = PipeliningMemoryStore("piped"), MemoryStore("plain")
     sent = InOrder()
     w = ReferenceWriter(
