@@ -1,10 +1,10 @@
 """Reference writes in flight: sent to their store, envelope not yet produced (``reference.write.window``).
 
-With a window of 1 (the default) ``produce`` waits for each store write before it returns, and a
-store failure raises from that ``produce``. A larger window lets a store that can pipeline
+With a window of 1 ``produce`` waits for each store write before it returns, and a store failure
+raises from that ``produce``. A larger window (the default, 8) lets a store that can pipeline
 (:class:`~gateway.store.PutPipeline`, Redis standalone) take the next writes while earlier ones
 are still answered; the producer confirms the oldest once the window is full, and produces its
-envelope then.
+envelope then. A store that cannot pipeline (S3, a Redis cluster) writes as with a window of 1.
 
 Two rules follow; the producer's outbox, which owns this window, is their one owner:
 

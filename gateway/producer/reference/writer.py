@@ -96,7 +96,7 @@ class ReferenceWriter:
         health = self.health[name]
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
-        if not health.allow(now):
+        if not health.allow(now) and not self._probe_answered(name):
             return self._fallback(name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
@@ -125,6 +125,18 @@ class ReferenceWriter:
             WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
         )
         return route
+
+    def _probe_answered(self, name: str) -> bool:
+        """Whether a probe of an unhealthy store, still in the window, was confirmed just now.
+
+        Without a window the probe is answered inside the ``produce`` that sent it; with one, the
+        next message to the store would fall back while the probe's reply waits in the window, so
+        the window is settled (in order) to let that reply decide.
+        """
+        if not any(write.name == name for write in self.window.writes):
+            return False
+        self.window.drain()
+        return self.health[name].healthy
 
     @property
     def in_flight(self) -> int:

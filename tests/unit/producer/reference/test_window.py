@@ -217,3 +217,17 @@ def test_the_linger_thread_ends_when_idle_and_starts_again_with_the_next_write(
         assert window._thread is None, "the thread ended once idle"
         assert len(sent.records) == round_ + 1, "after settling the write"
     w.close()
+
+
+def test_a_probe_in_the_window_is_answered_before_the_next_message_falls_back() -> None:
+    """With a window the probe of an unhealthy store is not answered in ``produce``: its reply decides the next."""
+    store = PipeliningMemoryStore()
+    w, sent, chunked = windowed(store, window=4)
+    health = w.health["mem"]
+    health.failure(0)
+    health.failure(1)  # two failures: unhealthy, and the probe interval has long passed
+    assert not health.healthy
+    w.send(ROUTE, False, message(b"probe"))  # the probe, in flight
+    w.send(ROUTE, False, message(b"next"))
+    assert chunked == [], "the next message waited for the probe's answer instead of falling back"
+    assert health.healthy and len(sent.records) == 1 and w.in_flight == 1
