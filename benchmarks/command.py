@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from gateway.command import EXIT_USAGE, fail, probe_kafka
+from gateway.command import EXIT_FAILED, EXIT_USAGE, exit_status_text, fail, probe_kafka
 
 
 class BenchCommand:
@@ -18,8 +18,8 @@ class BenchCommand:
         "Starts a broker (Apache Kafka by default), redis-server and a moto S3 server, measures the "
         "chunked, Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
         "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
-        "docs/benchmarks.md with its plots. Same as python -m benchmarks."
-    )
+        "docs/benchmarks.md with its plots. Same as python -m benchmarks. "
+    ) + exit_status_text({0: "measured and written", EXIT_FAILED: "a measurement failed"})
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(

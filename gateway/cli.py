@@ -12,15 +12,28 @@ from typing import Any, cast
 
 from gateway.command import (
     COMMANDS_GROUP,
+    EXIT_FAILED,
     EXIT_USAGE,
     Command,
     OneLineParser,
     check_bucket,
+    exit_status_text,
     fail,
     kafka_logger,
     probe_kafka,
     run,
 )
+
+#: What ``gateway gc`` returns (4 is :data:`gateway.gc.sweeper.EXIT_INCOMPLETE`).
+GC_EXIT_STATUSES = {
+    0: "every pending write decided (and, with --delete, acted on)",
+    EXIT_FAILED: "a store operation failed",
+    4: "some kept for lack of proof (run again once the reason is gone)",
+}
+RECONCILE_EXIT_STATUSES = {
+    0: "nothing dangling or broken",
+    EXIT_FAILED: "dangling or broken envelopes found, or a deletion failed",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cleared); anything else (metadata error, read incomplete or past --scan-timeout, undecodable envelope "
         "mentioning it, envelope of a transaction still open) is kept with its mark and reported with the "
         "reason. Also aborts incomplete S3 multipart uploads older than the "
-        "grace period. Without --delete this is a dry run. Exit status: 0 every payload decided, 4 some kept "
-        "for lack of proof (run again), 1 a store operation failed, 2 bad arguments.",
+        "grace period. Without --delete this is a dry run. " + exit_status_text(GC_EXIT_STATUSES),
     )
     _store_args(gc)
     gc.add_argument(
@@ -84,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Scans every envelope of the topic with Spark (hybrid-kafka-envelopes), lists the store's "
         "objects for the topic, and anti-joins both ways. Orphans are objects no envelope points at that were "
         "written before now - grace; dangling envelopes point at nothing. Deletes orphans only with --delete. "
-        "Exits 1 when dangling or broken envelopes were found, or a deletion failed.",
+        + exit_status_text(RECONCILE_EXIT_STATUSES),
     )
     reconcile.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
     reconcile.add_argument("--topic", required=True, action="append", help="topic to reconcile (repeat for several)")

@@ -19,6 +19,18 @@ from typing import Any, NoReturn, Protocol
 
 #: Exit codes: 0 ok, 1 the work failed or found problems, 2 bad arguments, 3 a service was unreachable.
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+#: The meanings every subcommand shares; each adds what 0 and 1 (and any code of its own) mean to it.
+COMMON_EXIT_STATUSES = {EXIT_USAGE: "bad arguments", EXIT_UNREACHABLE: "Kafka, Redis or S3 unreachable"}
+
+
+def exit_status_text(statuses: dict[int, str]) -> str:
+    """The ``Exit status:`` sentence of a command's help, built from the one table its code returns by.
+
+    Scripts branch on these codes, so the help and the docs must list every code a command can return;
+    ``tests/unit/test_cli_exit_statuses.py`` holds the docs to the same sentence.
+    """
+    merged = {**statuses, **COMMON_EXIT_STATUSES}
+    return "Exit status: " + "; ".join(f"{code} {merged[code]}" for code in sorted(merged)) + "."
 
 
 class CommandError(Exception):

@@ -111,6 +111,7 @@ BAD: list[tuple[list[str], str]] = [
     (["demo", "--segment-bytes", "0"], "--segment-bytes must be at least 64"),
     (["demo", "--min-size", "10MB", "--max-size", "1MB"], "exceeds --max-size"),
     (["demo", "--stores", "bogus"], "unknown store 'bogus'"),
+    (["demo", "--kafka", "bogus"], "--kafka: unknown backend 'bogus'"),
     (["gc", "--redis-url", "redis://127.0.0.1:1/0", "--grace", "-5"], "--grace must be at least 0"),
     (["gc", "--redis-url", "bogus://nowhere"], "--redis-url"),
     (["gc", "--redis-url", "redis://127.0.0.1:1/0", "--scan-timeout", "-1"], "--scan-timeout must be at least 0"),

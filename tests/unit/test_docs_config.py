@@ -23,9 +23,17 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 _ROW = re.compile(r"^\|\s*`(?P<key>[a-z0-9_.]+)`\s*\|\s*(?P<default>[^|]*)\|")
 
 
-def _defaults() -> dict[str, Any]:
+def _defaults(producer: bool = True, consumer: bool = True) -> dict[str, Any]:
     """Every key the parsers read, with its default: the readers are wrapped to take notes."""
     asked: dict[str, Any] = {}
+    parsers = [
+        (module, parse)
+        for module, parse, wanted in (
+            (producer_config, producer_config.parse_producer_config, producer),
+            (consumer_config, consumer_config.parse_consumer_config, consumer),
+        )
+        if wanted
+    ]
 
     def noting(read: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(conf: Any, key: str, default: Any, *args: Any, **kwargs: Any) -> Any:
@@ -34,10 +42,7 @@ def _defaults() -> dict[str, Any]:
 
         return wrapper
 
-    for module, parse in (
-        (producer_config, producer_config.parse_producer_config),
-        (consumer_config, consumer_config.parse_consumer_config),
-    ):
+    for module, parse in parsers:
         readers = [
             name
             for name in ("pop_int", "pop_bool", "peek_int", "pop_str", "pop_float", "pop_choice")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from gateway.command import EXIT_USAGE, CommandError, size_argument
+from gateway.command import EXIT_FAILED, EXIT_USAGE, CommandError, exit_status_text, size_argument
 from gateway.testing.demo._model import DemoOptions
+from gateway.testing.kafka_service import BACKENDS
+
+DEMO_EXIT_STATUSES = {0: "every stage verified", EXIT_FAILED: "a message or row did not verify"}
 
 
 class DemoCommand:
@@ -16,9 +19,8 @@ class DemoCommand:
         "verifies every byte by SHA-256 and prints what went where. Then, when PySpark and Java are there, the "
         "Spark stage: a batch job reads the topic through hybrid-kafka and verifies every row, writes a "
         "transformed copy through the hybrid-kafka sink (verified by HybridConsumer), and a streaming query "
-        "with a checkpoint, stopped and restarted, writes a second wave exactly once. Exits 0 only if every "
-        "stage verified."
-    )
+        "with a checkpoint, stopped and restarted, writes a second wave exactly once. "
+    ) + exit_status_text(DEMO_EXIT_STATUSES)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--count", type=int, default=200, help="messages to produce (default 200)")
@@ -108,6 +110,9 @@ def demo_options(args: argparse.Namespace) -> DemoOptions:
         if args.spark_master is not None and not args.spark_master.strip()
         else "",
         *(f"--stores: unknown store {s!r} (redis, s3 or none)" for s in stores if s not in ("redis", "s3")),
+        f"--kafka: unknown backend {args.kafka!r} ({', '.join(BACKENDS)}, or a host:port to use)"
+        if ":" not in args.kafka and args.kafka.strip().lower() not in BACKENDS
+        else "",
     ]
     problem = next((p for p in problems if p), None)
     if problem:
