@@ -24,6 +24,8 @@ from gateway.protocol import split
 from gateway.testing import KafkaService
 
 SEGMENT = 800_000
+BUFFER_BYTES = 64_000_000
+"""The hybrid consumer's buffer, and so the largest chunked message the hybrid producer may write."""
 PRODUCER_CONF = {
     "message.max.bytes": 1_000_000,
     "linger.ms": 5,
@@ -47,7 +49,14 @@ def produce_raw(kafka: KafkaService, topic: str, records: list[dict[str, Any]], 
 
 
 def produce_hybrid(kafka: KafkaService, topic: str, values: list[bytes]) -> int:
-    producer = HybridProducer({**kafka.client_conf(), **PRODUCER_CONF, "max.message.segment.bytes": SEGMENT})
+    producer = HybridProducer(
+        {
+            **kafka.client_conf(),
+            **PRODUCER_CONF,
+            "max.message.segment.bytes": SEGMENT,
+            "large.message.max.bytes": BUFFER_BYTES,  # what consume_hybrid's buffer holds
+        }
+    )
     for i, value in enumerate(values):
         producer.produce(topic, value, key=f"k{i}".encode(), partition=0)
     assert producer.flush(120) == 0
@@ -85,7 +94,7 @@ def consume_hybrid(kafka: KafkaService, topic: str, messages: int) -> int:
             **kafka.client_conf(),
             **CONSUMER_CONF,
             "group.id": f"b-{uuid.uuid4().hex[:8]}",
-            "message.assembler.buffer.capacity": 64_000_000,
+            "message.assembler.buffer.capacity": BUFFER_BYTES,
         }
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])

@@ -298,7 +298,11 @@ REDIS_WRITE_WINDOW = 8
 
 
 def hybrid_producer(svc: Services, kind: str, *, linger_ms: int | None = None) -> HybridProducer:
-    extra: dict[str, Any] = {"message.max.bytes": CHUNK_MESSAGE_MAX, "max.message.segment.bytes": SEGMENT}
+    extra: dict[str, Any] = {
+        "message.max.bytes": CHUNK_MESSAGE_MAX,
+        "max.message.segment.bytes": SEGMENT,
+        "large.message.max.bytes": HYBRID_CONSUMER["message.assembler.buffer.capacity"],
+    }
     if linger_ms is not None:
         extra["linger.ms"] = linger_ms
     stores: dict[str, Any] = {}

@@ -7,6 +7,7 @@ from gateway.errors import (
     LargeMessageDroppedError,
     LargeMessageError,
     LargeMessageSendError,
+    MessageTooLargeError,
     OffsetNotTrackedError,
 )
 from gateway.policy import MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy, TopicOverride
@@ -23,6 +24,7 @@ __all__ = [
     "LargeMessageError",
     "LargeMessageSendError",
     "MessageInfo",
+    "MessageTooLargeError",
     "OffsetNotTrackedError",
     "Policy",
     "Route",

@@ -9,6 +9,18 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+DEFAULT_MAX_MESSAGE_BYTES = 32_000_000
+"""The largest chunked message a default producer writes (``large.message.max.bytes``) and a default
+consumer reassembles (``message.assembler.buffer.capacity``, hence ``message.assembler.max.message.bytes``).
+
+One default for both ends, so that what a default producer accepts a default consumer delivers: a
+consumer holds a chunked message whole in its buffer, and a larger one would fail on every poll.
+"""
+
+DEFAULT_MAX_PAYLOAD_BYTES = 2_000_000_000
+"""The largest referenced payload a default producer writes and a default consumer reads
+(``reference.max.payload.bytes`` on both): below 2 GiB, the most one Spark row (an Arrow binary cell) holds."""
+
 
 def parse_bool(key: str, value: Any, error: type[Exception] = ValueError) -> bool:
     """A config boolean as Kafka clients accept it: a bool, or true/false (1/0, yes/no, on/off) as text."""

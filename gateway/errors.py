@@ -49,6 +49,12 @@ class LargeMessageError(GatewayError):
     """LinkedIn's ``LargeMessageException``: the parent of the large-message errors."""
 
 
+class MessageTooLargeError(LargeMessageError, ValueError):
+    """``produce`` refused a value above its route's limit (``large.message.max.bytes`` for chunked,
+    ``reference.max.payload.bytes`` for a store) before anything was written: the consumers' matching
+    limits would refuse it on every poll, so it would never be delivered."""
+
+
 class InvalidSegmentError(LargeMessageError, ProtocolError):
     """A segment that fails LinkedIn's sanity checks, or a set of segments that cannot be assembled."""
 

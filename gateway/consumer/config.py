@@ -53,11 +53,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import pop_bool, pop_int
+from gateway.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, pop_bool, pop_int
 from gateway.consumer._errors import ErrorPolicy, UnresolvedSettings
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.consumer.reference_rules import (
-    DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_RULES,
     ReferenceRules,
     parse_topic_renames,
@@ -121,7 +120,7 @@ class ConsumerSettings:
 def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, dict[str, Any]]:
     """Our settings, and the configuration for librdkafka with our keys removed (its auto-commit off)."""
     conf = dict(config)
-    capacity = pop_int(conf, "message.assembler.buffer.capacity", 32_000_000, minimum=1)
+    capacity = pop_int(conf, "message.assembler.buffer.capacity", DEFAULT_MAX_MESSAGE_BYTES, minimum=1)
     gap = pop_int(conf, "message.assembler.expiration.offset.gap", 1000, minimum=0)
     max_segments = pop_int(conf, "message.assembler.max.segments.per.message", 100_000, minimum=1)
     max_message = pop_int(conf, "message.assembler.max.message.bytes", capacity, minimum=1)

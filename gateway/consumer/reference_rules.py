@@ -17,11 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
 from gateway.errors import ConfigurationError, LocatorTopicError, PayloadTooLargeError
 from gateway.protocol.envelope import Envelope
-
-DEFAULT_MAX_PAYLOAD_BYTES = 2_000_000_000
-"""``reference.max.payload.bytes``: below 2 GiB, the most one Spark row (an Arrow binary cell) can hold."""
 
 TOPIC_MARK = "${topic}"
 """Where the original name goes in a rename format, as in Confluent Replicator's ``topic.rename.format``."""

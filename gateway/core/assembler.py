@@ -35,6 +35,15 @@ SEGMENT_BOOKKEEPING_BYTES = 256
 """What each buffered segment costs beyond its chunk bytes (the memoryview, the record value's header)."""
 
 
+def buffered_cost(message_size: int, segments: int) -> int:
+    """What a whole chunked message takes of a default assembler's capacity just before it completes.
+
+    The producer refuses a message whose cost exceeds ``large.message.max.bytes`` (by default the
+    capacity), since a consumer would evict it as the last of its segments arrived, every time.
+    """
+    return message_size + MESSAGE_BOOKKEEPING_BYTES + SEGMENT_BOOKKEEPING_BYTES * segments
+
+
 @direct_init
 @dataclass(frozen=True, slots=True)
 class Assembled:

@@ -54,6 +54,8 @@ class ChunkedWriter:
         segment_size = settings.segment_size_for(key_bytes, hdrs)
         if settings.wrap_small and value is not None and len(value) <= segment_size:
             segment_size = max(1, len(value))
+        count = split_count(value, segment_size)
+        settings.check_chunked_size(message.size, count)
         partition = message.partition if message.partition >= 0 else None
         records = iter_split(
             message.topic,
@@ -66,7 +68,7 @@ class ChunkedWriter:
             hdrs,
             header_only=settings.header_only,
         )
-        return split_count(value, segment_size), records
+        return count, records
 
     def send(self, message: OutgoingMessage) -> None:
         """Queue every segment; ``BufferError`` if the first does not fit, else :class:`LargeMessageSendError`."""

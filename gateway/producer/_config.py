@@ -10,8 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import peek_int, pop_bool, pop_choice, pop_int
-from gateway.errors import ConfigurationError
+from gateway.config import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    peek_int,
+    pop_bool,
+    pop_choice,
+    pop_int,
+)
+from gateway.core.assembler import buffered_cost
+from gateway.errors import ConfigurationError, MessageTooLargeError
 from gateway.health import StoreHealth
 from gateway.producer.outgoing import headers_size
 from gateway.producer.reference.digests import CHECKSUM_SETTINGS
@@ -56,6 +64,11 @@ class ProducerSettings:
     a store that cannot pipeline writes one at a time whatever the window)."""
     write_linger_s: float = 0.01
     """``reference.write.linger.ms``: the longest a write waits in the window before its envelope is queued."""
+    max_chunked_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """``large.message.max.bytes``: the most buffer a chunked message may take in a consumer (its bytes and
+    bookkeeping, :func:`~gateway.core.assembler.buffered_cost`); the default consumer's buffer capacity."""
+    max_reference_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """``reference.max.payload.bytes``: the largest payload written to a store; the default consumer's limit."""
 
     @property
     def overhead(self) -> int:
@@ -86,6 +99,17 @@ class ProducerSettings:
                 f"at least {min(size, MIN_SEGMENT_ROOM) or 1}: use a smaller key or headers"
             )
 
+    def check_chunked_size(self, size: int, segments: int) -> None:
+        """:class:`MessageTooLargeError` for a message a consumer with the same capacity could never reassemble."""
+        cost = buffered_cost(size, segments)
+        if cost > self.max_chunked_bytes:
+            raise MessageTooLargeError(
+                f"{size} bytes in {segments} segments take {cost} bytes of a consumer's buffer, more than "
+                f"large.message.max.bytes={self.max_chunked_bytes}: a consumer whose message.assembler.buffer."
+                f"capacity is that size (the default, {DEFAULT_MAX_MESSAGE_BYTES}) evicts it on every poll. Send "
+                "it by reference (SizeThresholdPolicy(reference_above=..., store=...)), or raise both together"
+            )
+
     def store_health(self) -> StoreHealth:
         """A fresh health tracker for one store, with the configured thresholds."""
         return StoreHealth(self.failure_threshold, self.failure_window_ms, self.probe_interval_ms)
@@ -114,6 +138,8 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
     write_window = pop_int(conf, "reference.write.window", 8, minimum=1)
     write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
+    max_chunked = pop_int(conf, "large.message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES, minimum=1)
+    max_reference = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -134,6 +160,8 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         checksum,
         write_window,
         write_linger_s,
+        max_chunked,
+        max_reference,
     )
     return settings, conf
 

@@ -101,6 +101,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             self.health,
             self._outbox.send,
             fallback_cap=self.settings.fallback_cap,
+            max_payload=self.settings.max_reference_bytes,
             metrics=self._metrics,
             clock=clock,
             checksum=self.settings.checksum,

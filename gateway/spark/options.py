@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import parse_bool
+from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES, parse_bool
 from gateway.consumer.config import peer_reader
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.consumer.reference_rules import (
-    DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_RULES,
     ReferenceRules,
     parse_topic_renames,

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
-from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
+from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
+from gateway.errors import ConfigurationError, MessageTooLargeError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
@@ -45,6 +46,7 @@ class ReferenceWriter:
         send: Send,
         *,
         fallback_cap: int,
+        max_payload: int = DEFAULT_MAX_PAYLOAD_BYTES,
         metrics: ProducerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
         checksum: str = "auto",
@@ -54,6 +56,8 @@ class ReferenceWriter:
         self.stores = stores
         self.health = health
         self.fallback_cap = fallback_cap
+        self.max_payload = max_payload
+        """``reference.max.payload.bytes``: a larger payload is refused, as consumers would refuse its envelope."""
         self.metrics = metrics if metrics is not None else ProducerMetrics()
         self._send = send
         self._clock = clock
@@ -79,6 +83,12 @@ class ReferenceWriter:
         ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
         window (:mod:`gateway.producer.reference.window`) the write may still be in flight on return.
         """
+        if message.size > self.max_payload:
+            raise MessageTooLargeError(
+                f"{message.size} bytes exceed reference.max.payload.bytes={self.max_payload}: consumers refuse "
+                "envelopes that declare more than their own reference.max.payload.bytes (by default "
+                f"{DEFAULT_MAX_PAYLOAD_BYTES}); raise it on the producer and on every consumer together"
+            )
         name = route.store or ""
         store = self.stores.get(name)
         if store is None:

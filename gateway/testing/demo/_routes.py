@@ -43,6 +43,8 @@ PARTITIONS = 4
 MOCK_MAX_PARTITIONS = 64
 """At most this many on the embedded cluster: a demo that needs more (a few thousand messages) does not
 keep them all, and its Spark stage says so instead of running."""
+DEMO_BUFFER_BYTES = 64_000_000
+"""The demo consumer's buffer, and so the largest chunked message its producer may write."""
 
 
 def sizes(options: DemoOptions) -> Iterator[int]:
@@ -140,6 +142,7 @@ def demo_producer(options: DemoOptions, env: DemoEnv) -> HybridProducer:
             "message.max.bytes": 1_000_000,
             "linger.ms": 5,
             "max.message.segment.bytes": options.segment_bytes,
+            "large.message.max.bytes": DEMO_BUFFER_BYTES,  # what demo_consumer's buffer holds
             "logger": kafka_logger(),
         },
         policy=policy,
@@ -178,7 +181,7 @@ def demo_consumer(env: DemoEnv) -> HybridConsumer:
             "group.id": f"demo-{uuid.uuid4().hex[:8]}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
-            "message.assembler.buffer.capacity": 64_000_000,
+            "message.assembler.buffer.capacity": DEMO_BUFFER_BYTES,
             "fetch.max.bytes": 52_428_800,
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 500,

@@ -6,8 +6,9 @@ import uuid
 
 import pytest
 
+from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
 from gateway.consumer.config import parse_consumer_config
-from gateway.consumer.reference_rules import DEFAULT_MAX_PAYLOAD_BYTES, ReferenceRules, TopicRename, parse_topic_renames
+from gateway.consumer.reference_rules import ReferenceRules, TopicRename, parse_topic_renames
 from gateway.errors import ConfigurationError, LocatorTopicError, PayloadTooLargeError
 from gateway.protocol.envelope import Envelope
 from gateway.spark.options import OptionError, parse_options
