@@ -42,18 +42,33 @@ from gateway.store import Store, checked_stores
 
 log = logging.getLogger(__name__)
 
+MAX_CONSUME = 1_000_000
+"""``consume()``'s bound on ``num_messages``, confluent-kafka's."""
 
-class HybridConsumer(ConsumerSurface):
+
+# confluent-kafka's stubs narrow three returns its C code does not (cluster_id and get_watermark_offsets
+# may answer None; commit's overloads split one signature): ours keep the C code's types.
+class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
     """Drop-in for ``confluent_kafka.Consumer`` that reassembles and resolves large messages.
 
+    It is a ``Consumer`` (``isinstance`` holds, as for confluent-kafka's ``DeserializingConsumer``)
+    that overrides every method and drives a librdkafka consumer of its own (:attr:`inner`); its
+    own base handle is never opened, so a method it did not override would raise "Consumer closed".
     The keys it owns (and their defaults) are listed in :mod:`gateway.consumer.config`; the rest
-    go to librdkafka.
+    go to librdkafka. As for confluent-kafka, keyword arguments add to (and override) ``config``.
     """
 
     def __init__(
-        self, config: Mapping[str, Any], stores: Mapping[str, Store] | None = None, *, auditor: Auditor | None = None
+        self,
+        config: Mapping[str, Any] | None = None,
+        stores: Mapping[str, Store] | None = None,
+        *,
+        auditor: Auditor | None = None,
+        **kwargs: Any,
     ) -> None:
-        config = dict(config)
+        if not isinstance(config, Mapping) and not (config is None and kwargs):
+            raise TypeError("expected configuration dict")  # confluent-kafka's words, for None and the like
+        config = {**(config or {}), **kwargs}
         self._deserializers = Deserializers.pop_from(config)
         self._deserialize = bool(self._deserializers)  # read on every poll: an attribute, not a __bool__ call
         settings, conf = parse_consumer_config(config)
@@ -87,11 +102,11 @@ class HybridConsumer(ConsumerSurface):
         self._deferred: BaseException | None = None
         self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
-        self._closed = False
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
         self._handoff = Handoff(self._pipeline.progress, self._queue.end)
         self._pipeline.commits.lent_floor = self._handoff.floor
+        self._closed = False
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
@@ -173,8 +188,11 @@ class HybridConsumer(ConsumerSurface):
         An error raised after some messages were collected is kept and raised by the next call,
         so no collected message is lost.
         """
-        if num_messages < 1:
-            raise ValueError("num_messages must be >= 1")
+        if not 0 <= num_messages <= MAX_CONSUME:
+            raise ValueError("num_messages must be between 0 and 1000000 (1M)")  # confluent-kafka's bound and words
+        self._check_open()
+        if num_messages == 0:
+            return []
         if self._handoff.returned:
             return self._handoff.take(num_messages)
         # where commits stand, should a refusal keep some back
