@@ -3,29 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import os
+import functools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
-from gateway.command import EXIT_USAGE, CommandError, OneLineParser, check_bucket, fail, kafka_logger, probe_kafka, run
-
-if TYPE_CHECKING:
-    from gateway.testing.demo import DemoOptions
-
-
-def _size(text: str) -> int:
-    """Accepts 1000, 1_000, 10KB, 4MB, 1GiB."""
-    units = {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "b": 1}
-    raw = text.strip().lower().replace("_", "")
-    try:
-        for suffix, factor in units.items():
-            if raw.endswith(suffix):
-                return int(float(raw[: -len(suffix)]) * factor)
-        return int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 1000, 10KB, 4MB, 1GiB)") from None
+from gateway.command import (
+    COMMANDS_GROUP,
+    EXIT_USAGE,
+    Command,
+    OneLineParser,
+    check_bucket,
+    fail,
+    kafka_logger,
+    probe_kafka,
+    run,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,68 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gateway {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
-    demo = sub.add_parser(
-        "demo",
-        help="produce a realistic mix, consume it back, verify every byte (the main job)",
-        description="Starts an embedded Kafka cluster (and Redis / S3 servers when installed), produces a "
-        "log-normal mix of message sizes under SizeThresholdPolicy, consumes it back with HybridConsumer, "
-        "verifies every byte by SHA-256 and prints what went where. Then, when PySpark and Java are there, the "
-        "Spark stage: a batch job reads the topic through hybrid-kafka and verifies every row, writes a "
-        "transformed copy through the hybrid-kafka sink (verified by HybridConsumer), and a streaming query "
-        "with a checkpoint, stopped and restarted, writes a second wave exactly once. Exits 0 only if every "
-        "stage verified.",
-    )
-    demo.add_argument("--count", type=int, default=200, help="messages to produce (default 200)")
-    demo.add_argument("--min-size", type=_size, default=1_000, help="smallest message (default 1KB)")
-    demo.add_argument("--max-size", type=_size, default=50_000_000, help="largest message (default 50MB)")
-    demo.add_argument("--median-size", type=_size, default=20_000, help="median of the small messages (default 20KB)")
-    demo.add_argument(
-        "--large-fraction", type=float, default=0.04, help="share of messages drawn from 1MB..max-size (default 0.04)"
-    )
-    demo.add_argument(
-        "--segment-bytes",
-        type=_size,
-        default=800_000,
-        help="chunk size, LinkedIn's max.message.segment.bytes (default 800000)",
-    )
-    demo.add_argument(
-        "--reference-above",
-        type=_size,
-        default=4_000_000,
-        help="values larger than this go to a store when one is available (default 4MB)",
-    )
-    demo.add_argument(
-        "--tier-above",
-        type=_size,
-        default=16_000_000,
-        help="with two stores, values larger than this go to the second one (default 16MB)",
-    )
-    demo.add_argument(
-        "--stores",
-        default="redis,s3",
-        help="stores to start and use, in order of preference (default redis,s3; 'none' for none)",
-    )
-    demo.add_argument(
-        "--kafka",
-        default="mock",
-        help="mock (embedded, default), kafka (Apache Kafka, after `make kafka`), noida, tansu, "
-        "external (KAFKA_BOOTSTRAP_SERVERS) or host:port",
-    )
-    demo.add_argument("--seed", type=int, default=7, help="random seed for sizes and payloads")
-    demo.add_argument(
-        "--no-spark",
-        dest="spark",
-        action="store_false",
-        help="skip the Spark stage (by default it runs when PySpark and Java 17+ are there)",
-    )
-    demo.add_argument(
-        "--spark-master",
-        default=None,
-        help="Spark master of the Spark stage, e.g. spark://host:7077 (default local[2]); see docs/spark.md",
-    )
-    demo.add_argument(
-        "--wave", type=int, default=40, help="messages of the Spark stage's second wave, for its stream (default 40)"
-    )
     gc = sub.add_parser(
         "gc",
         help="find payloads whose envelope never landed in Kafka (crashed producers, failed rollbacks); "
@@ -180,30 +113,63 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)",
     )
-    bench = sub.add_parser(
-        "bench",
-        help="measure every route beside raw confluent-kafka, redis-py and boto3; regenerate docs/benchmarks.md",
-        description="Starts a broker (Apache Kafka by default), redis-server and a moto S3 server, measures the "
-        "chunked, Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
-        "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
-        "docs/benchmarks.md with its plots. Same as python -m benchmarks.",
-    )
-    bench.add_argument(
-        "--quick", action="store_true", help="smaller volumes, no 100 MB size (about 2 minutes on 2 cores)"
-    )
-    bench.add_argument(
-        "--backend",
-        default="kafka",
-        choices=("kafka", "kafka3", "tansu", "noida", "external"),
-        help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
-        "or external (KAFKA_BOOTSTRAP_SERVERS)",
-    )
-    bench.add_argument(
-        "--output",
-        default=None,
-        help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)",
-    )
+    for name, command in _commands().items():
+        command.add_to(sub, name)
     return parser
+
+
+class _EntryCommand:
+    """One ``gateway.commands`` entry point: the command it names, or why it cannot be loaded."""
+
+    def __init__(self, entry: EntryPoint) -> None:
+        self.entry = entry
+        self.command: Command | None = None
+        self.problem = ""
+        try:
+            self.command = _load(entry)
+        except ImportError as exc:
+            extras = ",".join(entry.extras)
+            hint = (
+                f": pip install 'kafka-hybrid-gateway[{extras}]', or pip install -e '.[{extras}]' in a source "
+                "checkout and run it from there (the benchmarks are not in the wheel)"
+                if extras
+                else ""
+            )
+            self.problem = f"gateway {entry.name} is not available ({exc}){hint}"
+
+    def add_to(self, sub: Any, name: str) -> None:
+        command = self.command
+        if command is None:
+            sub.add_parser(name, help=f"(not available: see gateway {name} --help)", description=self.problem)
+            return
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.description))
+
+    def run(self, args: argparse.Namespace) -> int:
+        if self.command is None:
+            fail(self.problem)
+        return self.command.run(args)
+
+
+def _load(entry: EntryPoint) -> Command:
+    """The entry point's command; a module of the source checkout (not in the wheel) is found from the cwd."""
+    try:
+        return cast("Command", entry.load())
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if not top or not (Path.cwd() / top / "__init__.py").is_file() or str(Path.cwd()) in sys.path:
+            raise
+        sys.path.insert(0, str(Path.cwd()))
+        return cast("Command", entry.load())
+
+
+@functools.cache
+def _commands() -> dict[str, _EntryCommand]:
+    """The subcommands other modules add (``demo``, ``bench``), declared in pyproject.toml, by name."""
+    return {entry.name: _EntryCommand(entry) for entry in sorted(entry_points(group=COMMANDS_GROUP), key=_name)}
+
+
+def _name(entry: EntryPoint) -> str:
+    return entry.name
 
 
 def _store_args(parser: argparse.ArgumentParser) -> None:
@@ -343,53 +309,12 @@ def _reconcile(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _benchmarks_main() -> Callable[[list[str]], int] | None:
-    """The benchmarks live in the source checkout, not in the wheel: found from the working directory."""
-    try:
-        from benchmarks.__main__ import main as bench_main
-    except ImportError:
-        if not (Path.cwd() / "benchmarks" / "__main__.py").is_file():
-            return None
-        sys.path.insert(0, str(Path.cwd()))
-        from benchmarks.__main__ import main as bench_main
-    return bench_main
-
-
-def _demo_options(args: argparse.Namespace) -> DemoOptions:
-    """The demo's options, checked: a bad value is one line and exit 2, never a 2 GB surprise in Redis."""
-    from gateway.testing.demo import DemoOptions
-
-    stores = () if args.stores.strip().lower() == "none" else tuple(s.strip() for s in args.stores.split(",") if s)
-    problems = [
-        f"--count must be at least 1, got {args.count}" if args.count < 1 else "",
-        "--min-size must be at least 1 byte" if args.min_size < 1 else "",
-        f"--min-size ({args.min_size:,}) exceeds --max-size ({args.max_size:,})"
-        if args.min_size > args.max_size
-        else "",
-        "--large-fraction must be between 0 and 1" if not 0 <= args.large_fraction <= 1 else "",
-        f"--segment-bytes must be at least 64, got {args.segment_bytes}" if args.segment_bytes < 64 else "",
-        "--reference-above must be at least 1 byte" if args.reference_above < 1 else "",
-        "--tier-above must be at least 1 byte" if args.tier_above < 1 else "",
-        f"--wave must be at least 2, got {args.wave}" if args.wave < 2 else "",
-        "--spark-master needs a master URL such as spark://host:7077 or local[2]"
-        if args.spark_master is not None and not args.spark_master.strip()
-        else "",
-        *(f"--stores: unknown store {s!r} (redis, s3 or none)" for s in stores if s not in ("redis", "s3")),
-    ]
-    problem = next((p for p in problems if p), None)
-    if problem:
-        raise CommandError(problem, EXIT_USAGE)
-    return DemoOptions(
-        count=args.count, min_size=args.min_size, max_size=args.max_size, median_size=args.median_size,
-        large_fraction=args.large_fraction, segment_bytes=args.segment_bytes,
-        reference_above=args.reference_above, tier_above=args.tier_above, seed=args.seed, stores=stores,
-        kafka=args.kafka, spark=args.spark, spark_master=args.spark_master, wave=args.wave,
-    )  # fmt: skip
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    missing = _commands().get(args.command or "")
+    if unknown and (missing is None or missing.command is not None):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # an unavailable command says why instead
     if args.command is None:
         parser.print_help()
         return 0
@@ -397,25 +322,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    if args.command == "demo":
-        from gateway.testing.demo import main as demo_main
-
-        return demo_main(_demo_options(args))
     if args.command == "gc":
         return _gc(args)
     if args.command == "reconcile":
         return _reconcile(args)
-    if args.command == "bench":
-        bench_main = _benchmarks_main()
-        if bench_main is None:
-            fail("gateway bench runs the benchmarks/ folder of a source checkout: run it from the checkout's root")
-        if args.backend == "external":
-            bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-            if not bootstrap:
-                fail("--backend external needs KAFKA_BOOTSTRAP_SERVERS", EXIT_USAGE)
-            probe_kafka(bootstrap)
-        bench_argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
-        return bench_main(bench_argv + (["--output", args.output] if args.output else []))
+    command = _commands().get(args.command)
+    if command is not None:
+        return command.run(args)
     parser.print_help()
     return EXIT_USAGE
 

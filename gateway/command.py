@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 #: Exit codes: 0 ok, 1 the work failed or found problems, 2 bad arguments, 3 a service was unreachable.
 EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
@@ -34,6 +34,38 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+COMMANDS_GROUP = "gateway.commands"
+"""The entry-point group of the subcommands a package adds to ``gateway`` (``demo``, ``bench``)."""
+
+
+class Command(Protocol):
+    """A ``gateway`` subcommand declared as an entry point in :data:`COMMANDS_GROUP`.
+
+    Its module is imported when the command line is built, so it imports no more than argparse needs;
+    ``run`` imports the rest.
+    """
+
+    help: str
+    description: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def size_argument(text: str) -> int:
+    """Accepts 1000, 1_000, 10KB, 4MB, 1GiB."""
+    units = {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "b": 1}
+    raw = text.strip().lower().replace("_", "")
+    try:
+        for suffix, factor in units.items():
+            if raw.endswith(suffix):
+                return int(float(raw[: -len(suffix)]) * factor)
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 1000, 10KB, 4MB, 1GiB)") from None
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:

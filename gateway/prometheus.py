@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from gateway.histogram import HistogramSnapshot
+from gateway.telemetry.statistics import LibrdkafkaStatistics, statistics_points
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,10 @@ METRICS: tuple[MetricSpec, ...] = (
         "client",
         "committed offsets read whose metadata was not LinkedIn's (no high watermark)",
     ),
-    _spec("gateway_consumer_resolver_events_total", "counter", "client event", "payload fetches by outcome"),
+    _spec("gateway_consumer_resolver_fetches_total", "counter", "client", "payloads fetched from stores"),
+    _spec("gateway_consumer_resolver_prefetches_total", "counter", "client", "payload fetches started ahead"),
+    _spec("gateway_consumer_resolver_errors_total", "counter", "client", "payload fetches that failed"),
+    _spec("gateway_consumer_resolver_peer_records_total", "counter", "client", "peer pointers resolved"),
     _spec("gateway_consumer_peer_messages_total", "counter", "client format", "records other libraries wrote"),
     _spec("gateway_consumer_peer_errors_total", "counter", "client", "peer records that could not be read"),
     _spec(
@@ -82,8 +86,20 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec("gateway_store_operations_total", "counter", "store op", "completed store operations"),
     _spec("gateway_store_written_bytes_total", "counter", "store", "payload bytes written"),
     _spec("gateway_store_read_bytes_total", "counter", "store", "payload bytes read"),
-    _spec("gateway_store_events_total", "counter", "store event", "errors, misses, rejected locators, pending marks"),
+    _spec("gateway_store_errors_total", "counter", "store", "operations that failed"),
+    _spec("gateway_store_not_found_total", "counter", "store", "reads of payloads that were not there"),
+    _spec("gateway_store_locator_rejected_total", "counter", "store", "locators refused before any I/O"),
+    _spec("gateway_store_pending_marked_total", "counter", "store", "writes marked pending in the journal"),
+    _spec("gateway_store_pending_cleared_total", "counter", "store", "pending marks cleared"),
     _spec("gateway_store_operation_seconds", "histogram", "store op", "store operation latency"),
+    _spec("gateway_librdkafka_queue_messages", "gauge", "client", "messages in librdkafka's queues (msg_cnt)"),
+    _spec("gateway_librdkafka_queue_bytes", "gauge", "client", "bytes of the messages in librdkafka's queues"),
+    _spec("gateway_librdkafka_reply_queue_ops", "gauge", "client", "callbacks and events waiting for poll (replyq)"),
+    _spec("gateway_librdkafka_tx_bytes_total", "counter", "client", "bytes sent to brokers"),
+    _spec("gateway_librdkafka_rx_bytes_total", "counter", "client", "bytes received from brokers"),
+    _spec("gateway_librdkafka_broker_rtt_seconds", "gauge", "client broker", "average request round trip"),
+    _spec("gateway_librdkafka_broker_waiting_requests", "gauge", "client broker", "requests awaiting a response"),
+    _spec("gateway_librdkafka_consumer_lag", "gauge", "client topic partition", "messages behind the end"),
 )
 _SPECS = {spec.name: spec for spec in METRICS}
 _ROUTE = re.compile(r"^(plain|chunked|reference)\.(messages|bytes|kafka\.bytes)$")
@@ -115,6 +131,10 @@ _CONSUMER = {
     "peer.errors": ("gateway_consumer_peer_errors_total", ()),
     "bad.segments.as.payload": ("gateway_consumer_bad_segments_as_payload_total", ()),
     "resolver.fetched.bytes": ("gateway_consumer_resolver_bytes_total", ()),
+    "resolver.fetched": ("gateway_consumer_resolver_fetches_total", ()),
+    "resolver.prefetched": ("gateway_consumer_resolver_prefetches_total", ()),
+    "resolver.errors": ("gateway_consumer_resolver_errors_total", ()),
+    "resolver.peer.records": ("gateway_consumer_resolver_peer_records_total", ()),
     "assembler.buffered.bytes": ("gateway_consumer_buffered_bytes", ()),
     "assembler.accounted.bytes": ("gateway_consumer_accounted_bytes", ()),
     "assembler.incomplete.messages": ("gateway_consumer_incomplete_messages", ()),
@@ -127,6 +147,11 @@ _STORE = {
     "deletes": ("gateway_store_operations_total", ("delete",)),
     "bytes_written": ("gateway_store_written_bytes_total", ()),
     "bytes_read": ("gateway_store_read_bytes_total", ()),
+    "errors": ("gateway_store_errors_total", ()),
+    "not_found": ("gateway_store_not_found_total", ()),
+    "locator_rejected": ("gateway_store_locator_rejected_total", ()),
+    "pending_marked": ("gateway_store_pending_marked_total", ()),
+    "pending_cleared": ("gateway_store_pending_cleared_total", ()),
 }
 _HISTOGRAMS = {
     "producer": {
@@ -162,25 +187,25 @@ def _series(kind: str, key: str) -> tuple[str, tuple[str, ...]] | None:
             return "gateway_consumer_messages_total", (match[1],)
         if match := re.fullmatch(r"peer\.(.+)\.messages", key):
             return "gateway_consumer_peer_messages_total", (match[1],)
-        if key.startswith("resolver.") and key not in _CONSUMER:
-            return "gateway_consumer_resolver_events_total", (key.removeprefix("resolver."),)
         return _CONSUMER.get(key)
-    if key in _STORE:
-        return _STORE[key]
-    if key in ("errors", "not_found", "locator_rejected", "pending_marked", "pending_cleared"):
-        return "gateway_store_events_total", (key,)
-    return None  # last_*_latency_ms: the operation_seconds histogram carries latencies
+    return _STORE.get(key)  # None for last_*_latency_ms: the operation_seconds histogram carries latencies
 
 
 class GatewayCollector(Collector):
     """Exposes named producers, consumers and stores as the series of :data:`METRICS`.
 
     The mapping key becomes the ``client`` label of a producer or consumer and the ``store`` label
-    of a store, so several clients of one process share the same metric names.
+    of a store, so several clients of one process share the same metric names. ``statistics`` maps
+    a client's key to the :class:`~gateway.telemetry.statistics.LibrdkafkaStatistics` given to it as
+    ``stats_cb`` (with ``statistics.interval.ms``): its latest report becomes the
+    ``gateway_librdkafka_*`` series, under the same ``client`` label.
     """
 
-    def __init__(self, components: Mapping[str, Any]) -> None:
+    def __init__(
+        self, components: Mapping[str, Any], statistics: Mapping[str, LibrdkafkaStatistics] | None = None
+    ) -> None:
         self.components = dict(components)
+        self.statistics = dict(statistics or {})
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, Metric] = {}
@@ -192,6 +217,9 @@ class GatewayCollector(Collector):
                 families[name] = cls(name.removesuffix("_total"), spec.help, labels=spec.labels)
             return families[name]
 
+        for client, stats in self.statistics.items():
+            for point in statistics_points(stats.latest() or {}):
+                family(point.metric).add_metric([client, *point.labels], point.value)  # type: ignore[attr-defined]
         for component, obj in self.components.items():
             kind = _kind(obj)
             for key, value in sorted(obj.metrics().items()):

@@ -101,9 +101,11 @@ class StoreLifecycle(Store):
             elapsed_ms = (time.perf_counter() - started) * 1000
             log.debug("store %s: %s %s: %d bytes in %.1f ms", self.name, op, locator, nbytes, elapsed_ms)
 
-    def put_done(self, started: float, locator: str, nbytes: int) -> None:
-        """Count a put confirmed apart from the call that sent it (a pipelined write)."""
+    def put_done(self, started: float, locator: str, nbytes: int, *, journalled: bool = False) -> None:
+        """Count a put confirmed apart from the call that sent it (a pipelined write), and its pending mark."""
         self._done("put", started, locator, nbytes)
+        if journalled:
+            self._journaled("marked", [locator])
 
     def _journaled(self, action: str, locators: Sequence[str]) -> None:
         """Count pending marks set or cleared, and log their locators at DEBUG (the first 20 of a batch)."""

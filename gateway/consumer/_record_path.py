@@ -48,6 +48,7 @@ class RecordPath:
         self._stores = stores  # the consumer's own dict: a store added later is seen here too
         self._keys_read = keys_read
         self.traced = False
+        self.spans = tracing.ConsumerTelemetry({})  # the consumer sets its own, which knows its config
 
     def handle(self, msg: Any) -> Message | None:
         if msg.error() is not None:
@@ -62,11 +63,13 @@ class RecordPath:
                 events = self._pipeline.feed(tp, record)
             out = self._events.handle(msg, events)
             if out is not None and self.traced:
-                tracing.consumed(out, *_span_fields(events))
+                self.spans.consumed(out, *_span_fields(events))
             return out
         except GatewayError as exc:  # every typed error leaves with its record, nothing is lost
             if exc.kafka_message is None:
                 exc.kafka_message = msg
+            if self.traced:
+                self.spans.failed(msg, exc)
             raise
         finally:  # after resolving, so a payload fetched ahead is used; also frees one never taken
             if self._stores:

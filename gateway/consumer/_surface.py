@@ -22,6 +22,7 @@ from gateway.consumer._queue import RecordQueue
 from gateway.consumer.handoff import Handoff
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
+from gateway.tracing import ConsumerTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class ConsumerSurface:
     _ready: deque[Message]
     _auto_commit: bool
     _runs_now: bool
+    _spans: ConsumerTelemetry
     _closed = True
     """Until ``__init__`` has run, and after ``close()``: calls raise ``RuntimeError("Consumer closed")``."""
 
@@ -57,6 +59,7 @@ class ConsumerSurface:
         """
         if self._closed:
             return
+        self._spans.release()  # the application held its last messages until now
         if self._auto_commit:
             try:
                 self._offsets.commit_quietly(asynchronous=False)

@@ -51,8 +51,9 @@ class ProducerSettings:
     topic_config_refresh_s: float = 300.0
     checksum: str = "auto"
     """``reference.checksum``: the payload digest in envelopes (see :mod:`gateway.producer.reference.digests`)."""
-    write_window: int = 1
-    """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns)."""
+    write_window: int = 8
+    """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns;
+    a store that cannot pipeline writes one at a time whatever the window)."""
     write_linger_s: float = 0.01
     """``reference.write.linger.ms``: the longest a write waits in the window before its envelope is queued."""
 
@@ -111,7 +112,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     compaction_check = pop_bool(conf, "large.message.compaction.check", True)
     refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
     checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
-    write_window = pop_int(conf, "reference.write.window", 1, minimum=1)
+    write_window = pop_int(conf, "reference.write.window", 8, minimum=1)
     write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
     room = max_message_bytes - _overhead(header_only)
     if room < 1:

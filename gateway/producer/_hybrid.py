@@ -5,8 +5,9 @@ arguments untouched. Chunked messages become LinkedIn segments that share key, p
 timestamp; their per-segment delivery reports are folded into one ``on_delivery`` call per
 logical message (:mod:`gateway.producer._delivery`). Reference messages are written to a store first and
 removed again if Kafka refuses the envelope (:mod:`gateway.producer.reference.writer`). This class only
-drives them (:mod:`gateway.producer._chunked_writer` for segments, :mod:`gateway.producer._queue_full` for the wait
-for queue room they share): it owns the librdkafka producer, the auditing and tracing.
+drives them (:mod:`gateway.producer._chunked_writer` for segments): every record of every route, and
+every poll, flush, purge and transaction call, goes to librdkafka through one
+:class:`~gateway.producer._outbox.Outbox`, which keeps them in order; this class owns the auditing and tracing.
 """
 
 from __future__ import annotations
@@ -14,24 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 
 from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.errors import ConfigurationError
-from gateway.histogram import HistogramSnapshot
-from gateway.librdkafka.group_offsets import ExactProducer
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.producer._config import parse_producer_config
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer._queue_full import BlockingSend
-from gateway.producer._route_choice import RouteChooser
+from gateway.producer._outbox import Outbox
+from gateway.producer._route_choice import RouteChooser, forced_route
 from gateway.producer._surface import CLOSED, ProducerSurface, ProducerTransactions
 from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
-from gateway.producer.reference.window import InOrderProducer, WriteWindow
+from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
@@ -40,20 +39,9 @@ from gateway.store import Store, checked_stores
 class HybridProducer(ProducerSurface, ProducerTransactions):
     """Drop-in for ``confluent_kafka.Producer`` with per-message routing.
 
-    Keys it owns (popped before librdkafka sees the config, see :mod:`gateway.producer._config`):
-
-    * ``max.message.segment.bytes`` (800 000): chunk size; capped so that a segment, its 33-byte
-      header, key and headers stay under ``message.max.bytes``;
-    * ``li.record.header.enable`` (false): write LinkedIn's header-only (H3) segments;
-    * ``header.timestamp.enabled`` (true): stamp ``_t`` on every segment of a chunked message
-      (LinkedIn stamps every record; plain records are left exactly as given here);
-    * ``li.large.message.segment.wrapping.required`` (false): wrap values that fit as one segment;
-    * ``large.message.block.ms`` (60 000): how long a chunked or reference ``produce`` waits for
-      queue space (the reference route has already written its payload, so it waits too);
-    * ``reference.fallback.inline.max.bytes`` (16 000 000), ``store.failure.threshold`` (3),
-      ``store.failure.window.ms`` (30 000), ``store.probe.interval.ms`` (5 000): store health and
-      fallback, see ``docs/policy.md``. The fallback cap stays below the consumer's default buffer
-      capacity (32 MB), since a chunked message larger than the consumer's buffer cannot be assembled.
+    The keys it owns are popped before librdkafka sees the config (:mod:`gateway.producer._config`;
+    the table is in ``docs/consumer.md``, "Producer side"). The fallback cap stays below the
+    consumer's default buffer capacity, since a chunked message larger than it cannot be assembled.
 
     ``on_delivery(err, msg)`` is called once per logical message with the message's last record,
     whose value, key and headers are set back to what the caller passed in.
@@ -92,28 +80,26 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
         self._clock = clock
+        self._telemetry = tracing.client_info(conf)  # span and metric attributes: client.id, first broker
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
         window = WriteWindow(self.settings.write_window, self.stores, self.settings.write_linger_s)
-        self._producer = InOrderProducer(conf, window) if window.size > 1 else ExactProducer(conf)
-        """With a write window, the producer that sends the writes in flight ahead of every other record."""
-        policies = (
-            CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, self.settings.topic_config_refresh_s)
-            if self.settings.compaction_check
-            else None
-        )
+        self._outbox = Outbox(conf, window, clock, self.settings.block_s)
+        """The one way to librdkafka: records of every route in order, the write window and its time bound."""
+        refresh_s = self.settings.topic_config_refresh_s
+        check = self.settings.compaction_check
+        policies = CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, refresh_s) if check else None
         self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
         self._routes = RouteChooser(self.settings, self.policy, self._compaction)
         self._plain_up_to = self._routes.plain_up_to
         self._closed = False
         self._metrics = ProducerMetrics()
-        send = BlockingSend(self._producer, clock, self.settings.block_s)
-        self._chunks = ChunkedWriter(self.settings, send, metrics=self._metrics, clock=clock)
+        self._chunks = ChunkedWriter(self.settings, self._outbox.send, metrics=self._metrics, clock=clock)
         self._references = ReferenceWriter(
             self.stores,
             self.health,
-            send,
+            self._outbox.send,
             fallback_cap=self.settings.fallback_cap,
             metrics=self._metrics,
             clock=clock,
@@ -121,6 +107,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             window=window,
             send_chunked=self._chunks.send,
         )
+        self._outbox.listener = self._references
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""
@@ -154,7 +141,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         if self._serializers:  # the whole value, before the policy sees its size
             key, value = self._serializers.serialize(topic, key, value, headers)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
-        self._produce_routed(message, self._routes.of(message) if route is None else _forced(route), route is not None)
+        self._produce_routed(
+            message, self._routes.of(message) if route is None else forced_route(route), route is not None
+        )
 
     def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
         """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
@@ -166,7 +155,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             message = message.stamped(self._clock.wall_ms)
             auditor.record(topic, message.timestamp, 1, message.key_size + message.size, AuditType.ATTEMPT)
             message = message.with_callback(_audited(auditor, message))
-        span = tracing.start_produce(message)  # None without the otel extra
+        span = tracing.start_produce(message, self._telemetry)  # None without the otel extra
         if span is not None:
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
@@ -174,7 +163,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
                 no_fallback = forced or terms.no_chunks
                 chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
             elif chosen.kind is RouteKind.PLAIN:
-                self._produce_plain(message)
+                self._outbox.produce_plain(message)
+                self._metrics.plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
                 self._chunks.send(message)
         except BaseException as exc:
@@ -203,106 +193,47 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
             or tracing.enabled()  # a traced record gets its span on the general path
         ):
             return False
+        produce = self._outbox.produce
         if on_delivery is not None:
-            self._producer.produce(topic, value, key, partition, on_delivery=on_delivery, timestamp=timestamp)
+            produce(topic, value, key, partition, on_delivery=on_delivery, timestamp=timestamp)
         elif timestamp:
-            self._producer.produce(topic, value, key, partition, timestamp=timestamp)
+            produce(topic, value, key, partition, timestamp=timestamp)
         else:  # the common case; positional arguments are the cheapest call into confluent-kafka
-            self._producer.produce(topic, value, key, partition)
+            produce(topic, value, key, partition)
         self._metrics.plain_record(len(value), 0 if key is None else len(key))
         return True
 
-    def _produce_plain(self, message: OutgoingMessage) -> None:
-        """One record with the caller's own arguments; a full queue raises at once, as librdkafka does."""
-        kwargs: dict[str, Any] = {"partition": message.partition, "timestamp": message.timestamp}
-        optional = {
-            "value": message.value,
-            "key": message.key,
-            "headers": message.headers,
-            "on_delivery": message.on_delivery,
-        }
-        kwargs.update((name, arg) for name, arg in optional.items() if arg is not None)
-        self._producer.produce(message.topic, **kwargs)
-        self._metrics.plain(message)
-
-    # -- Producer surface ------------------------------------------------------------------
+    # -- Producer surface: each call is the outbox's -------------------------------------------
     def poll(self, timeout: float = 0) -> int:
-        served = int(self._producer.poll(timeout))
-        self._references.clear_acked_marks()
-        return served
+        return self._outbox.poll(timeout)
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for delivery reports; returns the *logical* messages still in flight."""
-        if timeout is None or timeout < 0:
-            self._producer.flush()
-        else:
-            self._producer.flush(timeout)
-        self._references.clear_acked_marks()
+        self._outbox.flush(timeout)
         return len(self)
 
     def __len__(self) -> int:
-        return self._chunks.in_flight.logical(lambda: len(self._producer)) + int(self._references.in_flight)
-
-    def metrics(self) -> dict[str, int]:
-        out = self._metrics.snapshot()
-        for name, health in self.health.items():
-            out[f"store.{name}.healthy"] = int(health.healthy)
-        return out
-
-    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
-        """Message sizes by route and store put latencies, for ``gateway.prometheus``."""
-        return self._metrics.histograms()
+        return self._chunks.in_flight.logical(lambda: len(self._outbox)) + int(self._references.in_flight)
 
     def close(self, timeout: float = -1) -> bool:
         """Flush, close the auditor (which may publish its last counts), then the librdkafka producer.
 
         True when the close went ahead; a later close returns False, and every other call raises
-        ``RuntimeError``. Closed whatever a step raises, as confluent-kafka's is: a fenced
-        transactional producer's close raises ``_FENCED`` there and is closed all the same, so here
-        every step still runs and the first error is raised at the end. Messages still in flight
-        after ``timeout`` are reported failed by librdkafka's close, and a reference message among
-        them keeps its payload and pending mark for ``gateway gc``.
+        ``RuntimeError``. Every step runs whatever an earlier one raised, and the first error is
+        raised at the end (:meth:`Outbox.close`). Messages still in flight after ``timeout`` are
+        reported failed by librdkafka's close, and a reference message among them keeps its payload
+        and pending mark for ``gateway gc``.
         """
         if self._closed:
             return False
-        errors: list[Exception] = []
-        _attempt(lambda: self.flush(timeout), errors)
-        self._closed = True  # from here on produce() refuses, whatever the flush raised
-        _attempt(self._references.close, errors)
-        _attempt(self._compaction.close, errors)
+        steps: list[Callable[[], object]] = [lambda: self.flush(timeout), self._refuse_produce]
+        steps += [self._references.close, self._compaction.close]  # the writer settles its window first
         if self._auditor is not None:
-            _attempt(self._auditor.close, errors)
-            _attempt(lambda: self._producer.flush(10 if timeout < 0 else timeout), errors)
-        closed = _attempt(self._producer.close, errors)
-        if errors:
-            raise errors[0]
-        return bool(closed)
+            steps += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
+        return self._outbox.close(steps)
 
-    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
-        self._producer.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
-
-    @property
-    def inner(self) -> Producer:
-        """The wrapped librdkafka producer, for what this wrapper does not expose."""
-        return self._producer
-
-
-def _attempt(step: Callable[[], object], errors: list[Exception]) -> object:
-    """``step()``'s result, or None with its error appended to ``errors``: a close goes on past a failed step."""
-    try:
-        return step()
-    except Exception as exc:  # noqa: BLE001 - kept, and raised once the close is complete
-        errors.append(exc)
-        return None
-
-
-def _forced(route: Route | str) -> Route:
-    """``produce(route=...)`` as a :class:`Route`."""
-    if isinstance(route, Route):
-        return route
-    if isinstance(route, str):
-        return Route.parse(route)
-    raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")
+    def _refuse_produce(self) -> None:
+        self._closed = True  # from here on produce() refuses, whatever the flush raised
 
 
 def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:

@@ -15,9 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from confluent_kafka import Producer
+from typing import Any, Protocol
 
 from gateway.clock import Clock
 
@@ -34,6 +32,12 @@ def without_serving_reports() -> Iterator[None]:
         _quiet.on = False
 
 
+class _Queue(Protocol):
+    def produce(self, topic: str, **kwargs: Any) -> None: ...
+
+    def poll(self, timeout: float) -> int: ...
+
+
 class BlockingSend:
     """``send(topic, kwargs)``: ``Producer.produce`` that serves delivery reports while the queue is full.
 
@@ -42,7 +46,7 @@ class BlockingSend:
 
     __slots__ = ("_block_s", "_clock", "_producer")
 
-    def __init__(self, producer: Producer, clock: Clock, block_s: float) -> None:
+    def __init__(self, producer: _Queue, clock: Clock, block_s: float) -> None:
         self._producer = producer
         self._clock = clock
         self._block_s = block_s

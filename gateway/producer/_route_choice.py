@@ -52,3 +52,12 @@ class RouteChooser:
         if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
             return PLAIN  # large.message.enabled=false
         return self._compaction.reroute(topic, size, segment_size, route)
+
+
+def forced_route(route: Route | str) -> Route:
+    """``produce(route=...)`` as a :class:`Route`."""
+    if isinstance(route, Route):
+        return route
+    if isinstance(route, str):
+        return Route.parse(route)
+    raise TypeError(f"route must be a Route, 'plain', 'chunked' or 'reference:<store>', got {route!r:.80}")

@@ -13,8 +13,11 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from gateway.health import StoreHealth
+from gateway.histogram import HistogramSnapshot
 from gateway.producer._compaction import CompactionGuard
-from gateway.producer.reference.transactions import undo
+from gateway.producer._metrics import ProducerMetrics
+from gateway.producer._outbox import Outbox
 
 CLOSED = "Producer has been closed"
 """confluent-kafka's words for a call on a closed producer."""
@@ -23,8 +26,10 @@ CLOSED = "Producer has been closed"
 class ProducerSurface:
     """Mixed into :class:`~gateway.HybridProducer`, which provides the attributes declared here."""
 
-    _producer: Producer
+    _outbox: Outbox
     _compaction: CompactionGuard
+    _metrics: ProducerMetrics
+    health: dict[str, StoreHealth]
     produce: Callable[..., None]
     close: Callable[..., bool]
 
@@ -65,14 +70,32 @@ class ProducerSurface:
                 queued += 1
         return queued
 
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        self._outbox.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
+
     def cluster_id(self, timeout: float = -1) -> str | None:
-        return self._producer.cluster_id(timeout)
+        return self._outbox.kafka.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
-        self._producer.set_sasl_credentials(username, password)
+        self._outbox.kafka.set_sasl_credentials(username, password)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        return self._producer.list_topics(topic=topic, timeout=timeout)
+        return self._outbox.kafka.list_topics(topic=topic, timeout=timeout)
+
+    def metrics(self) -> dict[str, int]:
+        out = self._metrics.snapshot()
+        for name, health in self.health.items():
+            out[f"store.{name}.healthy"] = int(health.healthy)
+        return out
+
+    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        """Message sizes by route and store put latencies, for ``gateway.prometheus``."""
+        return self._metrics.histograms()
+
+    @property
+    def inner(self) -> Producer:
+        """The wrapped librdkafka producer, for what this wrapper does not expose (outside the outbox's order)."""
+        return self._outbox.kafka
 
     def prepare_topics(self, topics: Sequence[str], timeout: float = 10.0) -> dict[str, str | None]:
         """Learn now what the first large message to each topic would otherwise wait for.
@@ -85,7 +108,7 @@ class ProducerSurface:
         """
         known: dict[str, str | None] = {}
         for topic in topics:
-            self._producer.list_topics(topic=topic, timeout=timeout)
+            self._outbox.kafka.list_topics(topic=topic, timeout=timeout)
             known[topic] = self._compaction.prepare(topic)
         return known
 
@@ -93,23 +116,19 @@ class ProducerSurface:
 class ProducerTransactions:
     """confluent-kafka's transaction methods, with the store writes of an aborted transaction undone.
 
-    Writes still in a ``reference.write.window`` go into Kafka ahead of each transaction call: the
-    producer's :class:`~gateway.producer.reference.window.InOrderProducer` sees to it.
-
     Segments and envelopes go through the one librdkafka producer, so they are in the open
     transaction like any record; what Kafka cannot abort is the payload a reference message put in
-    a store, and that is what :mod:`gateway.producer.reference.transactions` tracks.
+    a store, and that is what :mod:`gateway.producer.reference.transactions` tracks. The outbox
+    puts the writes in flight ahead of each call and tells the reference writer what happened.
     """
 
-    _producer: Producer
-    _references: Any
+    _outbox: Outbox
 
     def init_transactions(self, timeout: float = -1) -> None:
-        _call(self._producer.init_transactions, timeout)
+        self._outbox.init_transactions(timeout)
 
     def begin_transaction(self) -> None:
-        self._producer.begin_transaction()
-        self._references.transaction.begin()
+        self._outbox.begin_transaction()
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
         """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped.
@@ -117,23 +136,12 @@ class ProducerTransactions:
         Each offset's metadata goes to Kafka as its exact UTF-8 bytes (confluent-kafka would add a NUL):
         see :class:`~gateway.librdkafka.group_offsets.ExactProducer`.
         """
-        _call(self._producer.send_offsets_to_transaction, timeout, positions, group_metadata)
+        self._outbox.send_offsets_to_transaction(positions, group_metadata, timeout)
 
     def commit_transaction(self, timeout: float = -1) -> None:
         """Commit; on an error that requires an abort the writes stay tracked for ``abort_transaction``."""
-        _call(self._producer.commit_transaction, timeout)
-        self._references.transaction.committed()
-        self._references.clear_acked_marks()  # held while the transaction was open
+        self._outbox.commit_transaction(timeout)
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort in Kafka, then delete the payloads the transaction's reference messages stored."""
-        _call(self._producer.abort_transaction, timeout)
-        undo(self._references.abandon())
-        self._references.clear_acked_marks()  # those of writes acknowledged before the transaction
-
-
-def _call(method: Callable[..., Any], timeout: float | None, *args: Any) -> Any:
-    """``method(*args)`` with confluent-kafka's "no timeout" spelled as librdkafka wants it (left out)."""
-    if timeout is None or timeout < 0:
-        return method(*args)
-    return method(*args, timeout)
+        self._outbox.abort_transaction(timeout)

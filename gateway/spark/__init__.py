@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.spark.options import OptionError, SourceOptions, parse_options
+from gateway.spark.options import OptionError, SourceOptions, network_timeout_ms, parse_options
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.reconcile import Dangling, Orphan, ReconcileReport, reconcile
 from gateway.spark.session import local_session
@@ -60,10 +60,28 @@ def register(spark: Any) -> None:
     ``df.write.format("hybrid-kafka")...save()`` works as it does with Spark's ``kafka`` sink, which
     takes the default mode (ErrorIfExists) as an append. Python data sources otherwise refuse every
     mode but append and overwrite at analysis time. An explicit ``.mode(...)`` still wins.
+
+    The session's ``spark.network.timeout`` becomes the default of ``kafkaConsumer.pollTimeoutMs``,
+    as in Spark's Kafka source. A Python data source runs in a worker that cannot see the session's
+    configuration, so the value travels on the registered class (a subclass pickled by value).
     """
-    spark.dataSource.register(HybridKafkaDataSource)
+    timeout = network_timeout_ms(_conf(spark, "spark.network.timeout"))
+    source = type(
+        HybridKafkaDataSource.__name__,
+        (HybridKafkaDataSource,),
+        {"network_timeout_ms": timeout, "__module__": HybridKafkaDataSource.__module__, "__doc__": None},
+    )
+    spark.dataSource.register(source)
     spark.dataSource.register(EnvelopeScanDataSource)
     _append_by_default()
+
+
+def _conf(spark: Any, key: str) -> str | None:
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - a session without the key (or a Connect session refusing it): Spark's default
+        return None
+    return None if value is None else str(value)
 
 
 def _append_by_default() -> None:

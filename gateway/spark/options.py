@@ -14,7 +14,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import parse_bool
@@ -31,6 +31,7 @@ from gateway.core.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_O
 from gateway.errors import ConfigurationError
 from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
+from gateway.spark.kafkaconf import SPARK_REFUSED_SOURCE, KafkaOptionError, translate
 
 EARLIEST = -2
 """Kafka's and Spark's spelling of "the first offset still in the log" in per-partition JSON."""
@@ -40,14 +41,14 @@ LATEST = -1
 
 _KAFKA_PREFIX = "kafka."
 # Keys this source sets itself on every consumer: a user value would break the range reads.
-_RESERVED_KAFKA_KEYS = frozenset(
-    {
-        "enable.auto.commit",
-        "enable.partition.eof",
-        "auto.offset.reset",
-        "enable.auto.offset.store",
-    }
-)
+_RESERVED_KAFKA_KEYS = frozenset({"enable.partition.eof", "enable.auto.offset.store"})
+
+BATCH_GROUP_ID_PREFIX = "spark-kafka-relation"
+"""Spark's Kafka source names a batch query's consumer group ``spark-kafka-relation-<uuid>``."""
+STREAM_GROUP_ID_PREFIX = "spark-kafka-source"
+"""... and a streaming query's ``spark-kafka-source-<uuid>-<hash of the checkpoint path>``."""
+DEFAULT_NETWORK_TIMEOUT_MS = 120_000
+"""``spark.network.timeout`` unset (120s): the fallback of ``kafkaConsumer.pollTimeoutMs``, as in Spark."""
 
 
 class OptionError(ValueError):
@@ -58,9 +59,9 @@ class OptionError(ValueError):
 class OffsetSpec:
     """``earliest``, ``latest`` or explicit offsets per partition (-2 earliest, -1 latest).
 
-    Partitions missing from an explicit spec fall back to ``default`` (earliest for starting
-    offsets, latest for ending ones): Spark's Kafka source insists on every partition being
-    named, which makes a spec go stale as soon as a partition is added.
+    An explicit spec must name every partition the query reads, exactly, as Spark's Kafka source
+    requires (checked at planning against the partitions found, :func:`check_names_all`);
+    ``default`` only serves partitions that appear later in a stream.
     """
 
     kind: str  # "earliest" | "latest" | "specific"
@@ -76,7 +77,10 @@ class OffsetSpec:
         return dict(self.specific).get(tp, self.default)
 
 
-def parse_offset_spec(text: str | None, *, name: str, default_kind: str, allow_earliest: bool = True) -> OffsetSpec:
+def parse_offset_spec(
+    text: str | None, *, name: str, default_kind: str, allow_earliest: bool = True, allow_latest: bool = True
+) -> OffsetSpec:
+    """``earliest``, ``latest`` or JSON; ``allow_*`` false refuse them as Spark refuses them for batch queries."""
     default = EARLIEST if default_kind == "earliest" else LATEST
     if text is None or not text.strip():
         return OffsetSpec(default_kind, (), default)
@@ -84,7 +88,15 @@ def parse_offset_spec(text: str | None, *, name: str, default_kind: str, allow_e
     lowered = raw.lower()
     if lowered in ("earliest", "latest"):
         if lowered == "earliest" and not allow_earliest:
-            raise OptionError(f"{name}=earliest is not allowed (it would select nothing)")
+            raise OptionError(
+                f"{name}=earliest is refused for batch queries, as Spark's Kafka source refuses it"
+                ' ("ending offset can\'t be earliest for batch queries on Kafka")'
+            )
+        if lowered == "latest" and not allow_latest:
+            raise OptionError(
+                f"{name}=latest is refused for batch queries, as Spark's Kafka source refuses it"
+                ' ("starting offset can\'t be latest for batch queries on Kafka"): a batch would read nothing'
+            )
         return OffsetSpec(lowered, (), default)
     try:
         parsed = json.loads(raw)
@@ -104,7 +116,15 @@ def parse_offset_spec(text: str | None, *, name: str, default_kind: str, allow_e
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
                 raise OptionError(f"{name}: offset for {topic}[{partition}] must be an int >= -2, got {offset!r}")
             if offset == EARLIEST and not allow_earliest:
-                raise OptionError(f"{name}: -2 (earliest) is not allowed for {topic}[{partition}]")
+                raise OptionError(
+                    f"{name}: -2 (earliest) for {topic}[{partition}] is refused for batch queries, as Spark's"
+                    ' Kafka source refuses it ("ending offset for ... can\'t be earliest for batch queries on Kafka")'
+                )
+            if offset == LATEST and not allow_latest:
+                raise OptionError(
+                    f"{name}: -1 (latest) for {topic}[{partition}] is refused for batch queries, as Spark's"
+                    ' Kafka source refuses it ("startingOffsets for ... can\'t be latest for batch queries on Kafka")'
+                )
             specific.append(((str(topic), number), offset))
     return OffsetSpec("specific", tuple(sorted(specific)), default)
 
@@ -229,6 +249,7 @@ class SourceOptions:
     timestamp_strategy: str = "error"
     """``startingOffsetsByTimestampStrategy``: what a starting timestamp after a partition's last record does."""
     include_headers: bool = True
+    """``includeHeaders``: true by default, the API promises a ``headers`` column; false drops it as Spark does."""
     # stores
     redis_url: str | None = None
     redis_prefix: str = "gw"
@@ -260,9 +281,9 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
-    poll_timeout_ms: int = 120_000
+    poll_timeout_ms: int = DEFAULT_NETWORK_TIMEOUT_MS
     high_watermark_from: str = "listOffsets"
-    group_id: str = field(default_factory=lambda: f"gateway-spark-{uuid.uuid4().hex[:12]}")
+    group_id: str = field(default_factory=lambda: f"{BATCH_GROUP_ID_PREFIX}-{uuid.uuid4()}")
 
     @property
     def has_stores(self) -> bool:
@@ -295,8 +316,14 @@ class SourceOptions:
         return conf
 
 
-def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Validate Spark's option map (keys arrive lower-cased) into :class:`SourceOptions`."""
+def parse_options(
+    options: Mapping[str, str], *, streaming: bool, network_timeout_ms: int = DEFAULT_NETWORK_TIMEOUT_MS
+) -> SourceOptions:
+    """Validate Spark's option map (keys arrive lower-cased) into :class:`SourceOptions`.
+
+    ``network_timeout_ms`` is the session's ``spark.network.timeout``, the default of
+    ``kafkaConsumer.pollTimeoutMs`` as in Spark's source (:func:`gateway.spark.register` reads it).
+    """
     opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
     bootstrap = opts.get("kafka.bootstrap.servers")
     if not bootstrap:
@@ -306,23 +333,23 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     topics = subscription.topics
     if subscription.kind == "subscribe" and not topics:
         raise OptionError("option subscribe (comma-separated topics) is required")
-    kafka_config: dict[str, str] = {}
-    for key, value in opts.items():
-        if key.startswith(_KAFKA_PREFIX) and key != "kafka.bootstrap.servers":
-            inner = key[len(_KAFKA_PREFIX) :]
-            if inner in _RESERVED_KAFKA_KEYS:
-                raise OptionError(f"option {key} is managed by hybrid-kafka and cannot be set")
-            kafka_config[inner] = value
+    kafka_config = source_kafka_config(opts)
     group_id = kafka_config.pop("group.id", None)
     starting = parse_offset_spec(
-        opts.get("startingoffsets"), name="startingOffsets", default_kind="latest" if streaming else "earliest"
+        opts.get("startingoffsets"),
+        name="startingOffsets",
+        default_kind="latest" if streaming else "earliest",
+        allow_latest=streaming,
     )
     ending = parse_offset_spec(
         opts.get("endingoffsets"), name="endingOffsets", default_kind="latest", allow_earliest=False
     )
     ending_names = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
     if streaming and any(name in opts for name in ending_names):
-        raise OptionError("endingOffsets, endingTimestamp and endingOffsetsByTimestamp are for batch queries")
+        raise OptionError(
+            "endingOffsets, endingTimestamp and endingOffsetsByTimestamp are for batch queries"
+            ' (Spark\'s Kafka source: "ending offset not valid in streaming queries")'
+        )
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
@@ -336,7 +363,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     high_from = opts.get("highwatermarkfrom", "listOffsets")
     if high_from.lower() not in ("listoffsets", "fetch"):
         raise OptionError(f"highWatermarkFrom must be listOffsets or fetch, got {high_from!r}")
-    result = SourceOptions(
+    if group_id is None:
+        prefix = _str(opts, "groupidprefix") or (STREAM_GROUP_ID_PREFIX if streaming else BATCH_GROUP_ID_PREFIX)
+        group_id = f"{prefix}-{uuid.uuid4()}"
+    return SourceOptions(
         bootstrap_servers=bootstrap,
         topics=topics,
         kafka_config=kafka_config,
@@ -355,21 +385,54 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", None, 1),
         min_partitions=_int(opts, "minpartitions", None, 1),
         max_records_per_partition=_int(opts, "maxrecordsperpartition", None, 1),
-        poll_timeout_ms=_required_int(opts, "kafkaconsumer.polltimeoutms", 120_000, 1),
+        poll_timeout_ms=_required_int(opts, "kafkaconsumer.polltimeoutms", network_timeout_ms, 1),
         high_watermark_from="fetch" if high_from.lower() == "fetch" else "listOffsets",
         subscription=subscription,
         starting_timestamps=parse_timestamps(opts, "startingTimestamp", "startingOffsetsByTimestamp"),
         ending_timestamps=parse_timestamps(opts, "endingTimestamp", "endingOffsetsByTimestamp"),
         timestamp_strategy=strategy,
-        include_headers=_bool(opts, "includeheaders", True),
+        include_headers=include_headers(opts),
+        group_id=group_id,
         **peer_fields(opts),
     )
-    prefix = _str(opts, "groupidprefix")
-    if group_id is None and prefix is not None:
-        group_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    if group_id is not None:
-        result = replace(result, group_id=group_id)
-    return result
+
+
+def include_headers(opts: Mapping[str, str]) -> bool:
+    """``includeHeaders``: whether rows have a ``headers`` column at all.
+
+    True by default, unlike Spark's false: the ``hybrid-kafka`` schema promised to users has always carried
+    ``headers`` (where LinkedIn's ``_lm`` and envelope headers are visible), and a default that removed a
+    column would break every reader written against it. ``includeHeaders=false`` gives Spark's schema.
+    """
+    return _bool({str(k).lower(): str(v) for k, v in opts.items()}, "includeheaders", True)
+
+
+def source_kafka_config(opts: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options of a read, prefix stripped, refused or translated (:mod:`gateway.spark.kafkaconf`)."""
+    raw: dict[str, str] = {}
+    for key, value in opts.items():
+        if key.startswith(_KAFKA_PREFIX) and key != "kafka.bootstrap.servers":
+            inner = key[len(_KAFKA_PREFIX) :]
+            if inner in _RESERVED_KAFKA_KEYS:
+                raise OptionError(f"option {key} is managed by hybrid-kafka and cannot be set")
+            raw[inner] = value
+    try:
+        return translate(raw, SPARK_REFUSED_SOURCE)
+    except KafkaOptionError as exc:
+        raise OptionError(str(exc)) from None
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def network_timeout_ms(value: str | None) -> int:
+    """``spark.network.timeout`` in ms, from Spark's time strings (``120s``, ``2min``; a bare number is seconds)."""
+    if value is None or not value.strip():
+        return DEFAULT_NETWORK_TIMEOUT_MS
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if match is None or match.group(2) not in ("", *_TIME_UNITS_MS):
+        raise OptionError(f"spark.network.timeout {value!r} is not a time such as 120s")
+    return max(1, int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "s"]))
 
 
 STORE_OPTIONS = (

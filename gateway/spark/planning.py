@@ -91,6 +91,40 @@ def offsets_by_time(
     return OffsetSpec("specific", tuple(sorted(specific.items())), fallback)
 
 
+def check_names_all(name: str, named: Iterable[TopicPartitionKey], partitions: Iterable[TopicPartitionKey]) -> None:
+    """Per-partition JSON must name exactly the partitions the query reads, as Spark's Kafka source requires.
+
+    Spark fails the query when the partitions named differ from those assigned, in either direction
+    ("If startingOffsets contains specific offsets, you must specify all TopicPartitions"), for a
+    batch's starting and ending offsets, a stream's starting offsets and timestamps by partition.
+    A partition left out would otherwise be read from a default the user never wrote down.
+    """
+    given, found = set(named), set(partitions)
+    if given == found:
+        return
+
+    def show(tps: set[TopicPartitionKey]) -> str:
+        return ", ".join(f"{t}[{p}]" for t, p in sorted(tps)) or "none"
+
+    raise OptionError(
+        f"{name} must name every partition the query reads, as Spark's Kafka source requires"
+        f" (-2 earliest, -1 latest): missing {show(found - given)}; not read by the query {show(given - found)}"
+    )
+
+
+def check_specs_name_all(
+    partitions: Iterable[TopicPartitionKey],
+    *specs: tuple[str, OffsetSpec | TimestampSpec | None],
+) -> None:
+    """:func:`check_names_all` for every explicit per-partition spec among ``specs``."""
+    found = list(partitions)
+    for name, spec in specs:
+        explicit = isinstance(spec, OffsetSpec) and spec.kind == "specific"
+        if explicit or (isinstance(spec, TimestampSpec) and spec.every is None):
+            assert spec is not None
+            check_names_all(name, (tp for tp, _ in spec.specific), found)
+
+
 def timestamps_wanted(
     times: TimestampSpec | None, partitions: Iterable[TopicPartitionKey]
 ) -> dict[TopicPartitionKey, int]:

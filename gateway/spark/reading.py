@@ -25,7 +25,7 @@ from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
 from gateway.spark.options import SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
-from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, MESSAGE_ARROW_SCHEMA
+from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, message_arrow_schema
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def close_stores(stores: dict[str, Store]) -> None:
 class _Rows:
     """Column lists for one Arrow batch of the message schema."""
 
-    def __init__(self, topic: str, partition: int, *, include_headers: bool = True) -> None:
+    def __init__(self, topic: str, partition: int, *, include_headers: bool = False) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
@@ -137,24 +137,22 @@ class _Rows:
         return len(self.offsets) >= MAX_BATCH_ROWS or self.nbytes >= MAX_BATCH_BYTES
 
     def take(self) -> pa.RecordBatch:
-        schema = MESSAGE_ARROW_SCHEMA
+        schema = message_arrow_schema(self.include_headers)
         n = len(self.offsets)
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.keys, schema.field("key").type),
-                pa.array(self.values, schema.field("value").type),
-                pa.array([self.topic] * n, schema.field("topic").type),
-                pa.array([self.partition] * n, schema.field("partition").type),
-                pa.array(self.offsets, schema.field("offset").type),
-                pa.array(self.timestamps, schema.field("timestamp").type),
-                pa.array(self.timestamp_types, schema.field("timestampType").type),
-                pa.array(self.headers, schema.field("headers").type),
-                pa.array(self.routes, schema.field("route").type),
-                pa.array(self.starts, schema.field("startingOffset").type),
-                pa.array(self.errors, schema.field("error").type),
-            ],
-            schema=schema,
-        )
+        columns = {
+            "key": self.keys,
+            "value": self.values,
+            "topic": [self.topic] * n,
+            "partition": [self.partition] * n,
+            "offset": self.offsets,
+            "timestamp": self.timestamps,
+            "timestampType": self.timestamp_types,
+            "headers": self.headers,
+            "route": self.routes,
+            "startingOffset": self.starts,
+            "error": self.errors,
+        }
+        batch = pa.RecordBatch.from_arrays([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
         self._reset()
         return batch
 

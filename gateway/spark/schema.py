@@ -44,6 +44,14 @@ MESSAGE_ARROW_SCHEMA = pa.schema(
     ]
 )
 
+MESSAGE_ARROW_SCHEMA_WITHOUT_HEADERS = pa.schema([f for f in MESSAGE_ARROW_SCHEMA if f.name != "headers"])
+"""``includeHeaders=false`` (Spark's default; ours is true): no ``headers`` column at all."""
+
+
+def message_arrow_schema(include_headers: bool) -> pa.Schema:
+    return MESSAGE_ARROW_SCHEMA if include_headers else MESSAGE_ARROW_SCHEMA_WITHOUT_HEADERS
+
+
 ENVELOPE_ARROW_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string()),
@@ -59,8 +67,8 @@ ENVELOPE_ARROW_SCHEMA = pa.schema(
 )
 
 
-def message_schema() -> Any:
-    """``StructType`` of the ``hybrid-kafka`` rows."""
+def message_schema(include_headers: bool = True) -> Any:
+    """``StructType`` of the ``hybrid-kafka`` rows; the ``headers`` column only with ``includeHeaders``, as Spark's."""
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
@@ -73,7 +81,7 @@ def message_schema() -> Any:
     )
 
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-    return StructType(
+    full = StructType(
         [
             StructField("key", BinaryType()),
             StructField("value", BinaryType()),
@@ -88,6 +96,7 @@ def message_schema() -> Any:
             StructField("error", StringType()),
         ]
     )
+    return full if include_headers else StructType([f for f in full.fields if f.name != "headers"])
 
 
 def envelope_schema() -> Any:

@@ -26,11 +26,13 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from gateway.errors import GatewayError
 from gateway.policy import SizeThresholdPolicy
 from gateway.producer.outgoing import RESERVED_HEADERS
+from gateway.spark.kafkaconf import SPARK_REFUSED_SINK, KafkaOptionError, translate
 from gateway.spark.options import (
     _KAFKA_PREFIX,
     STORE_OPTIONS,
     OptionError,
     SourceOptions,
+    _bool,
     _int,
     _str,
     store_fields,
@@ -40,8 +42,9 @@ log = logging.getLogger(__name__)
 
 SINK_OPTIONS = ("topic", "max.message.segment.bytes", "reference.above", "reference.store", *STORE_OPTIONS)
 """Options the sink takes beside ``kafka.*``."""
-_SPARK_WRITE_OPTIONS = ("checkpointLocation",)
-"""Spark's own, handed to every streaming sink."""
+_SPARK_WRITE_OPTIONS = ("checkpointLocation", "includeHeaders")
+"""Spark's own, handed to every streaming sink, and ``includeHeaders``, which Spark's Kafka sink takes and
+ignores (a ``headers`` column is written whenever there is one): a job's reader options can be reused."""
 _SINK_KNOWN = frozenset(name.lower() for name in (*SINK_OPTIONS, *_SPARK_WRITE_OPTIONS))
 _COLUMNS = frozenset({"key", "value", "topic", "partition", "headers"})
 
@@ -97,8 +100,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     bootstrap = opts.get("kafka.bootstrap.servers")
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers is required")
-    producer = {k[len(_KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(_KAFKA_PREFIX)}
-    producer.pop("bootstrap.servers", None)
+    if "includeheaders" in opts:
+        _bool(opts, "includeheaders", False)  # a value that is not a boolean is a mistake however it is used
+    raw = {k[len(_KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(_KAFKA_PREFIX)}
+    raw.pop("bootstrap.servers", None)
+    try:
+        producer = translate(raw, SPARK_REFUSED_SINK)
+    except KafkaOptionError as exc:
+        raise OptionError(str(exc)) from None
     stores = SourceOptions(bootstrap, (), **store_fields(opts))
     result = SinkOptions(
         bootstrap_servers=bootstrap,

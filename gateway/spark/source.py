@@ -25,11 +25,21 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from gateway.protocol.records import TopicPartitionKey
 from gateway.spark.kafkaio import offsets_for_times, open_consumer, subscribed_partitions, watermarks
-from gateway.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions, parse_options
+from gateway.spark.options import (
+    DEFAULT_NETWORK_TIMEOUT_MS,
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    OptionError,
+    SourceOptions,
+    include_headers,
+    parse_options,
+)
 from gateway.spark.planning import (
     DataLossError,
     OffsetRange,
     batch_ranges,
+    check_specs_name_all,
     offsets_by_time,
     offsets_from_json,
     offsets_to_json,
@@ -69,6 +79,13 @@ def plan_batch(options: SourceOptions) -> list[OffsetRange]:
     consumer = open_consumer(options)
     try:
         tps = subscribed_partitions(consumer, options)
+        check_specs_name_all(
+            tps,
+            ("startingOffsets", options.starting_offsets),
+            ("endingOffsets", options.ending_offsets),
+            ("startingOffsetsByTimestamp", options.starting_timestamps),
+            ("endingOffsetsByTimestamp", options.ending_timestamps),
+        )
         marks = watermarks(consumer, tps, method=options.high_watermark_from)
         starting = _starting(consumer, options, tps)
         ending_times = options.ending_timestamps
@@ -100,16 +117,22 @@ class HybridKafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    network_timeout_ms = DEFAULT_NETWORK_TIMEOUT_MS
+    """The session's ``spark.network.timeout``, set by :func:`gateway.spark.register` on a subclass."""
+
     def schema(self) -> Any:
-        return message_schema()
+        return message_schema(include_headers(self.options))
+
+    def _parse(self, streaming: bool) -> SourceOptions:
+        return parse_options(self.options, streaming=streaming, network_timeout_ms=self.network_timeout_ms)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        _check_schema(schema, message_schema(), FORMAT)
-        return HybridKafkaBatchReader(parse_options(self.options, streaming=False))
+        _check_schema(schema, self.schema(), FORMAT)
+        return HybridKafkaBatchReader(self._parse(streaming=False))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        _check_schema(schema, message_schema(), FORMAT)
-        return HybridKafkaStreamReader(parse_options(self.options, streaming=True))
+        _check_schema(schema, self.schema(), FORMAT)
+        return HybridKafkaStreamReader(self._parse(streaming=True))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from gateway.spark.sink import HybridKafkaWriter, check_columns, parse_sink_options
@@ -168,6 +191,11 @@ class HybridKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         marks = self._watermarks()
+        check_specs_name_all(
+            marks,
+            ("startingOffsets", self.options.starting_offsets),
+            ("startingOffsetsByTimestamp", self.options.starting_timestamps),
+        )
         starting = _starting(self._kafka(), self.options, list(marks))
         start = {tp: resolve_offset(starting.for_partition(tp), wm) for tp, wm in marks.items()}
         return offsets_to_json(start)

@@ -43,7 +43,7 @@ class PipelinedStore(Protocol):
         self, topic: str, message_id: uuid.UUID, payload: Payload, pending_since_ms: int | None, *, persistent: bool
     ) -> tuple[str, list[tuple[Any, ...]]]: ...
 
-    def put_done(self, started: float, locator: str, nbytes: int) -> None: ...
+    def put_done(self, started: float, locator: str, nbytes: int, *, journalled: bool = False) -> None: ...
 
     def delete(self, locator: str) -> None: ...
 
@@ -114,7 +114,7 @@ class RedisPutPipeline:
                     self._store.delete(sent.locator)
             raise
         self._in_flight.popleft()
-        self._store.put_done(sent.started, sent.locator, sent.size)
+        self._store.put_done(sent.started, sent.locator, sent.size, journalled=sent.journalled)
         return sent.locator
 
     def close(self) -> None:

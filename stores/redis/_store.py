@@ -235,7 +235,7 @@ class RedisStore(RedisReads, RedisJournal):
             if pending_since_ms is None or not isinstance(exc.__cause__, rex.TimeoutError):
                 self._best_effort_delete(locator)
             raise
-        self._done("put", started, locator, len(payload))
+        self.put_done(started, locator, len(payload), journalled=pending_since_ms is not None)
         return locator
 
     def put_commands(

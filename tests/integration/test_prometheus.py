@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 import uuid
 from typing import Any
@@ -12,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.prometheus import METRICS, GatewayCollector
+from gateway.telemetry.statistics import LibrdkafkaStatistics
 from gateway.testing import KafkaService, free_port
 from stores import RedisStore
 from tests.helpers import consume_all, payload
@@ -19,9 +21,9 @@ from tests.helpers import consume_all, payload
 SIZES = (1_000, 1_500_000, 3_000_000)  # plain, chunked, reference
 
 
-def _scrape(components: dict[str, Any]) -> str:
+def _scrape(components: dict[str, Any], statistics: dict[str, LibrdkafkaStatistics] | None = None) -> str:
     registry = CollectorRegistry()
-    registry.register(GatewayCollector(components))
+    registry.register(GatewayCollector(components, statistics))
     port = free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     try:
@@ -115,3 +117,79 @@ def test_every_metrics_key_is_exported_or_carried_by_a_histogram(
             assert _series("consumer", key) is not None, key
     finally:
         consumer.close()
+
+
+# families that appear only once their event happened (a peer's record, an evicted message...)
+EVENT_ONLY = {
+    "gateway_producer_store_kafka_bytes_total",
+    "gateway_consumer_dropped_messages_total",
+    "gateway_consumer_peer_messages_total",
+    "gateway_consumer_peer_errors_total",
+    "gateway_consumer_bad_segments_as_payload_total",
+    "gateway_librdkafka_consumer_lag",
+}
+
+
+def test_each_family_has_one_meaning_counters_agree_and_librdkafka_statistics_are_exported(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_client: Any
+) -> None:
+    store = RedisStore(redis_client, prefix=f"gw{uuid.uuid4().hex[:6]}")
+    policy = SizeThresholdPolicy(reference_above=2_000_000, store="redis")
+    writer_stats, reader_stats = LibrdkafkaStatistics(), LibrdkafkaStatistics()
+    every = {"statistics.interval.ms": 100}
+    producer = HybridProducer(
+        {**kafka.producer_config(), **every, "stats_cb": writer_stats}, policy=policy, stores={"redis": store}
+    )
+    producer.produce(topic, payload(3_000_000, 7), key=b"ref")  # one reference write
+    assert producer.flush(60) == 0
+    consumer = HybridConsumer({**consumer_config(), **every, "stats_cb": reader_stats}, stores={"redis": store})
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, 1)
+    assert len(got) == 1 and not errors
+    deadline = time.monotonic() + 20
+    while (writer_stats.latest() is None or reader_stats.latest() is None) and time.monotonic() < deadline:
+        producer.poll(0.1)  # statistics arrive through the clients' callbacks, served by poll
+        consumer.poll(0.1)
+    try:
+        text = _scrape(
+            {"orders": producer, "reader": consumer, "redis": store},
+            {"orders": writer_stats, "reader": reader_stats},
+        )
+    finally:
+        consumer.close()
+        producer.close()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    types = {n.removesuffix("_total"): k for n, k in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE)}
+
+    def value(sample_name: str, **labels: str) -> float:
+        return sum(
+            s.value
+            for f in families.values()
+            for s in f.samples
+            if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items())
+        )
+
+    # every documented family is in the scrape (unless its event did not happen), with its type and labels
+    for spec in METRICS:
+        name = spec.name.removesuffix("_total")
+        if spec.name in EVENT_ONLY:
+            continue
+        assert types.get(name) == spec.kind, spec.name
+        samples = [s for s in families[name].samples if not s.name.endswith(("_bucket", "_created"))]
+        assert samples, spec.name
+        for sample in samples:
+            assert set(sample.labels) - {"le"} == set(spec.labels), (spec.name, sample.labels)
+    # one meaning per family: no family keeps an "event" label a sum() would mix
+    assert not [n for n in types if n.endswith("_events")] and not re.search(r'event="', text)
+    # consistent counters: the reference write marked its payload pending once, the delivery cleared it
+    assert value("gateway_store_pending_marked_total", store="redis") == 1
+    assert value("gateway_store_pending_cleared_total", store="redis") == 1
+    assert value("gateway_store_operations_total", store="redis", op="put") == 1
+    assert value("gateway_consumer_resolver_fetches_total", client="reader") == 1
+    assert value("gateway_consumer_resolver_errors_total", client="reader") == 0
+    # librdkafka's statistics: bytes on the wire, queues, each broker's round trip
+    assert value("gateway_librdkafka_tx_bytes_total", client="orders") > 0
+    assert value("gateway_librdkafka_rx_bytes_total", client="reader") > 0
+    assert types["gateway_librdkafka_queue_messages"] == "gauge"
+    rtts = [s for s in families["gateway_librdkafka_broker_rtt_seconds"].samples if s.labels["client"] == "orders"]
+    assert rtts and all(0 <= s.value < 60 for s in rtts), "seconds, not microseconds"

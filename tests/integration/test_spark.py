@@ -223,6 +223,7 @@ def _source_options(mixed: Mixed, stores: Stores, **extra: str) -> dict[str, str
         "kafka.bootstrap.servers": mixed.bootstrap,
         "subscribe": mixed.topic,
         "message.assembler.expiration.offset.gap": str(GAP),
+        "includeHeaders": "true",
         **stores.options,
         **extra,
     }
@@ -306,7 +307,7 @@ def test_batch_read_without_splitting_and_with_explicit_offsets(
     inside = sorted(o for p, o, *_ in consumer_view if p == 1)
     lo, hi = inside[len(inside) // 3], inside[2 * len(inside) // 3]
     window = {
-        "startingOffsets": f'{{"{mixed.topic}": {{"1": {lo}}}}}',
+        "startingOffsets": f'{{"{mixed.topic}": {{"0": -2, "1": {lo}, "2": -2, "3": -2}}}}',  # all, as Spark's
         "endingOffsets": f'{{"{mixed.topic}": {{"0": 0, "1": {hi}, "2": 0, "3": 0}}}}',
     }
     got = _view(_rows(spark.read.format("hybrid-kafka").options(**_source_options(mixed, stores, **window)).load()))

@@ -145,6 +145,7 @@ def topics(kafka: KafkaService, redis_server: RedisServer) -> Topics:
         "kafka.bootstrap.servers": kafka.bootstrap_servers,
         **stores_options,
         "message.assembler.expiration.offset.gap": str(GAP),
+        "includeHeaders": "true",  # the copy keeps the user headers: the reader must hand them out
     }
     copy, wave, stream = f"cluster-copy-{tag}", f"cluster-wave-{tag}", f"cluster-stream-{tag}"
     kafka.create_topic(copy, partitions=PARTITIONS)

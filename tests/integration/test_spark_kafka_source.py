@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ def _collect(frame: Any) -> list[tuple[Any, ...]]:
 
 def _both(spark: Any, kafka: KafkaService, **options: str) -> tuple[Any, Any]:
     common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, **options}
-    ours = spark.read.format("hybrid-kafka").options(**common).load()
+    ours = spark.read.format("hybrid-kafka").options(**common).option("includeHeaders", "true").load()
     theirs = spark.read.format("kafka").options(**common).option("includeHeaders", "true").load()
     return ours, theirs
 
@@ -295,14 +296,150 @@ def test_a_timestamp_after_the_last_record_fails_unless_the_strategy_says_latest
     assert rows == []
 
 
-def test_include_headers_false_leaves_the_column_empty_and_unknown_options_are_refused(
+def test_headers_column_only_with_include_headers_and_unknown_options_are_refused(
     spark: Any, kafka: KafkaService, topics: Topics
 ) -> None:
     common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topics.create_time}
-    with_headers = spark.read.format("hybrid-kafka").options(**common).load()
+    default = spark.read.format("hybrid-kafka").options(**common).load()
     without = spark.read.format("hybrid-kafka").options(**common).option("includeHeaders", "false").load()
+    with_headers = spark.read.format("hybrid-kafka").options(**common).option("includeHeaders", "true").load()
+    # ours defaults to true (the API promises the column); false gives Spark's schema
+    assert default.columns == with_headers.columns and "headers" not in without.columns
+    assert with_headers.columns == [*COLUMNS, "route", "startingOffset", "error"]
     assert with_headers.filter("headers is not null").count() > 0
-    assert without.filter("headers is not null").count() == 0
     assert without.count() == with_headers.count() == PARTITIONS * PER_PARTITION
     with pytest.raises(Exception, match="unknown option bogusoption"):
         spark.read.format("hybrid-kafka").options(**common).option("bogusOption", "1").load().collect()
+
+
+# -- options Spark's source refuses, side by side ------------------------------------------------------
+
+
+def _fails(spark: Any, fmt: str, options: dict[str, str]) -> str:
+    """The error text of a batch read with ``options``; fails the test if the read succeeds."""
+    try:
+        spark.read.format(fmt).options(**options).load().collect()
+    except Exception as exc:
+        return str(exc)
+    pytest.fail(f"format({fmt!r}) read with {options} did not fail")
+
+
+@needs_java_clients
+def test_without_headers_the_columns_are_sparks(spark_kafka: Any, kafka: KafkaService, topics: Topics) -> None:
+    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topics.create_time}
+    theirs = spark_kafka.read.format("kafka").options(**common).load()
+    ours = spark_kafka.read.format("hybrid-kafka").options(**common).option("includeHeaders", "false").load()
+    assert "headers" not in theirs.columns and "headers" not in ours.columns
+    assert "headers" in spark_kafka.read.format("hybrid-kafka").options(**common).load().columns
+    assert ours.columns[: len(theirs.columns)] == theirs.columns
+    assert ours.select(*theirs.columns).schema.simpleString() == theirs.schema.simpleString()
+
+
+@needs_java_clients
+@pytest.mark.parametrize(
+    ("case", "spark_says", "we_say"),
+    [
+        ("latest start", "starting offset can't be latest", "startingOffsets=latest is refused for batch"),
+        ("earliest end", "ending offset can't be earliest", "endingOffsets=earliest is refused for batch"),
+        ("partial start", "Specified:", r"startingOffsets must name every partition.*missing \S+\[1\]"),
+        ("partial end", "Specified:", r"endingOffsets must name every partition.*missing \S+\[2\]"),
+        ("key deserializer", "not supported as keys are deserialized", "keys are deserialized as byte arrays"),
+        ("interceptors", "Kafka option 'interceptor.classes' is not supported", "'interceptor.classes' is not"),
+        ("auto offset reset", "'auto.offset.reset' is not supported", "'auto.offset.reset' is not supported"),
+    ],
+)
+def test_batch_options_spark_refuses_are_refused(
+    spark_kafka: Any, kafka: KafkaService, topics: Topics, case: str, spark_says: str, we_say: str
+) -> None:
+    topic = topics.create_time
+    options = {
+        "latest start": {"startingOffsets": "latest"},
+        "earliest end": {"endingOffsets": "earliest"},
+        "partial start": {"startingOffsets": json.dumps({topic: {"0": 0, "2": 0}})},
+        "partial end": {"endingOffsets": json.dumps({topic: {"0": -1, "1": -1}})},
+        "key deserializer": {"kafka.key.deserializer": "org.apache.kafka.common.serialization.StringDeserializer"},
+        "interceptors": {"kafka.interceptor.classes": "com.example.Interceptor"},
+        "auto offset reset": {"kafka.auto.offset.reset": "earliest"},
+    }[case]
+    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, **options}
+    assert spark_says in _fails(spark_kafka, "kafka", common)
+    assert re.search(we_say, _fails(spark_kafka, "hybrid-kafka", common), re.S)
+
+
+def _stream_error(spark: Any, fmt: str, options: dict[str, str]) -> str | None:
+    query = (
+        spark.readStream.format(fmt)
+        .options(**options)
+        .load()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(120)
+    except Exception as exc:
+        return str(exc)
+    error = query.exception()
+    return None if error is None else str(error)
+
+
+@needs_java_clients
+def test_a_stream_whose_starting_offsets_leave_out_a_partition_fails_as_sparks(
+    spark_kafka: Any, kafka: KafkaService, topics: Topics
+) -> None:
+    topic = topics.create_time
+    common = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": topic,
+        "startingOffsets": json.dumps({topic: {"0": 0, "1": -1}}),
+    }
+    theirs = _stream_error(spark_kafka, "kafka", common)
+    assert theirs is not None and "Specified:" in theirs
+    ours = _stream_error(spark_kafka, "hybrid-kafka", common)
+    assert ours is not None and re.search(r"startingOffsets must name every partition.*missing \S+\[2\]", ours, re.S)
+    # naming all of them is fine for both
+    common["startingOffsets"] = json.dumps({topic: {"0": 0, "1": -1, "2": -2}})
+    assert _stream_error(spark_kafka, "kafka", common) is None
+    assert _stream_error(spark_kafka, "hybrid-kafka", common) is None
+
+
+@needs_java_clients
+def test_the_sink_writes_a_headers_column_whatever_include_headers_says_as_sparks(
+    spark_kafka: Any, kafka: KafkaService
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    frame = spark_kafka.createDataFrame(
+        [(b"k", b"v", [("h", b"1")])], "key binary, value binary, headers array<struct<key:string,value:binary>>"
+    )
+    read_back = {}
+    for fmt in ("kafka", "hybrid-kafka"):
+        topic = f"spark-sink-hdr-{fmt}-{tag}"
+        kafka.create_topic(topic, partitions=1)
+        writer = frame.write.format(fmt).option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        writer.option("topic", topic).option("includeHeaders", "false").mode("append").save()
+        rows = (
+            spark_kafka.read.format("kafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+            .load()
+            .collect()
+        )
+        read_back[fmt] = [[(h["key"], bytes(h["value"])) for h in r["headers"]] for r in rows]
+    assert read_back["hybrid-kafka"] == read_back["kafka"] == [[("h", b"1")]]
+
+
+def test_java_client_options_are_translated_or_refused_before_any_task(
+    spark: Any, kafka: KafkaService, topics: Topics
+) -> None:
+    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topics.create_time}
+    # fetch.max.wait.ms is the Java name of librdkafka's fetch.wait.max.ms: the read goes through
+    java = {**common, "kafka.fetch.max.wait.ms": "10", "kafka.ssl.endpoint.identification.algorithm": ""}
+    assert spark.read.format("hybrid-kafka").options(**java).load().count() == PARTITIONS * PER_PARTITION
+    started = time.monotonic()
+    text = _fails(spark, "hybrid-kafka", {**common, "kafka.ssl.truststore.location": "/etc/kafka/truststore.jks"})
+    assert "kafka.ssl.ca.location" in text and time.monotonic() - started < 30
+    jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    assert "kafka.sasl.oauthbearer.method=oidc" in _fails(
+        spark, "hybrid-kafka", {**common, "kafka.sasl.jaas.config": jaas}
+    )

@@ -104,7 +104,8 @@ def test_a_stream_writes_topic_to_topic(
     source, target = f"sink-in-{uuid.uuid4().hex[:8]}", f"sink-out-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(source, partitions=2)
     kafka.create_topic(target, partitions=2)
-    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, **store_options}
+    # includeHeaders goes to the reader (the headers column) and to the sink, which takes it as Spark's does
+    common = {"kafka.bootstrap.servers": kafka.bootstrap_servers, **store_options, "includeHeaders": "true"}
     writes = {"max.message.segment.bytes": "500000", "reference.above": "2000000", "reference.store": "redis"}
     _frame(spark).write.format("hybrid-kafka").mode("append").options(**common, **writes).option("topic", source).save()
     query = (

@@ -15,7 +15,10 @@ from gateway import tracing
 from gateway.producer.outgoing import OutgoingMessage
 assert not tracing.enabled()
 assert tracing.start_produce(OutgoingMessage.of("t", b"v", headers=[("a", b"1")])) is None
-tracing.consumed(object(), "plain", None, 1)  # returns before touching the message
+spans = tracing.ConsumerTelemetry({"group.id": "g"})
+spans.consumed(object(), "plain", None, 1)  # returns before touching the message
+spans.release()
+assert spans.held == []
 print("off")
 """
 

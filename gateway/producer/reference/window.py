@@ -1,19 +1,18 @@
 """Reference writes in flight: sent to their store, envelope not yet produced (``reference.write.window``).
 
-With a window of 1 (the default) ``produce`` waits for each store write before it returns, and a
-store failure raises from that ``produce``. A larger window lets a store that can pipeline
+With a window of 1 ``produce`` waits for each store write before it returns, and a store failure
+raises from that ``produce``. A larger window (the default, 8) lets a store that can pipeline
 (:class:`~gateway.store.PutPipeline`, Redis standalone) take the next writes while earlier ones
 are still answered; the producer confirms the oldest once the window is full, and produces its
-envelope then.
+envelope then. A store that cannot pipeline (S3, a Redis cluster) writes as with a window of 1.
 
-Two rules follow, and each has one owner here:
+Two rules follow; the producer's outbox, which owns this window, is their one owner:
 
-* **Order.** Every record leaves in the order ``produce`` was called. :class:`InOrderProducer` is
-  the librdkafka producer of a windowed ``HybridProducer``: each of its calls that sends or waits
-  for records (``produce`` of a plain record, a segment or another store's envelope, ``poll``,
-  ``flush``, ``purge``, the transaction calls) first settles every write in flight, under the
-  window's lock, and a write stays in the window until its envelope is queued. So no call site has
-  to remember it, and a thread that polls or produces beside another cannot slip in between.
+* **Order.** Every record leaves in the order ``produce`` was called. The producer's
+  :class:`~gateway.producer._outbox.Outbox`, the one way to librdkafka, settles every write in flight
+  (under the window's lock) before each call that sends or waits for records, and a write stays in
+  the window until its envelope is queued. So no call site has to remember it, and a thread that
+  polls or produces beside another cannot slip in between.
 * **Time.** A write waits in the window at most ``reference.write.linger.ms`` after it was sent,
   whatever the application does: a thread of the window's own settles it then if no call did. The
   store's reply and queueing the envelope follow (a full librdkafka queue is waited on for at most
@@ -36,9 +35,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from gateway.librdkafka.group_offsets import ExactProducer
 from gateway.producer._queue_full import without_serving_reports
 from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer.reference.digests import PendingDigest
@@ -193,54 +190,8 @@ class WriteWindow:
         self._pipelines.clear()
 
 
-class InOrderProducer(ExactProducer):
-    """The librdkafka producer of a ``HybridProducer`` with a write window: writes in flight go first.
-
-    Every call that sends or waits for records settles the window before librdkafka sees it, and
-    ``poll``/``flush`` report the writes that failed late, as librdkafka reports its own failures.
-    """
-
-    def __init__(self, config: Mapping[str, Any], window: WriteWindow) -> None:
-        super().__init__(dict(config))
-        self._window = window
-
-    def produce(self, *args: Any, **kwargs: Any) -> None:
-        self._window.drain()
-        super().produce(*args, **kwargs)
-
-    def poll(self, *args: Any, **kwargs: Any) -> int:
-        self._window.drain()
-        served = int(super().poll(*args, **kwargs))
-        return served + self._window.report_failures()
-
-    def flush(self, *args: Any, **kwargs: Any) -> int:
-        self._window.drain()
-        self._window.report_failures()
-        return int(super().flush(*args, **kwargs))
-
-    def purge(self, *args: Any, **kwargs: Any) -> None:
-        self._window.drain()  # each envelope in librdkafka's queue, then purged like any record
-        super().purge(*args, **kwargs)
-
-    def begin_transaction(self, *args: Any, **kwargs: Any) -> None:
-        self._window.drain()  # writes in flight belong before the transaction
-        super().begin_transaction(*args, **kwargs)
-
-    def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> None:
-        self._window.drain()
-        super().send_offsets_to_transaction(*args, **kwargs)
-
-    def commit_transaction(self, *args: Any, **kwargs: Any) -> None:
-        self._window.drain()  # every envelope of the transaction is in it before the commit
-        super().commit_transaction(*args, **kwargs)
-
-    def abort_transaction(self, *args: Any, **kwargs: Any) -> None:
-        self._window.drain()
-        super().abort_transaction(*args, **kwargs)
-
-
 def _unset(write: WriteInFlight) -> None:
     raise RuntimeError(f"the write window has no writer to settle {write.locator}")
 
 
-__all__ = ["DEFAULT_LINGER_S", "IDLE_THREAD_S", "InOrderProducer", "WriteInFlight", "WriteWindow"]
+__all__ = ["DEFAULT_LINGER_S", "IDLE_THREAD_S", "WriteInFlight", "WriteWindow"]

@@ -1,6 +1,6 @@
 """The reference route: payload to a store, envelope to Kafka, and the store write undone when Kafka refuses.
 
-Only a *definite* refusal undoes it (:mod:`gateway.producer.reference._delivery_outcome`): after a timeout or any other
+Only a *definite* refusal undoes it (:mod:`gateway.producer.reference._envelope_delivery`): after a timeout or any other
 report that leaves the envelope possibly written, the payload and its pending mark stay for gc.
 
 The write is journalled as pending (atomically with it, or before it) and the mark is cleared only
@@ -24,14 +24,12 @@ from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage, Send
-from gateway.producer.reference._acked_marks import AckedMarks
-from gateway.producer.reference._delivery_outcome import may_be_persisted
+from gateway.producer.outgoing import OutgoingMessage, Send
+from gateway.producer.reference._envelope_delivery import EnvelopeDelivery
 from gateway.producer.reference.digests import PayloadDigester, PendingDigest
-from gateway.producer.reference.transactions import TransactionLedger
+from gateway.producer.reference.transactions import TransactionLedger, undo
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
-from gateway.protocol.headers import Headers
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -59,7 +57,7 @@ class ReferenceWriter:
         self.metrics = metrics if metrics is not None else ProducerMetrics()
         self._send = send
         self._clock = clock
-        self._marks = AckedMarks()
+        self._reports = EnvelopeDelivery(self.metrics)
         self._digests = PayloadDigester(checksum)
         self.transaction = TransactionLedger()
         """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
@@ -70,7 +68,7 @@ class ReferenceWriter:
     @property
     def marks_to_clear(self) -> int:
         """Acknowledged writes whose pending mark is still set, waiting for :meth:`clear_acked_marks`."""
-        return len(self._marks)
+        return len(self._reports)
 
     def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
         """Send ``message`` by reference; returns the route it took: ``route``, or ``CHUNKED`` after falling back.
@@ -98,7 +96,7 @@ class ReferenceWriter:
         health = self.health[name]
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
-        if not health.allow(now):
+        if not health.allow(now) and not self._probe_answered(name):
             return self._fallback(name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
@@ -127,6 +125,18 @@ class ReferenceWriter:
             WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
         )
         return route
+
+    def _probe_answered(self, name: str) -> bool:
+        """Whether a probe of an unhealthy store, still in the window, was confirmed just now.
+
+        Without a window the probe is answered inside the ``produce`` that sent it; with one, the
+        next message to the store would fall back while the probe's reply waits in the window, so
+        the window is settled (in order) to let that reply decide.
+        """
+        if not any(write.name == name for write in self.window.writes):
+            return False
+        self.window.drain()
+        return self.health[name].healthy
 
     @property
     def in_flight(self) -> int:
@@ -222,64 +232,15 @@ class ReferenceWriter:
             "partition": message.partition,
             "timestamp": message.timestamp,
             "headers": [*user_headers, envelope_header()],
-            "on_delivery": self._on_envelope_delivered(
-                store, locator, message.payload, user_headers, message.on_delivery
-            ),
+            "on_delivery": self._reports.callback(store, locator, message.payload, user_headers, message.on_delivery),
         }
         if message.key is not None:
             kwargs["key"] = message.key
         try:
             self._send(message.topic, kwargs)
         except BaseException as exc:
-            self._rollback(store, locator, exc)
+            self._reports.rollback(store, locator, exc)
             raise
-
-    def _on_envelope_delivered(
-        self,
-        store: Store,
-        locator: str,
-        value: bytes | None,
-        headers: Headers,
-        on_delivery: DeliveryCallback | None,
-    ) -> DeliveryCallback:
-        def delivered(err: Any, msg: Any) -> None:
-            if err is None:
-                self._after_ack(store, locator)
-            else:
-                self.metrics.delivery_failures += 1
-                if may_be_persisted(err):
-                    self._keep_for_gc(locator, err)
-                else:
-                    self._rollback(store, locator, err)
-            if on_delivery is not None:
-                if msg is not None:  # the caller sees its own value and headers, not the envelope
-                    msg.set_value(value)
-                    msg.set_headers(headers)
-                on_delivery(err, msg)
-
-        return delivered
-
-    def _after_ack(self, store: Store, locator: str) -> None:
-        """Queue the pending mark for clearing (:mod:`gateway.producer.reference._acked_marks`)."""
-        if self._marks.add(store, locator):
-            self.clear_acked_marks()
-
-    def _keep_for_gc(self, locator: str, err: Any) -> None:
-        """The envelope may be in the topic: deleting the payload could leave it dangling, so gc decides."""
-        self.metrics.rollbacks_skipped += 1
-        log.warning(
-            "envelope for %s may have been written despite %s; payload and pending mark left for gateway gc",
-            locator,
-            err,
-        )
-
-    def _rollback(self, store: Store, locator: str, cause: Any) -> None:
-        self.metrics.rollbacks += 1
-        try:
-            store.delete(locator)
-        except Exception as exc:  # noqa: BLE001 - the pending mark stays, so gc will remove it
-            self.metrics.rollback_failures += 1
-            log.warning("rollback of %s after %s failed, left for gateway gc: %s", locator, cause, exc)
 
     def close(self) -> None:
         """Stop the hashing worker, if one was started, and end the stores' open journal batches.
@@ -299,14 +260,30 @@ class ReferenceWriter:
         aborted (or its producer killed), and then only the mark lets ``gateway gc`` find the payload.
         """
         if not self.transaction.open:
-            self._marks.clear()
+            self._reports.clear_marks()
 
     def abandon(self) -> list[tuple[Store, str]]:
         """The writes of the transaction just aborted, to undo; their marks are taken out of the queue
         of marks to clear, so a payload whose delete fails keeps its mark for ``gateway gc``."""
         writes = self.transaction.aborted()
-        self._marks.forget(writes)
+        self._reports.forget(writes)
         return writes
+
+    # -- what the outbox tells the writer (:class:`~gateway.producer._outbox.OutboxListener`) ---------
+    def reports_served(self) -> None:
+        self.clear_acked_marks()
+
+    def transaction_begun(self) -> None:
+        self.transaction.begin()
+
+    def transaction_committed(self) -> None:
+        self.transaction.committed()
+        self.clear_acked_marks()  # held while the transaction was open
+
+    def transaction_aborted(self) -> None:
+        """Kafka aborted: delete the payloads the transaction's reference messages stored."""
+        undo(self.abandon())
+        self.clear_acked_marks()  # those of writes acknowledged before the transaction
 
 
 def _no_chunking(message: OutgoingMessage) -> None:

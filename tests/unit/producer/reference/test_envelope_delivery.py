@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from gateway.producer.reference._delivery_outcome import NOT_PERSISTED_CODES, may_be_persisted
+from gateway.producer.reference._envelope_delivery import NOT_PERSISTED_CODES, may_be_persisted
 
 POSSIBLY_PERSISTED = [
     KafkaError._MSG_TIMED_OUT,

@@ -18,7 +18,7 @@ from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import decode_envelope
 from gateway.testing.memory_store import MemoryStore, PipeliningMemoryStore
 from tests.unit.fake_clock import ManualClock
-from tests.unit.producer.test_reference_writer import Sent
+from tests.unit.producer.reference.test_writer import Sent
 
 ROUTE = Route.reference("mem")
 LONG_LINGER_S = 600.0
@@ -26,7 +26,7 @@ LONG_LINGER_S = 600.0
 
 
 class InOrder(Sent):
-    """The producer's queue as ``InOrderProducer`` keeps it: the window's writes settle before each record."""
+    """The producer's queue as the outbox keeps it: the window's writes settle before each record."""
 
     window: WriteWindow | None = None
 
@@ -81,7 +81,7 @@ def test_a_window_of_one_writes_before_returning_without_a_pipeline() -> None:
 
 
 def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
-    """The producer's queue settles the window before each record (``InOrderProducer``), envelopes too."""
+    """The producer's queue settles the window before each record (the outbox), envelopes too."""
     piped, plain = PipeliningMemoryStore("piped"), MemoryStore("plain")
     sent = InOrder()
     w = ReferenceWriter(
@@ -217,3 +217,17 @@ def test_the_linger_thread_ends_when_idle_and_starts_again_with_the_next_write(
         assert window._thread is None, "the thread ended once idle"
         assert len(sent.records) == round_ + 1, "after settling the write"
     w.close()
+
+
+def test_a_probe_in_the_window_is_answered_before_the_next_message_falls_back() -> None:
+    """With a window the probe of an unhealthy store is not answered in ``produce``: its reply decides the next."""
+    store = PipeliningMemoryStore()
+    w, sent, chunked = windowed(store, window=4)
+    health = w.health["mem"]
+    health.failure(0)
+    health.failure(1)  # two failures: unhealthy, and the probe interval has long passed
+    assert not health.healthy
+    w.send(ROUTE, False, message(b"probe"))  # the probe, in flight
+    w.send(ROUTE, False, message(b"next"))
+    assert chunked == [], "the next message waited for the probe's answer instead of falling back"
+    assert health.healthy and len(sent.records) == 1 and w.in_flight == 1

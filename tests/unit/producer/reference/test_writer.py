@@ -16,7 +16,7 @@ from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer.outgoing import OutgoingMessage
-from gateway.producer.reference._acked_marks import CLEAR_MARKS_EVERY
+from gateway.producer.reference._envelope_delivery import CLEAR_MARKS_EVERY
 from gateway.producer.reference.transactions import undo
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope

@@ -1,0 +1,53 @@
+"""``gateway bench`` as a ``gateway.commands`` entry point (declared in pyproject.toml).
+
+The benchmarks live in the source checkout, not in the wheel: ``pip install -e '.[bench]'`` from the
+checkout makes this command available; ``python -m benchmarks`` takes the same options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from gateway.command import EXIT_USAGE, fail, probe_kafka
+
+
+class BenchCommand:
+    help = "measure every route beside raw confluent-kafka, redis-py and boto3; regenerate docs/benchmarks.md"
+    description = (
+        "Starts a broker (Apache Kafka by default), redis-server and a moto S3 server, measures the "
+        "chunked, Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
+        "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
+        "docs/benchmarks.md with its plots. Same as python -m benchmarks."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--quick", action="store_true", help="smaller volumes, no 100 MB size (about 2 minutes on 2 cores)"
+        )
+        parser.add_argument(
+            "--backend",
+            default="kafka",
+            choices=("kafka", "kafka3", "tansu", "noida", "external"),
+            help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
+            "or external (KAFKA_BOOTSTRAP_SERVERS)",
+        )
+        parser.add_argument(
+            "--output",
+            default=None,
+            help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from benchmarks.__main__ import main
+
+        if args.backend == "external":
+            bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+            if not bootstrap:
+                fail("--backend external needs KAFKA_BOOTSTRAP_SERVERS", EXIT_USAGE)
+            probe_kafka(bootstrap)
+        argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
+        return main(argv + (["--output", args.output] if args.output else []))
+
+
+COMMAND = BenchCommand()

@@ -1,0 +1,49 @@
+"""``gateway``'s subcommands that live elsewhere (``demo``, ``bench``) come from entry points, not imports."""
+
+from __future__ import annotations
+
+import ast
+import re
+from importlib import import_module
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import _EntryCommand
+from gateway.command import COMMANDS_GROUP, CommandError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def declared() -> dict[str, str]:
+    """The ``[project.entry-points."gateway.commands"]`` table of pyproject.toml (tomllib is 3.11+)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    table = text.split(f'[project.entry-points."{COMMANDS_GROUP}"]\n', 1)[1].split("\n[", 1)[0]
+    return dict(re.findall(r'^(\w+) = "([^"]+)"$', table, re.MULTILINE))
+
+
+def test_cli_imports_neither_the_demo_nor_the_benchmarks() -> None:
+    tree = ast.parse((ROOT / "gateway" / "cli.py").read_text())
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {name for name in imported if name.startswith(("benchmarks", "gateway.testing"))}
+
+
+def test_demo_and_bench_are_declared_entry_points_that_load() -> None:
+    entries = declared()
+    assert set(entries) == {"demo", "bench"}
+    for name, value in entries.items():
+        entry = EntryPoint(name, value, COMMANDS_GROUP)
+        command = getattr(import_module(entry.module), entry.attr)
+        assert callable(command.add_arguments) and callable(command.run) and command.help, name
+    assert EntryPoint("demo", entries["demo"], COMMANDS_GROUP).extras == ["testing"]
+    assert EntryPoint("bench", entries["bench"], COMMANDS_GROUP).extras == ["bench"]
+
+
+def test_a_command_whose_module_is_missing_names_the_extra_to_install() -> None:
+    entry = EntryPoint("bench", "no_such_package_here.command:COMMAND [bench]", COMMANDS_GROUP)
+    command = _EntryCommand(entry)
+    assert command.command is None
+    with pytest.raises(CommandError, match=r"pip install 'kafka-hybrid-gateway\[bench\]'"):
+        command.run(object())  # type: ignore[arg-type]
