@@ -101,8 +101,9 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         become a message raises a typed :class:`~gateway.errors.GatewayError` carrying it in ``kafka_message``
         (a refused deserialization confluent-kafka's ``Key/ValueDeserializationError``); the next goes on."""
         queue = self._queue
-        if queue.proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._queue)
-            queue.proven -= 1
+        proven = queue.proven
+        if proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._queue)
+            queue.proven = proven - 1
             head: Message = queue.raw.popleft()
             if self._auto_commit:
                 self._auto_commit_when_due()
