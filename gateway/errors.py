@@ -151,3 +151,10 @@ class PayloadIntegrityError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The store could not be reached, or is marked unhealthy by the policy layer."""
+
+
+class StoreNotConfiguredError(ConfigurationError, StoreError):
+    """A record names a store this client was not given (``stores=``): its configuration, not an outage.
+
+    Not retried: asking again cannot find a store that was never passed in.
+    """

@@ -147,8 +147,10 @@ class AIOHybridConsumer(_Driven):
         max_workers: int = 1,
         executor: Executor | None = None,
     ) -> None:
+        if executor is None and max_workers < 1:  # confluent_kafka.aio.AIOConsumer's check and words
+            raise ValueError("max_workers must be at least 1")
         super().__init__(executor, "gateway-aio-consumer")
-        del max_workers  # one worker drives the client; accepted for confluent_kafka.aio's signature
+        # one worker drives the client whatever max_workers says: its bookkeeping is not shared between threads
         self._client: HybridConsumer = HybridConsumer(consumer_conf, stores=stores)
 
     @property

@@ -43,6 +43,7 @@ class GroupCommits:
         self._user_on_commit = on_commit
         self._warnings = warnings or RateLimitedLog(log)
         self.counters = {FOREIGN: 0}
+        self._nothing: list[KafkaError] = []  # asynchronous commits that had nothing to commit, to report
 
     # -- reading -------------------------------------------------------------------------------
     def load(self, keys: Iterable[TopicPartitionKey]) -> None:
@@ -123,8 +124,16 @@ class GroupCommits:
         if self._user_on_commit is not None:
             self._user_on_commit(err, self.user_view(binding_offsets(partitions)))
 
+    def nothing_committed(self) -> None:
+        """An asynchronous commit found nothing to commit: ``on_commit`` hears ``_NO_OFFSET`` with no
+        partitions at the next poll, as librdkafka reports it to confluent-kafka's."""
+        if self._user_on_commit is not None:
+            self._nothing.append(KafkaError(KafkaError._NO_OFFSET, "Local: No offset stored"))
+
     def serve_results(self) -> None:
         """Asynchronous commits that finished: to the application's ``on_commit``, or a failure logged."""
+        while self._nothing and self._user_on_commit is not None:
+            self._user_on_commit(self._nothing.pop(0), [])
         for result in self.group.results():
             if self._user_on_commit is not None:
                 self._user_on_commit(result.error, self.user_view(result.offsets))

@@ -1,15 +1,11 @@
 """``HybridConsumer``: a confluent-kafka ``Consumer`` that hands back whole messages.
 
-Chunked (LinkedIn segments), reference and plain records all come out of ``poll`` as
-``confluent_kafka.Message`` objects: the record that completes a message, with ``set_value`` /
-``set_headers`` applied. A plain record is returned as librdkafka produced it, untouched except
-for a ``_so`` header appended while a large message is pending in its partition (LinkedIn's rule).
-
-Raw records are fetched in batches into a local queue and processed one at a time, only when
-``poll`` is about to hand one out: a message counts as delivered (and becomes committable) when
-the caller receives it, never earlier. A driver that carries results to another thread (the
-asyncio client) lends them instead, so that one it could not deliver is handed out again and
-never committed before it arrives (:mod:`gateway.consumer.handoff`).
+Chunked, reference and plain records all come out of ``poll`` as ``confluent_kafka.Message``
+objects: the record that completes a message, with ``set_value`` / ``set_headers`` applied (a
+plain record untouched but for a ``_so`` header while a large message is pending, LinkedIn's rule).
+Raw records wait in a local queue until ``poll`` hands one out: a message counts as delivered
+(and committable) when the caller receives it, never earlier (:mod:`gateway.consumer.handoff` for
+drivers that carry results to another thread).
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ from gateway.consumer._surface import ConsumerSurface
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
-from gateway.consumer.resolver import Resolver
 from gateway.errors import GatewayError
 from gateway.librdkafka.group_offsets import group_offsets
 from gateway.serialization import Deserializers
@@ -43,17 +38,29 @@ from gateway.store import Store, checked_stores
 log = logging.getLogger(__name__)
 
 
-class HybridConsumer(ConsumerSurface):
+# the stubs narrow three returns the C code does not (cluster_id, get_watermark_offsets, commit): ours keep its
+class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
     """Drop-in for ``confluent_kafka.Consumer`` that reassembles and resolves large messages.
 
-    The keys it owns (and their defaults) are listed in :mod:`gateway.consumer.config`; the rest
-    go to librdkafka.
+    A ``Consumer`` subclass, as ``DeserializingConsumer`` is, that overrides every method and drives
+    its own librdkafka consumer (:attr:`inner`); its base handle is never opened. Our keys are in
+    :mod:`gateway.consumer.config`, the rest go to librdkafka; keyword arguments add to ``config``.
     """
 
+    # what poll() reads, in slots: on a subclass of a C type, instance-dict reads are twice as slow
+    __slots__ = ("_auto_commit", "_deserialize", "_deserializers", "_handoff", "_queue", "_runs_now", "_spans")
+
     def __init__(
-        self, config: Mapping[str, Any], stores: Mapping[str, Store] | None = None, *, auditor: Auditor | None = None
+        self,
+        config: Mapping[str, Any] | None = None,
+        stores: Mapping[str, Store] | None = None,
+        *,
+        auditor: Auditor | None = None,
+        **kwargs: Any,
     ) -> None:
-        config = dict(config)
+        if not isinstance(config, Mapping) and not (config is None and kwargs):
+            raise TypeError("expected configuration dict")  # confluent-kafka's words, for None and the like
+        config = {**(config or {}), **kwargs}
         self._deserializers = Deserializers.pop_from(config)
         self._deserialize = bool(self._deserializers)  # read on every poll: an attribute, not a __bool__ call
         settings, conf = parse_consumer_config(config)
@@ -61,13 +68,7 @@ class HybridConsumer(ConsumerSurface):
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
         self.stores: dict[str, Store] = checked_stores(stores)
-        self._resolver = Resolver(
-            self.stores,
-            workers=settings.workers,
-            budget=settings.budget,
-            peer_max_bytes=settings.peer_max_bytes,
-            rules=settings.reference_rules,
-        )
+        self._resolver = settings.resolver(self.stores)
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
@@ -88,23 +89,21 @@ class HybridConsumer(ConsumerSurface):
         self._deferred: BaseException | None = None
         self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
-        self._closed = False
         self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
         self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
         self._handoff = Handoff(self._pipeline.progress, self._queue.end)
         self._pipeline.commits.lent_floor = self._handoff.floor
+        self._closed = False
 
     # -- fetching and processing -------------------------------------------------------------
     def poll(self, timeout: float = -1) -> Message | None:
-        """One whole message, an error event, or ``None`` when ``timeout`` passes.
-
-        A record that cannot become a message raises a typed :class:`~gateway.errors.GatewayError`
-        carrying it in ``kafka_message``; the next ``poll`` goes on after it. With deserializers,
-        a message they refuse raises confluent-kafka's ``Key/ValueDeserializationError`` carrying it.
-        """
+        """One whole message, an error event, or ``None`` when ``timeout`` passes. A record that cannot
+        become a message raises a typed :class:`~gateway.errors.GatewayError` carrying it in ``kafka_message``
+        (a refused deserialization confluent-kafka's ``Key/ValueDeserializationError``); the next goes on."""
         queue = self._queue
-        if queue.proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._queue)
-            queue.proven -= 1
+        proven = queue.proven
+        if proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._queue)
+            queue.proven = proven - 1
             head: Message = queue.raw.popleft()
             if self._auto_commit:
                 self._auto_commit_when_due()
@@ -125,8 +124,7 @@ class HybridConsumer(ConsumerSurface):
         msg = self._take_ready() if self._ready else self._next_whole(timeout)
         return msg if msg is None or not self._deserialize else self._deserializers.apply(msg)
 
-    def _take_ready(self) -> Message:
-        """The next message kept back after a refused one; the commits it held go with the last."""
+    def _take_ready(self) -> Message:  # kept back after a refused one; the commits it held go with the last
         msg = self._ready.popleft()
         if not self._ready:
             self._handoff.release()
@@ -171,15 +169,15 @@ class HybridConsumer(ConsumerSurface):
                 return None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
-        """Up to ``num_messages`` whole messages; waits ``timeout`` for the first only.
-
-        An error raised after some messages were collected is kept and raised by the next call,
-        so no collected message is lost.
-        """
+        """Up to ``num_messages`` whole messages; waits ``timeout`` for the first only. An error raised
+        after some were collected is kept and raised by the next call, so none of them is lost."""
+        if not 0 <= num_messages <= 1_000_000:
+            raise ValueError("num_messages must be between 0 and 1000000 (1M)")  # confluent-kafka's bound and words
+        self._check_open()
         if self._spans.held:  # the application is back: the messages it held are processed
             self._spans.release()
-        if num_messages < 1:
-            raise ValueError("num_messages must be >= 1")
+        if num_messages == 0:
+            return []
         if self._handoff.returned:
             return self._handoff.take(num_messages)
         # where commits stand, should a refusal keep some back

@@ -15,8 +15,9 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message,
 
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._queue import RecordQueue, partition_of
+from gateway.core.commits import SeekPlan
 from gateway.core.pipeline import ConsumerPipeline
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, OffsetNotTrackedError
 from gateway.protocol.records import TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,18 @@ class OffsetDriver:
         return [TopicPartition(t, p, positions.get((t, p), OFFSET_INVALID)) for t, p in keys]
 
     def commit(
-        self, message: Message | None, offsets: Sequence[TopicPartition] | None, asynchronous: bool
+        self, message: Message | None, offsets: Sequence[TopicPartition] | None, asynchronous: bool, quiet: bool = False
     ) -> list[TopicPartition] | None:
+        """As confluent-kafka's: with nothing to commit, an asynchronous commit returns None (``on_commit``
+        hears ``_NO_OFFSET`` at the next poll unless ``quiet``) and a synchronous one raises ``_NO_OFFSET``."""
+        if message is not None and offsets is not None:
+            raise ValueError("message and offsets are mutually exclusive")
         if message is not None:
-            key = partition_of(message)
-            wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {key: (int(message.offset() or 0) + 1, "")}
-            self._pipeline.commits.release(key, int(message.offset() or 0))  # that record only: never one before it
+            key, at = partition_of(message), message.offset()
+            wanted: dict[TopicPartitionKey, tuple[int, str | None]] = {}  # no offset: nothing, as confluent-kafka's
+            if at is not None:
+                wanted[key] = (at + 1, "")
+                self._pipeline.commits.release(key, at)  # that record only: never one before it
             ignore_hw = True
         elif offsets is not None:
             # no metadata is "" as Kafka clients since 2.1 write it (LinkedIn's codec would say "null")
@@ -93,9 +100,13 @@ class OffsetDriver:
             wanted = _without_metadata(self._delivered_positions())
             ignore_hw = False
         translated = self._pipeline.commits.safe_offsets_to_commit(wanted, ignore_hw)
-        if not translated:
-            raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets to commit"))
-        return self.commits.commit(translated, asynchronous)
+        if translated:
+            return self.commits.commit(translated, asynchronous)
+        if not asynchronous:
+            raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "Commit failed: Local: No offset stored"))
+        if not quiet:
+            self.commits.nothing_committed()
+        return None
 
     def _delivered_positions(self) -> dict[TopicPartitionKey, int]:
         assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
@@ -114,12 +125,15 @@ class OffsetDriver:
             raise KafkaException(
                 KafkaError(KafkaError._INVALID_ARG, "store_offsets needs enable.auto.offset.store=false")
             )
-        if (message is None) == (offsets is None):
-            raise ValueError("store_offsets takes exactly one of message and offsets")
+        if message is not None and offsets is not None:
+            raise ValueError("message and offsets are mutually exclusive")  # confluent-kafka's words, both
+        if message is None and offsets is None:
+            raise ValueError("expected either message or offsets")
         if message is not None:
-            key = partition_of(message)
-            self._pipeline.commits.release(key, int(message.offset() or 0))
-            self.stored[key] = (int(message.offset() or 0) + 1, "")
+            key, at = partition_of(message), message.offset()
+            if at is not None:  # a message without an offset stores nothing
+                self._pipeline.commits.release(key, at)
+                self.stored[key] = (at + 1, "")
             return
         assert offsets is not None
         for tp in offsets:
@@ -129,7 +143,7 @@ class OffsetDriver:
         """Auto-commit, revoke and close: a failed commit is logged, never raised into the loop."""
         try:
             if partitions is None:
-                self.commit(None, None, asynchronous)
+                self.commit(None, None, asynchronous, quiet=True)
                 return
             positions = self._pipeline.commits.current_positions(self.positions(list(partitions)))
             if not positions:
@@ -144,30 +158,42 @@ class OffsetDriver:
             log.warning("commit skipped: %s", exc)
 
     def seek(self, partition: TopicPartition) -> None:
-        """LinkedIn's seek: land on the first segment of the message at ``partition.offset``."""
+        """LinkedIn's seek: land on the first segment of the message at ``partition.offset``.
+
+        librdkafka is asked first, so a partition it cannot seek fails at once ("Erroneous state",
+        as confluent-kafka's seek) rather than after the committed offset could not be read.
+        """
         key = (partition.topic, partition.partition)
         offset = partition.offset
         if offset < 0:  # OFFSET_BEGINNING / OFFSET_END / OFFSET_STORED
-            self._queue.drop(key)
             self._consumer.seek(partition)
+            self._queue.drop(key)
             self._pipeline.forget(key)
             self._pipeline.commits.set_high_watermark(key, 0)
             return
         delivered = self._pipeline.delivered(key)
         if delivered is not None and offset == delivered + 1:
             return
+        translator = self._pipeline.commits
+        try:
+            plan: SeekPlan | None = translator.plan_seek(key, offset, None)
+        except OffsetNotTrackedError:
+            plan = None  # only a seek to the committed position may go below the tracked range: read it first
+        if plan is not None:
+            self._consumer.seek(TopicPartition(key[0], key[1], plan.target))
         stored = self.commits.read_one(key)
         view = GroupCommits.high_watermark_view(stored)
-        plan = self._pipeline.commits.plan_seek(key, offset, view)
-        target, high_watermark = plan.target, plan.high_watermark
-        if plan.to_committed:
+        final = translator.plan_seek(key, offset, view) if plan is None or view == offset else plan
+        target, high_watermark = final.target, final.high_watermark
+        if final.to_committed:
             target = stored.offset
             high_watermark = view if view is not None else stored.offset
+        if plan is None or target != plan.target:
+            self._consumer.seek(TopicPartition(key[0], key[1], target))
         self._queue.drop(key)
-        self._consumer.seek(TopicPartition(key[0], key[1], target))
         self._pipeline.forget(key)
         self.commits.load_one(stored)
-        self._pipeline.commits.set_high_watermark(key, high_watermark)
+        translator.set_high_watermark(key, high_watermark)
 
     # -- partitions come and go ------------------------------------------------------------------
     def forget(self, keys: Sequence[TopicPartitionKey]) -> None:

@@ -31,6 +31,9 @@ def partition_of(msg: Any) -> TopicPartitionKey:
 
 
 class RecordQueue:
+    # slots: poll()'s hottest path reads and writes ``proven`` and ``raw`` for every record
+    __slots__ = ("_consumer", "_fresh", "_pipeline", "batch", "batch_bytes", "proof", "proven", "raw", "refs")
+
     def __init__(
         self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
     ) -> None:

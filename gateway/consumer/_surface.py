@@ -8,6 +8,7 @@ leave take their queued records and state with them.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,8 @@ from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.tracing import ConsumerTelemetry
 
+log = logging.getLogger(__name__)
+
 
 class ConsumerSurface:
     """Mixed into :class:`~gateway.HybridConsumer`, which provides its clients, driver and pipeline."""
@@ -37,16 +40,31 @@ class ConsumerSurface:
     _auditor: Auditor | None
     _ready: deque[Message]
     _auto_commit: bool
-    _closed: bool
     _runs_now: bool
     _spans: ConsumerTelemetry
+    _closed = True
+    """Until ``__init__`` has run, and after ``close()``: calls raise ``RuntimeError("Consumer closed")``."""
+
+    def _check_open(self) -> None:
+        """For the calls that reach no librdkafka handle first (which would raise the same): as confluent-kafka's."""
+        if self._closed:
+            raise RuntimeError("Consumer closed")
 
     def close(self) -> None:
+        """Commit what was delivered (auto-commit), then free everything; idempotent.
+
+        A callback that raises while the consumer closes (``error_cb`` served by the final commit or
+        by librdkafka's close) is logged, not raised: the consumer ends closed either way, and a
+        ``with`` block or ``finally: close()`` does not replace the application's own exception.
+        """
         if self._closed:
             return
         self._spans.release()  # the application held its last messages until now
         if self._auto_commit:
-            self._offsets.commit_quietly(asynchronous=False)
+            try:
+                self._offsets.commit_quietly(asynchronous=False)
+            except Exception as exc:  # noqa: BLE001 - raised by an application callback inside the commit
+                log.warning("a callback raised while the consumer committed on close: %r", exc)
         self._closed = True
         self._runs_now = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
         self._queue.clear()
@@ -57,7 +75,10 @@ class ConsumerSurface:
         if self._auditor is not None:
             self._auditor.close()
         self._offsets.commits.close()
-        self._consumer.close()
+        try:
+            self._consumer.close()
+        except Exception as exc:  # noqa: BLE001 - only callbacks raise here; librdkafka's handle is gone already
+            log.warning("a callback raised while the consumer closed: %r", exc)
 
     def metrics(self) -> dict[str, int]:
         return {
@@ -85,11 +106,13 @@ class ConsumerSurface:
 
     def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Add partitions to the assignment; an explicit offset is a seek, as in ``assign``."""
+        self._check_open()
         self._offsets.add(partitions)
         self._consumer.incremental_assign(list(partitions))
 
     def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
         """Remove partitions; their queued records, pending segments and stored offsets go with them."""
+        self._check_open()
         self._consumer.incremental_unassign(list(partitions))
         self._offsets.forget([(tp.topic, tp.partition) for tp in partitions])
 
@@ -99,6 +122,7 @@ class ConsumerSurface:
         They are committed as safe offsets, like ``commit(message=...)`` / ``commit(offsets=...)``:
         an incomplete large message before them is never skipped.
         """
+        self._check_open()
         self._offsets.store(message, offsets)
 
     def offsets_for_times(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
@@ -117,6 +141,7 @@ class ConsumerSurface:
         Safe offsets with LinkedIn's metadata, exactly what ``commit()`` would commit: a group that
         resumes from them re-reads an incomplete large message from its first segment.
         """
+        self._check_open()
         return self._offsets.delivered_safe_offsets()
 
     def consumer_group_metadata(self) -> Any:
@@ -163,6 +188,7 @@ class ConsumerSurface:
         offsets, translated to the offset a restart must resume from. Synchronous commits return
         the user-visible offsets, as ``committed()`` would show them.
         """
+        self._check_open()
         return self._offsets.commit(message, offsets, asynchronous)
 
     def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
@@ -174,18 +200,22 @@ class ConsumerSurface:
         Metadata in LinkedIn's form shows its user part; any other metadata (another client's) is
         shown whole with the raw offset, as a C string: ``TopicPartition`` cannot hold a NUL.
         """
+        self._check_open()
         commits = self._offsets.commits
         return commits.user_view(commits.read(partitions, timeout))
 
     def committed_safe_offsets(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
         """What the broker really stores: the offset a restart resumes from, and the whole metadata."""
+        self._check_open()
         return self._offsets.commits.stored_view(partitions, timeout)
 
     def safe_offset(self, partition: TopicPartition) -> int | None:
         """The offset a restart must resume from so that nothing delivered later is lost."""
+        self._check_open()
         return self._pipeline.commits.safe_offset((partition.topic, partition.partition))
 
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        self._check_open()
         return self._offsets.position(partitions)
 
     def seek(self, partition: TopicPartition) -> None:
@@ -195,6 +225,7 @@ class ConsumerSurface:
         target are re-read but not re-delivered; below the tracked range raises
         :class:`~gateway.errors.OffsetNotTrackedError`.
         """
+        self._check_open()
         self._offsets.seek(partition)
 
     # -- membership ----------------------------------------------------------------------------
@@ -213,14 +244,17 @@ class ConsumerSurface:
         self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        self._check_open()
         self._offsets.assign(partitions)
         self._consumer.assign(list(partitions))
 
     def unassign(self) -> None:
+        self._check_open()
         self._consumer.unassign()
         self._offsets.reset()
 
     def unsubscribe(self) -> None:
+        self._check_open()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)
         self._consumer.unsubscribe()

@@ -61,12 +61,13 @@ from gateway.consumer.reference_rules import (
     ReferenceRules,
     parse_topic_renames,
 )
-from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
+from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS, Resolver
 from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import ConfigurationError
 from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
+from gateway.store import Store
 
 FETCH_QUEUE_BACKOFF_MS = 3
 """librdkafka's ``fetch.queue.backoff.ms`` unless the configuration sets it (see the module docstring)."""
@@ -99,6 +100,16 @@ class ConsumerSettings:
     peers: PeerReader | None = None
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
+
+    def resolver(self, stores: Mapping[str, Store]) -> Resolver:
+        """The payload fetcher these settings describe, over ``stores``."""
+        return Resolver(
+            stores,
+            workers=self.workers,
+            budget=self.budget,
+            peer_max_bytes=self.peer_max_bytes,
+            rules=self.reference_rules,
+        )
 
     def pipeline(self, *, awaits_commits: bool = False) -> ConsumerPipeline:
         """The pipeline these settings describe; a group consumer's asks for each partition's commit."""

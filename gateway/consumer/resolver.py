@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.consumer.reference_rules import DEFAULT_RULES, ReferenceRules
-from gateway.errors import GatewayError, StoreError, StoreUnavailableError
+from gateway.errors import GatewayError, StoreError, StoreNotConfiguredError, StoreUnavailableError
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
 from gateway.store import Store, locator_topic
@@ -80,8 +80,9 @@ class Resolver:
     def _store(self, envelope: Envelope) -> Store:
         store = self.stores.get(envelope.store)
         if store is None:
-            raise StoreUnavailableError(
-                f"the envelope names store {envelope.store!r}, but this consumer has {sorted(self.stores) or 'none'}"
+            raise StoreNotConfiguredError(
+                f"the envelope names store {envelope.store!r}, but this consumer was given"
+                f" {sorted(self.stores) or 'no stores'}: pass it in stores= (HybridConsumer, the Spark source)"
             )
         return store
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.testing import KafkaService
@@ -118,3 +118,51 @@ def test_offsets_for_times_finds_the_first_segment_of_a_message(kafka: KafkaServ
         consumer.assign([TopicPartition(topic, 0, found[0].offset)])
         messages, _ = consume_all(consumer, 1)
         assert [(m.key(), sha(m.value())) for m in messages] == [(b"big", sha(payload(250_000)))]
+
+
+def test_a_consumer_not_given_the_store_gets_a_configuration_error_and_goes_on(
+    kafka: KafkaService, topic: str, redis_client: Any
+) -> None:
+    """It raised ``StoreUnavailableError`` ("unavailable", and retried as an outage) for a missing ``stores=``."""
+    from gateway.errors import ConfigurationError, StoreNotConfiguredError, StoreUnavailableError
+
+    store = RedisStore(redis_client, prefix="unconfigured")
+    policy = SizeThresholdPolicy(reference_above=1_000, store="redis")
+    with _producer(kafka, policy=policy, stores={"redis": store}) as producer:
+        producer.produce(topic, payload(5_000), key=b"ref")
+        producer.produce(topic, b"plain after it", key=b"plain")
+    conf = {**kafka.consumer_config(), "reference.error.max.attempts": 3}
+    with HybridConsumer(conf) as consumer:
+        consumer.subscribe([topic])
+        messages, errors = consume_all(consumer, 2)
+    assert [type(e) for e in errors] == [StoreNotConfiguredError]
+    assert isinstance(errors[0], ConfigurationError) and not isinstance(errors[0], StoreUnavailableError)
+    assert "'redis'" in str(errors[0]) and "stores=" in str(errors[0])
+    assert errors[0].kafka_message is not None and errors[0].kafka_message.offset() == 0
+    assert [m.value() for m in messages] == [b"plain after it"]
+
+
+def test_commit_with_nothing_delivered_and_after_close_behave_as_confluents(kafka: KafkaService, topic: str) -> None:
+    """An idle consumer on a commit timer crashed on ``_NO_OFFSET``; after close, ``store_offsets`` was accepted."""
+    with _producer(kafka) as producer:
+        producer.produce(topic, b"one")
+    heard: list[Any] = []
+    conf = {**kafka.consumer_config(), "enable.auto.offset.store": False, "on_commit": lambda e, p: heard.append(e)}
+    consumer = HybridConsumer(conf)
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    assert consumer.commit() is None  # nothing delivered, nothing stored
+    with pytest.raises(KafkaException) as info:
+        consumer.commit(asynchronous=False)
+    assert info.value.args[0].code() == KafkaError._NO_OFFSET
+    messages, _ = consume_all(consumer, 1)
+    assert heard and heard[0].code() == KafkaError._NO_OFFSET  # the asynchronous one, at the next poll
+    consumer.store_offsets(messages[0])
+    assert consumer.commit(asynchronous=False) == [TopicPartition(topic, 0, 1)]
+    consumer.close()
+    for call in (
+        lambda: consumer.commit(),
+        lambda: consumer.store_offsets(messages[0]),
+        lambda: consumer.store_offsets(offsets=[TopicPartition(topic, 0, 1)]),
+    ):
+        with pytest.raises(RuntimeError, match=r"^Consumer closed$"):
+            call()

@@ -7,15 +7,18 @@ from collections.abc import Sequence
 
 import pytest
 
+from gateway.consumer._errors import retriable
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.reference_rules import ReferenceRules
 from gateway.consumer.resolver import GROUP_BELOW, Resolver
 from gateway.errors import (
+    ConfigurationError,
     GatewayError,
     LocatorTopicError,
     PayloadIntegrityError,
     PayloadNotFoundError,
     PayloadTooLargeError,
+    StoreNotConfiguredError,
     StoreUnavailableError,
 )
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
@@ -62,6 +65,23 @@ def test_an_envelope_naming_an_unknown_store_does_not_stop_fetch_ahead() -> None
         envelopes = [stored(store, bytes([i]) * 100) for i in range(3)]
         refs.scan([scan_item(0, stray), *(scan_item(i + 1, e) for i, e in enumerate(envelopes))])
         assert refs.resolver.counters["prefetched"] == 3
+    finally:
+        refs.resolver.close()
+
+
+def test_an_envelope_naming_a_store_the_consumer_was_not_given_is_a_configuration_error() -> None:
+    """It said ``StoreUnavailableError`` (an outage, retried) for what only the configuration can fix."""
+    store = MemoryStore()
+    refs = fetcher(store, budget=10_000)
+    try:
+        stray = stored(store, b"x" * 10, name="redis")
+        refs.scan([scan_item(0, stray)])
+        with pytest.raises(StoreNotConfiguredError, match=r"'redis'.*stores=") as info:
+            refs.resolve(0, stray, topic="t")
+        assert isinstance(info.value, ConfigurationError) and not isinstance(info.value, StoreUnavailableError)
+        assert not retriable(info.value)
+        with pytest.raises(StoreNotConfiguredError):
+            Resolver({}).resolve(1, stray, topic="t")
     finally:
         refs.resolver.close()
 
