@@ -157,3 +157,14 @@ def test_the_cleanup_policy_lookup_never_calls_the_applications_error_cb() -> No
     describer = AdminDescriber({"bootstrap.servers": "127.0.0.1:1", "error_cb": error_cb, "stats_cb": print})
     assert "error_cb" not in describer._conf and "stats_cb" not in describer._conf
     assert describer._conf["bootstrap.servers"] == "127.0.0.1:1"
+
+
+def test_produce_takes_confluents_arguments_in_confluents_order() -> None:
+    import inspect
+
+    ours = list(inspect.signature(HybridProducer.produce).parameters)[1:9]
+    assert ours == ["topic", "value", "key", "partition", "callback", "on_delivery", "timestamp", "headers"]
+    p = producer()
+    p.produce("t", b"v", b"k", 0, None, None, 1_700_000_000_000)  # the 7th is the timestamp, as in confluent-kafka
+    assert len(p) == 1
+    p.close()
