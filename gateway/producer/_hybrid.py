@@ -226,6 +226,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         return True  # an empty producer is still a producer (``__len__`` alone made it falsy)
 
     def __len__(self) -> int:
+        if self._outbox is NO_OUTBOX:  # __init__ never ran: nothing in flight, as confluent-kafka answers
+            return 0
         return self._chunks.in_flight.logical(lambda: len(self._outbox)) + int(self._references.in_flight)
 
     def close(self, timeout: float = -1) -> bool:

@@ -168,3 +168,17 @@ def test_produce_takes_confluents_arguments_in_confluents_order() -> None:
     p.produce("t", b"v", b"k", 0, None, None, 1_700_000_000_000)  # the 7th is the timestamp, as in confluent-kafka
     assert len(p) == 1
     p.close()
+
+
+def test_a_subclass_that_skips_init_is_refused_as_confluent_refuses_it() -> None:
+    class Uninitialized(HybridProducer):
+        def __init__(self) -> None:  # no super().__init__()
+            pass
+
+    p = Uninitialized()
+    for call in (lambda: p.produce("t", b"v"), p.poll, p.flush, p.purge, p.init_transactions, p.begin_transaction):
+        with pytest.raises(RuntimeError, match="Producer has been closed"):
+            call()
+    with pytest.raises(RuntimeError, match="Producer has been closed"):
+        p.produce_batch("t", [{"value": b"v"}])
+    assert len(p) == 0 and bool(p)
