@@ -29,6 +29,8 @@ class _Driven:
     def __init__(self, executor: Executor | None, name: str) -> None:
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.executor = self._executor
+        """The executor the calls run on, under confluent_kafka.aio's name."""
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
