@@ -191,24 +191,27 @@ def test_the_admin_client_is_opened_by_the_first_message_that_needs_it_and_its_r
     Apache Kafka here runs without an authorizer, so the refusal is the admin client's answer replaced
     by the error a denying authorizer gives (TOPIC_AUTHORIZATION_FAILED); the lookup before it is real.
     """
-    import confluent_kafka.admin
     from confluent_kafka import KafkaError, KafkaException
 
-    real = confluent_kafka.admin.AdminClient
+    from gateway.producer._compaction import AdminDescriber
+
+    connect = AdminDescriber._connect
     made: list[Any] = []
     deny = {"on": False}
 
-    class Counted(real):  # type: ignore[misc, valid-type]
-        def __init__(self, conf: dict[str, Any]) -> None:
-            super().__init__(conf)
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
+
+    def counted(self: AdminDescriber) -> Any:
+        """The real admin client, counted as it is made; with ``deny`` its DescribeConfigs is refused."""
+        if self._admin is None:
             made.append(self)
-
-        def describe_configs(self, *args: Any, **kwargs: Any) -> Any:
+            admin = connect(self)
             if deny["on"]:
-                raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
-            return super().describe_configs(*args, **kwargs)
+                admin.describe_configs = refuse
+        return connect(self)
 
-    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", Counted)
+    monkeypatch.setattr(AdminDescriber, "_connect", counted)
     store = RedisStore(redis_client, prefix=compacted)
     config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
     with HybridProducer(config, policy=SizeThresholdPolicy(store="redis"), stores={"redis": store}) as producer:
