@@ -5,10 +5,10 @@ librdkafka's polls and flushes, queue-full retries) on a worker thread, so the e
 waits on I/O. The wrapped client is driven from one thread at a time (its bookkeeping is not
 shared between threads), which also keeps delivery reports in the order librdkafka serves them.
 
-One difference from ``confluent_kafka.aio.AIOProducer``: ``await producer.produce(...)`` resolves
-with the delivered message (the record that completes it) once the *whole* logical message is
-delivered, instead of returning a future to await a second time; a failed delivery raises
-``KafkaException`` with the error.
+``await producer.produce(...)`` resolves with the delivered message (the record that completes it)
+once the *whole* logical message is delivered; a failed delivery raises ``KafkaException`` with the
+error. The message is awaitable and gives itself, so ``confluent_kafka.aio.AIOProducer``'s two-step
+(``fut = await producer.produce(...); msg = await fut``) works as well.
 
 Cancelling a call loses nothing: a ``poll``/``consume`` cancelled after its worker got messages
 hands them out on the next call and no commit covers them before (:mod:`gateway.consumer.handoff`); a

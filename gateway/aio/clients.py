@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,8 @@ class _Driven:
     def __init__(self, executor: Executor | None, name: str) -> None:
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.executor = self._executor
+        """The executor the calls run on, under confluent_kafka.aio's name."""
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -59,7 +61,14 @@ def _delegating(name: str) -> Callable[..., Any]:
 
 
 class AIOHybridProducer(_Driven):
-    """``HybridProducer`` for asyncio: ``msg = await producer.produce(topic, value, key)``."""
+    """``HybridProducer`` for asyncio: ``msg = await producer.produce(topic, value, key)``.
+
+    confluent-kafka's two-step works too: ``fut = await producer.produce(...)`` then ``msg = await fut``
+    (the delivered message is awaitable and gives itself). ``max_workers``, ``batch_size`` and
+    ``buffer_timeout`` are accepted for ``confluent_kafka.aio.AIOProducer``'s signature: one worker
+    drives the client and each ``produce`` is queued at once, so there is no buffer to size or time
+    out (docs/migration.md).
+    """
 
     def __init__(
         self,
@@ -69,9 +78,15 @@ class AIOHybridProducer(_Driven):
         *,
         max_workers: int = 1,
         executor: Executor | None = None,
+        batch_size: int = 1000,
+        buffer_timeout: float = 1.0,
     ) -> None:
+        if max_workers < 1 or batch_size < 1 or buffer_timeout < 0:
+            raise ValueError(
+                f"max_workers and batch_size must be at least 1 and buffer_timeout at least 0, got {max_workers}, "
+                f"{batch_size} and {buffer_timeout}"
+            )
         super().__init__(executor, "gateway-aio-producer")
-        del max_workers  # one worker drives the client; accepted for confluent_kafka.aio's signature
         self._client: HybridProducer = HybridProducer(producer_conf, policy=policy, stores=stores)
         self._waiting = 0
         self._poller: asyncio.Task[None] | None = None
@@ -109,13 +124,41 @@ class AIOHybridProducer(_Driven):
             await asyncio.sleep(0)
 
 
+class DeliveredMessage(Message):
+    """The delivered message, awaitable as confluent-kafka's ``AIOProducer.produce`` result is.
+
+    ``await producer.produce(...)`` gives it, and awaiting it again gives itself, so both
+    ``msg = await producer.produce(...)`` and confluent's ``fut = await producer.produce(...); msg = await fut``
+    hold the delivered message.
+    """
+
+    def __await__(self) -> Generator[Any, None, DeliveredMessage]:
+        return self
+        yield  # a generator that returns at once
+
+    @classmethod
+    def of(cls, msg: Any) -> Any:
+        """A copy of librdkafka's delivered ``msg``; anything else, or a copy that fails, stays as it was."""
+        if not isinstance(msg, Message):
+            return msg
+        fields: dict[str, Any] = {
+            "topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "key": msg.key(),
+            "value": msg.value(), "headers": msg.headers(), "error": msg.error(), "timestamp": msg.timestamp(),
+            "latency": msg.latency(), "leader_epoch": msg.leader_epoch(),
+        }  # fmt: skip
+        try:  # Message() refuses None for some fields (latency, leader_epoch): those are left out
+            return cls(**{name: value for name, value in fields.items() if value is not None})
+        except (TypeError, ValueError):
+            return msg
+
+
 def _settle(future: asyncio.Future[Message], err: Any, msg: Any) -> None:
     if future.done():
         return
     if err is not None:
         future.set_exception(err if isinstance(err, BaseException) else KafkaException(err))
     else:
-        future.set_result(msg)
+        future.set_result(DeliveredMessage.of(msg))
 
 
 _PRODUCER_CALLS = (

@@ -184,11 +184,11 @@ def reference_route(policy: Any, stores: Mapping[str, object], topic: str, size:
 
 
 class AdminDescriber:
-    """``describe`` for :class:`CleanupPolicies`: an ``AdminClient`` made from ``conf``.
+    """``describe`` for :class:`CleanupPolicies`: an ``AdminClient`` made from ``conf`` on the first lookup.
 
-    With ``connect_now`` the client is made at once, so that it connects in the background while
-    the producer starts, as the producer's own client does: the first topic's lookup then waits for
-    its request, not for a connection too (measured in docs/peers-and-compaction.md).
+    Not at construction: a producer that never sends a reference or a message of several segments
+    never opens a second connection, nor needs ``DescribeConfigs`` (docs/peers-and-compaction.md).
+    ``connect_now`` makes it at once, for a caller that knows it will ask.
     """
 
     def __init__(self, conf: Mapping[str, Any], *, connect_now: bool = False) -> None:
@@ -227,5 +227,15 @@ class AdminDescriber:
 
 
 _NOT_FOR_ADMIN = frozenset(
-    {"transactional.id", "enable.idempotence", "delivery.report.only.error", "dr_cb", "dr_msg_cb"}
+    {
+        "transactional.id",
+        "enable.idempotence",
+        "delivery.report.only.error",
+        "dr_cb",
+        "dr_msg_cb",
+        # the application's callbacks hear of the producer it made, not of this lookup's own client
+        "error_cb",
+        "stats_cb",
+        "throttle_cb",
+    }
 )

@@ -183,3 +183,13 @@ def _linkedin_names(conf: dict[str, Any]) -> None:
         if ours in conf and str(conf[ours]).lower() != str(value).lower():
             raise ValueError(f"{theirs}={value!r} and {ours}={conf[ours]!r} say different things; set one")
         conf[ours] = value
+
+
+def confluent_config(config: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The configuration as confluent-kafka's ``Producer`` takes it: a dict, keyword arguments, or both.
+
+    Keyword arguments override the dict's keys; anything else is refused with confluent-kafka's words.
+    """
+    if (config is None and not kwargs) or (config is not None and not isinstance(config, Mapping)):
+        raise TypeError("expected configuration dict")
+    return {**(config or {}), **kwargs}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway import tracing
 from gateway.auditing import Auditor, AuditType
@@ -24,11 +24,11 @@ from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
-from gateway.producer._config import parse_producer_config
+from gateway.producer._config import confluent_config, parse_producer_config
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
 from gateway.producer._route_choice import RouteChooser, forced_route
-from gateway.producer._surface import CLOSED, ProducerSurface, ProducerTransactions
+from gateway.producer._surface import CLOSED, NO_OUTBOX, ProducerSurface, ProducerTransactions
 from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
@@ -36,8 +36,13 @@ from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
 
-class HybridProducer(ProducerSurface, ProducerTransactions):
+class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
     """Drop-in for ``confluent_kafka.Producer`` with per-message routing.
+
+    A subclass of ``confluent_kafka.Producer``, as confluent-kafka's own ``SerializingProducer`` is, so
+    code that checks the class takes it; every method is this class's own, and the librdkafka
+    producer it drives is a separate one (:attr:`inner`). Configured as confluent-kafka's is: a dict,
+    keyword arguments (``HybridProducer(**conf)``, ``HybridProducer(conf, logger=log)``), or both.
 
     The keys it owns are popped before librdkafka sees the config (:mod:`gateway.producer._config`;
     the table is in ``docs/consumer.md``, "Producer side"). The fallback cap stays below the
@@ -57,16 +62,21 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
     queue-full deadlines), so tests can drive it.
     """
 
+    _closed = True
+    _outbox = NO_OUTBOX
+    """What a subclass that skipped ``__init__`` has: every call refused as confluent-kafka refuses it."""
+
     def __init__(
         self,
-        config: Mapping[str, Any],
+        config: Mapping[str, Any] | None = None,
         policy: Policy | None = None,
         stores: Mapping[str, Store] | None = None,
         *,
         auditor: Auditor | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        **kwargs: Any,
     ) -> None:
-        config = dict(config)
+        config = confluent_config(config, kwargs)
         self._serializers = Serializers.pop_from(config)
         self.settings, conf = parse_producer_config(config)
         self.segment_bytes = self.settings.segment_bytes
@@ -89,7 +99,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         """The one way to librdkafka: records of every route in order, the write window and its time bound."""
         refresh_s = self.settings.topic_config_refresh_s
         check = self.settings.compaction_check
-        policies = CleanupPolicies(AdminDescriber(conf, connect_now=True), clock, refresh_s) if check else None
+        policies = CleanupPolicies(AdminDescriber(conf), clock, refresh_s) if check else None
         self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
         self._routes = RouteChooser(self.settings, self.policy, self._compaction)
         self._plain_up_to = self._routes.plain_up_to
@@ -120,14 +130,14 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         value: Any = None,
         key: Any = None,
         partition: int = -1,
+        callback: DeliveryCallback | None = None,
         on_delivery: DeliveryCallback | None = None,
         timestamp: int = 0,
         headers: Any = None,
         *,
         route: Route | str | None = None,
-        callback: DeliveryCallback | None = None,
     ) -> None:
-        """``Producer.produce`` plus ``route=`` to force a route for this one message."""
+        """``Producer.produce`` (same arguments, same order) plus ``route=`` to force a route for this one message."""
         if self._closed:  # before any store write: a closed producer could not send its envelope
             raise RuntimeError(CLOSED)
         if (
@@ -205,15 +215,21 @@ class HybridProducer(ProducerSurface, ProducerTransactions):
         return True
 
     # -- Producer surface: each call is the outbox's -------------------------------------------
-    def poll(self, timeout: float = 0) -> int:
-        return self._outbox.poll(timeout)
+    def poll(self, timeout: float = -1) -> int:
+        """Serve delivery reports; blocks up to ``timeout`` seconds (-1 or None: until one is served)."""
+        return self._outbox.poll(-1 if timeout is None else timeout)
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for delivery reports; returns the *logical* messages still in flight."""
         self._outbox.flush(timeout)
         return len(self)
 
+    def __bool__(self) -> bool:
+        return True  # an empty producer is still a producer (``__len__`` alone made it falsy)
+
     def __len__(self) -> int:
+        if self._outbox is NO_OUTBOX:  # __init__ never ran: nothing in flight, as confluent-kafka answers
+            return 0
         return self._chunks.in_flight.logical(lambda: len(self._outbox)) + int(self._references.in_flight)
 
     def close(self, timeout: float = -1) -> bool:

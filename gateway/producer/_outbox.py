@@ -107,7 +107,7 @@ class Outbox:
         self.kafka.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     def __len__(self) -> int:
-        """Records librdkafka holds, plus reference messages still in the window or with a failure to report."""
+        """Records librdkafka holds (the window's writes are counted by the reference writer)."""
         return len(self.kafka)
 
     # -- transactions: writes in flight belong before each call -----------------------------------

@@ -9,7 +9,7 @@ confluent-kafka, and headers are supported.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -23,10 +23,22 @@ CLOSED = "Producer has been closed"
 """confluent-kafka's words for a call on a closed producer."""
 
 
+class _NoOutbox:
+    """The outbox of a producer whose ``__init__`` never ran (a subclass that skipped it)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(CLOSED)
+
+
+NO_OUTBOX = cast(Outbox, _NoOutbox())
+
+
 class ProducerSurface:
     """Mixed into :class:`~gateway.HybridProducer`, which provides the attributes declared here."""
 
     _outbox: Outbox
+    _closed: bool
+    _serializers: Any
     _compaction: CompactionGuard
     _metrics: ProducerMetrics
     health: dict[str, StoreHealth]
@@ -40,32 +52,38 @@ class ProducerSurface:
         self.close()
 
     def produce_batch(
-        self, topic: str, messages: Sequence[dict[str, Any]], partition: int = -1, on_delivery: Any = None
+        self,
+        topic: str,
+        messages: list[dict[str, Any]],
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
     ) -> int:
         """Queue each message dict (``value``, ``key``, ``partition``, ``timestamp``, ``headers``, ``callback``).
 
-        Returns how many were queued; each one that was not gets ``_error`` (a ``KafkaError``).
+        Returns how many were queued. As in confluent-kafka, a malformed batch raises ``TypeError``
+        before anything is queued, and a message that could not be queued gets ``_error`` (a
+        ``KafkaError``) while the others go on. Unlike confluent-kafka's, each message is routed as
+        ``produce`` routes it, and timestamps and headers are sent.
         """
-        if not isinstance(messages, list):
-            raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        default = on_delivery or callback
+        _check_batch(topic, messages, partition, default, plain=not self._serializers)
         queued = 0
         for message in messages:
-            if not isinstance(message, dict):
-                raise TypeError(f"each message must be a dict, got {type(message).__name__}")
             try:
                 self.produce(
                     topic,
                     message.get("value"),
                     message.get("key"),
                     message.get("partition", partition),
-                    on_delivery=message.get("callback", on_delivery),
+                    on_delivery=message.get("callback", default),
                     timestamp=message.get("timestamp", 0),
                     headers=message.get("headers"),
                 )
-            except BufferError:
-                message["_error"] = KafkaError(KafkaError._QUEUE_FULL, "local queue full")
-            except KafkaException as exc:
-                message["_error"] = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else exc
+            except Exception as exc:  # noqa: BLE001 - this message's failure, marked on it as confluent-kafka does
+                message["_error"] = _batch_error(exc)
             else:
                 queued += 1
         return queued
@@ -73,7 +91,7 @@ class ProducerSurface:
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         self._outbox.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
-    def cluster_id(self, timeout: float = -1) -> str | None:
+    def cluster_id(self, timeout: float = -1) -> str:
         return self._outbox.kafka.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
@@ -111,6 +129,39 @@ class ProducerSurface:
             self._outbox.kafka.list_topics(topic=topic, timeout=timeout)
             known[topic] = self._compaction.prepare(topic)
         return known
+
+
+def _check_batch(topic: Any, messages: Any, partition: Any, callback: Any, *, plain: bool) -> None:
+    """confluent-kafka's checks of a batch, with its words: ``TypeError`` before any message is queued."""
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise TypeError(f"partition must be an int, got {type(partition).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable(err, msg), got {type(callback).__name__}")
+    if not isinstance(messages, list):
+        raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(f"Message at index {i} must be a dict, got {type(message).__name__}")
+        for field in ("value", "key") if plain else ():
+            if not isinstance(message.get(field), (bytes, str, bytearray, memoryview, type(None))):
+                raise TypeError(f"Message {field} at index {i} must be bytes or str")
+        part = message.get("partition", -1)
+        if isinstance(part, bool) or not isinstance(part, int):
+            raise TypeError(f"Message partition at index {i} must be int")
+        if not callable(message.get("callback", print)):
+            raise TypeError(f"Message callback at index {i} must be callable")
+
+
+def _batch_error(exc: Exception) -> KafkaError:
+    """The ``_error`` of a message ``produce`` refused: librdkafka's own error where it gave one."""
+    if isinstance(exc, BufferError):
+        return KafkaError(KafkaError._QUEUE_FULL, "Local: Queue full")
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    code = KafkaError._INVALID_ARG if isinstance(exc, (TypeError, ValueError)) else KafkaError._FAIL
+    return KafkaError(code, f"{type(exc).__name__}: {exc}")
 
 
 class ProducerTransactions:

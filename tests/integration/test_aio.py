@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from gateway import SizeThresholdPolicy
 from gateway.aio import AIOHybridConsumer, AIOHybridProducer
@@ -101,3 +101,24 @@ def test_a_slow_store_write_does_not_hold_up_the_event_loop(kafka: KafkaService,
 
     # the loop ran its other task while the write slept on the worker thread (half a second: ~50 ticks)
     assert asyncio.run(main()) >= 10
+
+
+def test_confluents_two_step_produce_and_its_constructor_arguments(kafka: KafkaService, topic: str) -> None:
+    """``fut = await producer.produce(...); msg = await fut``, with confluent_kafka.aio's batch_size/buffer_timeout."""
+
+    async def main() -> None:
+        conf = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+        async with AIOHybridProducer(conf, max_workers=2, batch_size=10, buffer_timeout=0.5) as producer:
+            fut = await producer.produce(topic, b"two-step", b"k")
+            msg = await fut
+            assert msg.value() == b"two-step" and msg.error() is None and msg.offset() >= 0
+            direct = await producer.produce(topic, payload(350_000), b"chunked")  # ours: one await is enough
+            assert isinstance(direct, Message) and direct.key() == b"chunked" and len(direct.value()) == 350_000
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", [{"max_workers": 0}, {"batch_size": 0}, {"buffer_timeout": -1.0}])
+def test_a_producer_refuses_an_impossible_worker_or_buffer_setting(kafka: KafkaService, bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="at least"):
+        AIOHybridProducer(kafka.producer_config(), **bad)

@@ -181,3 +181,47 @@ def test_prepare_topics_learns_each_cleanup_policy_ahead(kafka: KafkaService, co
     off = {**kafka.producer_config(), "large.message.compaction.check": False}
     with HybridProducer(off) as producer:
         assert producer.prepare_topics([compacted]) == {compacted: None}
+
+
+def test_the_admin_client_is_opened_by_the_first_message_that_needs_it_and_its_refusal_degrades(
+    kafka: KafkaService, compacted: str, redis_client: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """No admin client at construction (issue 31); without DescribeConfigs the topic counts as not compacted.
+
+    Apache Kafka here runs without an authorizer, so the refusal is the admin client's answer replaced
+    by the error a denying authorizer gives (TOPIC_AUTHORIZATION_FAILED); the lookup before it is real.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    from gateway.producer._compaction import AdminDescriber
+
+    connect = AdminDescriber._connect
+    made: list[Any] = []
+    deny = {"on": False}
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
+
+    def counted(self: AdminDescriber) -> Any:
+        """The real admin client, counted as it is made; with ``deny`` its DescribeConfigs is refused."""
+        if self._admin is None:
+            made.append(self)
+            admin = connect(self)
+            if deny["on"]:
+                admin.describe_configs = refuse
+        return connect(self)
+
+    monkeypatch.setattr(AdminDescriber, "_connect", counted)
+    store = RedisStore(redis_client, prefix=compacted)
+    config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+    with HybridProducer(config, policy=SizeThresholdPolicy(store="redis"), stores={"redis": store}) as producer:
+        producer.produce(compacted, b"small", key=b"k")
+        assert producer.flush(30) == 0 and made == [], "no admin client for a producer that sends plain records"
+        producer.produce(compacted, b"x" * (3 * SEGMENT), key=b"k")  # asks: compacted, so by reference
+        assert producer.flush(30) == 0 and len(made) == 1
+        assert producer.metrics()["reference.messages"] == 1 and producer.metrics()["chunked.messages"] == 0
+    deny["on"] = True
+    with caplog.at_level("WARNING", logger="gateway.producer._compaction"), HybridProducer(config) as denied:
+        denied.produce(compacted, b"x" * (3 * SEGMENT), key=b"k2")  # cannot ask: treated as not compacted
+        assert denied.flush(30) == 0 and denied.metrics()["chunked.messages"] == 1
+    assert "TOPIC_AUTHORIZATION_FAILED" in caplog.text and "treated as not compacted" in caplog.text

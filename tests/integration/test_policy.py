@@ -180,6 +180,8 @@ def test_store_outage_falls_back_or_fails_fast_and_recovers(
                 "reference.fallback.inline.max.bytes": 4_000_000,
                 "store.failure.threshold": 2,
                 "store.probe.interval.ms": 300,
+                # each write answered inside produce(): the refusal below is raised there, not reported later
+                "reference.write.window": 1,
             },
             policy=SizeThresholdPolicy(reference_above=1_000_000, store="redis"),
             stores={"redis": store},

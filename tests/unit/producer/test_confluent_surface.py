@@ -1,0 +1,184 @@
+"""``HybridProducer`` behaves as confluent-kafka's ``Producer`` where an application can tell (issue 31).
+
+No broker: no bootstrap server at all (librdkafka connects nowhere and reports no errors), so records stay
+queued and time out, which is all these calls need.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from gateway import HybridProducer
+from gateway.policy import SizeThresholdPolicy
+from gateway.producer._compaction import CleanupPolicies
+from gateway.testing.memory_store import MemoryStore
+from tests.unit.fake_clock import ManualClock
+
+NO_BROKER: dict[str, Any] = {"message.timeout.ms": 200}
+
+
+def producer(**extra: Any) -> HybridProducer:
+    return HybridProducer({**NO_BROKER, **extra})
+
+
+def test_an_empty_producer_is_true_and_is_a_confluent_producer() -> None:
+    p = producer()
+    assert len(p) == 0 and bool(p) is True, "if producer: must not depend on the queue (confluent issue 1427)"
+    assert isinstance(p, confluent_kafka.Producer)
+    p.close()
+
+
+def test_configured_as_confluent_is_with_a_dict_keywords_or_both() -> None:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("test.confluent_surface")
+    logger.addHandler(Keep())
+    logger.setLevel(logging.DEBUG)
+    with_logger = HybridProducer(dict(NO_BROKER), logger=logger, log_level=7, debug="conf,generic")
+    with_logger.poll(0.3)  # librdkafka's log lines reach the logger once served
+    with_logger.close()
+    assert records, "librdkafka logged through the logger given as a keyword"
+    keywords = HybridProducer(**NO_BROKER)
+    assert keywords.settings.segment_bytes == 800_000
+    keywords.close()
+    overridden = HybridProducer(
+        {**NO_BROKER, "max.message.segment.bytes": 500_000}, **{"max.message.segment.bytes": 600_000}
+    )
+    assert overridden.settings.segment_bytes == 600_000, "a keyword overrides the dict's key, as in confluent-kafka"
+    overridden.close()
+
+
+@pytest.mark.parametrize("args", [(None,), (), ("bootstrap.servers=x",), ([("a", "b")],)])
+def test_a_missing_or_wrong_config_says_so_in_confluents_words(args: tuple[Any, ...]) -> None:
+    with pytest.raises(TypeError, match=r"^expected configuration dict$"):
+        HybridProducer(*args)
+
+
+def test_poll_without_a_timeout_blocks_until_a_report_is_served() -> None:
+    p = producer()
+    reports: list[Any] = []
+    p.produce("t", b"v", callback=lambda err, msg: reports.append(err))
+    started = time.monotonic()
+    served = p.poll()  # confluent-kafka's default: -1, wait (here until the record times out)
+    assert served == 1 and reports and reports[0].code() == KafkaError._MSG_TIMED_OUT
+    assert time.monotonic() - started >= 0.1
+    p.close()
+
+
+def test_produce_batch_takes_callback_and_marks_a_bad_message_instead_of_raising() -> None:
+    p = producer()
+    reports: list[Any] = []
+    messages: list[dict[str, Any]] = [{"value": b"a"}, {"value": b"b", "partition": -2}, {"value": b"c"}]
+    assert p.produce_batch("t", messages, callback=lambda err, msg: reports.append(msg)) == 2
+    assert "_error" not in messages[0] and "_error" not in messages[2]
+    error = messages[1]["_error"]
+    assert isinstance(error, KafkaError) and error.code() == KafkaError._INVALID_ARG and "partition" in error.str()
+    assert len(p) == 2
+    p.flush(2)
+    assert len(reports) == 2, "each queued message's callback is called once"
+    p.close()
+
+
+@pytest.mark.parametrize(
+    ("batch", "says"),
+    [
+        ([{"value": b"ok"}, "not a dict"], "Message at index 1 must be a dict"),
+        ([{"value": b"ok"}, {"value": 123}], "Message value at index 1 must be bytes or str"),
+        ([{"value": b"ok"}, {"key": ["k"]}], "Message key at index 1 must be bytes or str"),
+        ([{"value": b"ok"}, {"partition": "0"}], "Message partition at index 1 must be int"),
+    ],
+)
+def test_a_malformed_batch_raises_before_anything_is_queued(batch: list[Any], says: str) -> None:
+    p = producer()
+    with pytest.raises(TypeError, match=says):
+        p.produce_batch("t", batch)
+    assert len(p) == 0, "the good message before the bad one was not queued"
+    p.close()
+
+
+def test_no_admin_client_is_opened_until_a_route_needs_the_cleanup_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    import confluent_kafka.admin
+
+    made: list[dict[str, Any]] = []
+
+    class CountingAdmin:
+        def __init__(self, conf: dict[str, Any]) -> None:
+            made.append(conf)
+
+        def list_topics(self, *args: Any, **kwargs: Any) -> Any:
+            raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", CountingAdmin)
+    p = producer(**{"max.message.segment.bytes": 1_000})
+    p.produce("t", b"small")
+    assert made == [], "no admin client at construction, nor for a plain record"
+    p.produce("t", b"x" * 5_000)  # several segments: the topic's cleanup.policy is asked now
+    assert len(made) == 1
+    assert p.metrics()["chunked.messages"] == 1, "without DescribeConfigs the topic counts as not compacted"
+    p.close()
+
+
+def test_a_denied_describe_counts_as_not_compacted_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    def denied(topic: str) -> str:
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
+
+    policies = CleanupPolicies(denied, ManualClock().clock(), refresh_s=60)
+    with caplog.at_level(logging.WARNING, logger="gateway.producer._compaction"):
+        assert not policies.compacted("t") and not policies.compacted("t")
+    assert len(caplog.records) == 1 and "TOPIC_AUTHORIZATION_FAILED" in caplog.text
+
+
+def test_a_producer_with_a_store_opens_no_admin_client_either(monkeypatch: pytest.MonkeyPatch) -> None:
+    import confluent_kafka.admin
+
+    made: list[object] = []
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: made.append(conf))
+    p = HybridProducer(NO_BROKER, policy=SizeThresholdPolicy(store="mem"), stores={"mem": MemoryStore()})
+    assert made == []
+    p.close()
+
+
+def test_the_cleanup_policy_lookup_never_calls_the_applications_error_cb() -> None:
+    from gateway.producer._compaction import AdminDescriber
+
+    def error_cb(err: Any) -> None:
+        raise AssertionError(err)
+
+    describer = AdminDescriber({"bootstrap.servers": "127.0.0.1:1", "error_cb": error_cb, "stats_cb": print})
+    assert "error_cb" not in describer._conf and "stats_cb" not in describer._conf
+    assert describer._conf["bootstrap.servers"] == "127.0.0.1:1"
+
+
+def test_produce_takes_confluents_arguments_in_confluents_order() -> None:
+    import inspect
+
+    ours = list(inspect.signature(HybridProducer.produce).parameters)[1:9]
+    assert ours == ["topic", "value", "key", "partition", "callback", "on_delivery", "timestamp", "headers"]
+    p = producer()
+    p.produce("t", b"v", b"k", 0, None, None, 1_700_000_000_000)  # the 7th is the timestamp, as in confluent-kafka
+    assert len(p) == 1
+    p.close()
+
+
+def test_a_subclass_that_skips_init_is_refused_as_confluent_refuses_it() -> None:
+    class Uninitialized(HybridProducer):
+        def __init__(self) -> None:  # no super().__init__()
+            pass
+
+    p = Uninitialized()
+    for call in (lambda: p.produce("t", b"v"), p.poll, p.flush, p.purge, p.init_transactions, p.begin_transaction):
+        with pytest.raises(RuntimeError, match="Producer has been closed"):
+            call()
+    with pytest.raises(RuntimeError, match="Producer has been closed"):
+        p.produce_batch("t", [{"value": b"v"}])
+    assert len(p) == 0 and bool(p)
