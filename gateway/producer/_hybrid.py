@@ -130,16 +130,26 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         value: Any = None,
         key: Any = None,
         partition: int = -1,
+        *positional: Any,
         callback: DeliveryCallback | None = None,
         on_delivery: DeliveryCallback | None = None,
         timestamp: int = 0,
         headers: Any = None,
-        *,
         route: Route | str | None = None,
     ) -> None:
-        """``Producer.produce`` (same arguments, same order) plus ``route=`` to force a route for this one message."""
+        """``Producer.produce`` (same arguments, same order) plus ``route=`` to force a route for this one message.
+
+        After ``partition``, positional arguments are read in confluent-kafka's order (``callback``,
+        ``on_delivery``, ``timestamp``, ``headers``) or in the order ``../shared/API.md`` shows
+        (``on_delivery``, ``timestamp``, ``headers``): both are promised, and they differ in where the
+        timestamp goes, which its type tells (an ``int``; a delivery callback never is one).
+        """
         if self._closed:  # before any store write: a closed producer could not send its envelope
             raise RuntimeError(CLOSED)
+        if positional:
+            callback, on_delivery, timestamp, headers = _positional(
+                positional, callback, on_delivery, timestamp, headers
+            )
         if (
             type(value) is bytes
             and len(value) <= self._plain_up_to
@@ -267,3 +277,22 @@ def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:
 
 
 __all__ = ["HybridProducer", "KafkaError", "KafkaException"]
+
+
+_CONFLUENT_ORDER = ("callback", "on_delivery", "timestamp", "headers")
+_API_ORDER = ("on_delivery", "timestamp", "headers")
+
+
+def _positional(
+    args: tuple[Any, ...], callback: Any, on_delivery: Any, timestamp: Any, headers: Any
+) -> tuple[Any, ...]:
+    """``produce``'s positional arguments after ``partition``, in either promised order (see ``produce``)."""
+    names = _API_ORDER if len(args) > 1 and type(args[1]) is int else _CONFLUENT_ORDER
+    if len(args) > len(names):
+        raise TypeError(f"produce() takes at most {4 + len(names)} positional arguments ({4 + len(args)} given)")
+    given = {"callback": callback, "on_delivery": on_delivery, "timestamp": timestamp, "headers": headers}
+    for name, value in zip(names, args, strict=False):
+        if given[name] not in (None, 0):
+            raise TypeError(f"produce() got multiple values for argument '{name}'")
+        given[name] = value
+    return given["callback"], given["on_delivery"], given["timestamp"], given["headers"]

@@ -35,7 +35,7 @@ def _send_all(producer: HybridProducer, topic: str, reports: list[Any], **forced
         reports.append((err, msg.value(), msg.key()))
 
     producer.produce(topic, b"a", partition=0, **forced)
-    producer.produce(topic, b"b", b"key", 0, report, timestamp=1_700_000_000_000, **forced)
+    producer.produce(topic, b"b", b"key", 0, report, 1_700_000_000_000, **forced)  # ../shared/API.md's order
     producer.produce(topic, b"", key=b"k", partition=0, callback=report, **forced)
     producer.produce(topic, value=b"d" * 1000, partition=0, timestamp=1_700_000_000_001, **forced)
     assert producer.flush(30) == 0

@@ -53,10 +53,12 @@ def test_every_documented_parameter_is_taken_in_order(theirs: type, ours: type) 
         documented = _documented_params(getattr(theirs, name)) or []  # no signature line: no parameters
         params = [p for p in inspect.signature(getattr(ours, name)).parameters.values() if p.name != "self"]
         positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if any(p.kind is p.VAR_POSITIONAL for p in params):  # produce: the rest read by HybridProducer._positional
+            positional += [p.name for p in params if p.kind is p.KEYWORD_ONLY]
         if "callback" not in documented:  # confluent-kafka takes it before on_delivery; its docstring omits the alias
             positional = [n for n in positional if n != "callback"]
         assert positional[: len(documented)] == documented, f"{ours.__name__}.{name}{documented}"
-        required = [p.name for p in params if p.default is p.empty and p.kind is not p.VAR_KEYWORD]
+        required = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
         assert set(required) <= set(documented), f"{ours.__name__}.{name} requires {required}"
         checked += 1
     assert checked == len(methods), "every method's docstring was read"

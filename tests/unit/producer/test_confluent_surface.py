@@ -159,26 +159,17 @@ def test_the_cleanup_policy_lookup_never_calls_the_applications_error_cb() -> No
     assert describer._conf["bootstrap.servers"] == "127.0.0.1:1"
 
 
-def test_produce_takes_confluents_arguments_in_confluents_order() -> None:
+def test_produce_takes_positional_arguments_in_confluents_order_and_in_the_apis() -> None:
     import inspect
 
-    ours = list(inspect.signature(HybridProducer.produce).parameters)[1:9]
-    assert ours == ["topic", "value", "key", "partition", "callback", "on_delivery", "timestamp", "headers"]
+    ours = list(inspect.signature(HybridProducer.produce).parameters)[1:6]
+    assert ours == ["topic", "value", "key", "partition", "positional"]
     p = producer()
-    p.produce("t", b"v", b"k", 0, None, None, 1_700_000_000_000)  # the 7th is the timestamp, as in confluent-kafka
-    assert len(p) == 1
+    p.produce("t", b"v", b"k", 0, None, None, 1_700_000_000_000)  # confluent-kafka: the 7th is the timestamp
+    p.produce("t", b"v", b"k", 0, None, 1_700_000_000_000, [("h", b"1")])  # API.md: the 6th, then headers
+    assert len(p) == 2
+    with pytest.raises(TypeError, match="at most 8 positional"):
+        p.produce("t", b"v", b"k", 0, None, None, 0, None, "extra")
+    with pytest.raises(TypeError, match="multiple values for argument 'timestamp'"):
+        p.produce("t", b"v", b"k", 0, None, 5, timestamp=6)
     p.close()
-
-
-def test_a_subclass_that_skips_init_is_refused_as_confluent_refuses_it() -> None:
-    class Uninitialized(HybridProducer):
-        def __init__(self) -> None:  # no super().__init__()
-            pass
-
-    p = Uninitialized()
-    for call in (lambda: p.produce("t", b"v"), p.poll, p.flush, p.purge, p.init_transactions, p.begin_transaction):
-        with pytest.raises(RuntimeError, match="Producer has been closed"):
-            call()
-    with pytest.raises(RuntimeError, match="Producer has been closed"):
-        p.produce_batch("t", [{"value": b"v"}])
-    assert len(p) == 0 and bool(p)
