@@ -39,8 +39,11 @@ class BlobBackend(Protocol):
         """The object, or only its first ``length`` bytes when given (a range, so a forged size costs nothing)."""
         ...
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object."""
+    def read_into(self, key: str, start: int, view: memoryview) -> int:
+        """Stream bytes ``[start, start + len(view))`` of the object into ``view``; returns how many came.
+
+        Straight into the caller's value, so that a read in parallel ranges holds no copy of its parts;
+        more bytes than ``view`` holds is :class:`PayloadIntegrityError`."""
         ...
 
     def size(self, key: str) -> int:
@@ -89,3 +92,25 @@ class ViewReader(io.RawIOBase):
         chunk = self.read(len(buffer))
         buffer[: len(chunk)] = chunk
         return len(chunk)
+
+
+class ViewWriter(io.RawIOBase):
+    """A file that writes into the caller's buffer, refusing to run past its end (an object that grew)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self.written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = len(data)
+        end = self.written + size
+        if end > len(self._view):
+            from gateway.errors import PayloadIntegrityError
+
+            raise PayloadIntegrityError(f"the object sent more than the {len(self._view)} bytes asked for")
+        self._view[self.written : end] = data
+        self.written = end
+        return size

@@ -317,10 +317,9 @@ class BlobStore(StoreLifecycle):
         def read_into(view: memoryview) -> None:
             def fetch(start: int) -> None:
                 end = min(size, start + self.part_bytes)
-                part = self._call(lambda: self.backend.get_range(key, start, end), missing=name)
-                if len(part) != end - start:
-                    self._refuse(f"object {name!r} changed while read: range {start}-{end} gave {len(part)} bytes")
-                view[start:end] = part
+                got = self._call(lambda: self.backend.read_into(key, start, view[start:end]), missing=name)
+                if got != end - start:
+                    self._refuse(f"object {name!r} changed while read: range {start}-{end} gave {got} bytes")
 
             futures = [pool.submit(fetch, start) for start in range(0, size, self.part_bytes)]
             wait(futures)  # every part done or failed before the view goes: none writes into it later

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gateway.errors import PayloadIntegrityError, PayloadNotFoundError, StoreError, StoreUnavailableError
-from stores.blob import BlobEntry, ViewReader
+from stores.blob import BlobEntry, ViewReader, ViewWriter
 
 _T = TypeVar("_T")
 
@@ -23,28 +23,37 @@ class GCSBackend:
     scheme = "gs"
     cloud = "GCS"
 
-    def __init__(self, client: Any, bucket: str, part_bytes: int) -> None:
+    def __init__(self, client: Any, bucket: str, part_bytes: int, retry_deadline_s: float) -> None:
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
         self.client = client
         self.bucket = client.bucket(bucket)
         self.part_bytes = part_bytes
+        self.retry = DEFAULT_RETRY.with_timeout(retry_deadline_s)
+        """The SDK's retry of 429, 5xx and connection errors, for at most this long (its default is 120 s).
+        Uploads retry too: a payload's key is new and its bytes fixed, so a repeated upload is harmless."""
 
     def put(self, key: str, data: memoryview, metadata: Mapping[str, str], *, large: bool) -> None:
         blob = self.bucket.blob(key, chunk_size=self.part_bytes if large else None)
         blob.metadata = dict(metadata)
         stream = ViewReader(data)
-        _mapped(lambda: blob.upload_from_file(stream, size=len(data), rewind=False, checksum="crc32c"))
+        _mapped(lambda: blob.upload_from_file(stream, size=len(data), checksum="crc32c", retry=self.retry))
 
     def get(self, key: str, length: int | None) -> bytes:
         blob = self.bucket.blob(key)
         if length is None:  # the whole object, its CRC32C checked by the SDK
-            return _mapped(lambda: bytes(blob.download_as_bytes(checksum="crc32c")))
-        return _mapped(lambda: bytes(blob.download_as_bytes(start=0, end=length - 1, checksum=None)))
+            return _mapped(lambda: bytes(blob.download_as_bytes(checksum="crc32c", retry=self.retry)))
+        return _mapped(lambda: bytes(blob.download_as_bytes(start=0, end=length - 1, checksum=None, retry=self.retry)))
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        return _mapped(lambda: bytes(self.bucket.blob(key).download_as_bytes(start=start, end=end - 1, checksum=None)))
+    def read_into(self, key: str, start: int, view: memoryview) -> int:
+        writer = ViewWriter(view)
+        blob = self.bucket.blob(key)
+        end = start + len(view) - 1
+        _mapped(lambda: blob.download_to_file(writer, start=start, end=end, checksum=None, retry=self.retry))
+        return writer.written
 
     def size(self, key: str) -> int:
-        blob = _mapped(lambda: self.bucket.get_blob(key))
+        blob = _mapped(lambda: self.bucket.get_blob(key, retry=self.retry))
         if blob is None:
             raise PayloadNotFoundError(f"no object at gs://{self.bucket.name}/{key}")
         return int(blob.size or 0)
@@ -54,7 +63,7 @@ class GCSBackend:
 
         for key in keys:
             try:
-                _mapped(lambda k=key: self.bucket.blob(k).delete())  # type: ignore[misc]
+                _mapped(lambda k=key: self.bucket.blob(k).delete(retry=self.retry))  # type: ignore[misc]
             except PayloadNotFoundError:
                 continue
             except StoreError as exc:
@@ -63,7 +72,7 @@ class GCSBackend:
                 raise
 
     def list(self, prefix: str) -> Iterator[BlobEntry]:
-        pages = _mapped(lambda: iter(self.client.list_blobs(self.bucket, prefix=prefix)))
+        pages = _mapped(lambda: iter(self.client.list_blobs(self.bucket, prefix=prefix, retry=self.retry)))
         while True:
             blob = _mapped(lambda: next(pages, None))
             if blob is None:

@@ -24,7 +24,9 @@ class GCSStore(BlobStore):
     The contract is S3Store's (journal, ``gc``, ``reconcile``, rollback, confinement); payloads from
     ``multipart_threshold`` on are a resumable upload of ``part_bytes`` chunks, and reads from
     ``parallel_read_bytes`` on fetch ``part_bytes`` ranges ``max_concurrency`` at a time. Expire
-    payloads with a lifecycle rule on the prefix (:meth:`ensure_expiry_rule`).
+    payloads with a lifecycle rule on the prefix (:meth:`ensure_expiry_rule`). The SDK retries 429, 5xx and
+    network errors for ``retry_deadline_s``; then the store raises :class:`StoreUnavailableError`, so that
+    the producer's policy can fall back.
     """
 
     def __init__(
@@ -40,12 +42,13 @@ class GCSStore(BlobStore):
         max_concurrency: int = 4,
         journal_batch: int = DEFAULT_JOURNAL_BATCH,
         journal_open_ms: int = DEFAULT_JOURNAL_OPEN_MS,
+        retry_deadline_s: float = 30.0,
         close_client: bool = False,
     ) -> None:
         if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None or ".." in bucket:
             raise ValueError(f"not a valid GCS bucket name: {bucket!r}")
         super().__init__(
-            GCSBackend(client, bucket, part_bytes),
+            GCSBackend(client, bucket, part_bytes, retry_deadline_s),
             bucket=bucket,
             prefix=prefix,
             name=name,
