@@ -60,11 +60,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'stores' has no attribute {name!r}")
     module, package, extra = _LAZY[name]
     try:
-        loaded = importlib.import_module(module)
+        return getattr(importlib.import_module(module), name)  # stores.s3 imports boto3 only on this getattr
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in (package, "botocore"):
             raise
         raise ImportError(
             f"{name} needs the {package!r} package: pip install 'kafka-hybrid-gateway[{extra}]'", name=exc.name
         ) from exc
-    return getattr(loaded, name)

@@ -6,13 +6,13 @@ import re
 from typing import Any
 
 from stores.azure._backend import AzureBackend
-from stores.blob import BlobStore
-from stores.blob._store import (
+from stores.blob import (
     DEFAULT_JOURNAL_BATCH,
     DEFAULT_JOURNAL_OPEN_MS,
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_PARALLEL_READ_BYTES,
     DEFAULT_PART_BYTES,
+    BlobStore,
 )
 
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")

@@ -42,8 +42,8 @@ from stores.base import (
     validate_topic,
 )
 from stores.blob._backend import BlobBackend
-from stores.s3._locator import S3Locator as BlobLocator
-from stores.s3._pending import MarkerRequests, S3PendingJournal
+from stores.s3 import MarkerRequests, S3PendingJournal
+from stores.s3 import S3Locator as BlobLocator
 
 MiB = 1024 * 1024
 DEFAULT_PART_BYTES = 8 * MiB

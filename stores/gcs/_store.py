@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stores.blob import BlobStore
-from stores.blob._store import (
+from stores.blob import (
     DEFAULT_JOURNAL_BATCH,
     DEFAULT_JOURNAL_OPEN_MS,
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_PARALLEL_READ_BYTES,
     DEFAULT_PART_BYTES,
+    BlobStore,
 )
 from stores.gcs._backend import GCSBackend, _mapped
 
