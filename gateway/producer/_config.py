@@ -16,6 +16,7 @@ from gateway.health import StoreHealth
 from gateway.producer.outgoing import headers_size
 from gateway.producer.reference.digests import CHECKSUM_SETTINGS
 from gateway.protocol.headers import Headers
+from gateway.protocol.payload_encoding import parse_compression
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 DEFAULT_SEGMENT_BYTES = 800_000
@@ -55,6 +56,8 @@ class ProducerSettings:
     """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns)."""
     write_linger_s: float = 0.01
     """``reference.write.linger.ms``: the longest a write waits in the window before its envelope is queued."""
+    compression: str | None = None
+    """``reference.compression``: how stored payloads are encoded (:mod:`gateway.protocol.payload_encoding`)."""
 
     @property
     def overhead(self) -> int:
@@ -113,6 +116,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
     write_window = pop_int(conf, "reference.write.window", 1, minimum=1)
     write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
+    compression = parse_compression(conf.pop("reference.compression", None))
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -133,6 +137,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         checksum,
         write_window,
         write_linger_s,
+        compression,
     )
     return settings, conf
 

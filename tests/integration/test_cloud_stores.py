@@ -197,3 +197,24 @@ def test_an_unreachable_endpoint_is_unavailable_and_typed(kind: str) -> None:
     with pytest.raises(StoreUnavailableError):
         store.get(store.locator_for("t", uuid.uuid4()), expected_size=1)
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "gzip"])
+def test_compressed_payloads_round_trip_and_the_store_keeps_fewer_bytes(
+    kafka: KafkaService, topic: str, consumer_config: Any, store: BlobStore, codec: str
+) -> None:
+    """reference.compression: the store keeps the compressed bytes, the consumer hands out the application's."""
+    text = b"".join(b'{"order": %d, "customer": "c-%d", "lines": [1, 2, 3]}\n' % (i, i % 97) for i in range(100_000))
+    stores = {store.name: store}
+    conf = {**kafka.producer_config(), "reference.compression": codec}
+    with HybridProducer(conf, policy=SizeThresholdPolicy(reference_above=0, store=store.name), stores=stores) as p:
+        p.produce(topic, text, key=b"k")
+        assert p.flush(60) == 0
+    [(locator, _)] = list(store.list_locators(topic))
+    stored = store.backend.get(store.validate_locator(locator).key, None)
+    assert len(stored) < len(text) / 5, f"{codec}: {len(stored)} stored bytes for {len(text)}"
+    consumer = HybridConsumer(consumer_config(), stores=stores)
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, 1, timeout=60)
+    consumer.close()
+    assert not errors and [m.value() for m in got] == [text]
