@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import stores
 from gateway.testing.cloud_emulators import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteServer, GCSServer
 
 MB = 1_000_000
@@ -101,6 +102,23 @@ class Obstore(Client):
         return bytes(obstore.get_range(self.store, key, start=start, end=end))
 
 
+class StoreRoute(Client):
+    """The store itself (GCSStore, AzureBlobStore): what a reference message's write and read cost on top."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.name = store, type(store).__name__
+        self.locators: dict[str, str] = {}
+
+    def put(self, key: str, data: bytes) -> None:
+        self.locators[key] = self.store.put("bench", uuid.uuid4(), data)
+
+    def get(self, key: str) -> bytes:
+        return bytes(self.store.get(self.locators[key], None))
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        return self.get(key)[start:end]
+
+
 def measure(client: Client, sizes: list[int], repeat: int) -> dict[str, float]:
     out: dict[str, float] = {}
     with ThreadPoolExecutor(4) as pool:
@@ -143,7 +161,8 @@ def main() -> None:
             credential_provider=lambda: {"token": "emulator", "expires_at": None},  # type: ignore[arg-type]  # never the metadata server
             client_options={"allow_http": True},
         )
-        for client in (GoogleSDK(gcs, bucket), Obstore(ob_gcs, "obstore (GCS)")):
+        gcs_route = StoreRoute(stores.GCSStore(gcs.client(), bucket=bucket, journal_batch=1))
+        for client in (GoogleSDK(gcs, bucket), Obstore(ob_gcs, "obstore (GCS)"), gcs_route):
             try:
                 results[f"GCS {client.name}"] = measure(client, sizes, args.repeat)
             except Exception as exc:  # noqa: BLE001 - a client that cannot talk to the emulator is a result too
@@ -157,7 +176,8 @@ def main() -> None:
             endpoint=azurite.endpoint_url,
             client_options={"allow_http": True},
         )
-        for client in (AzureSDK(azurite, container), Obstore(ob_az, "obstore (Azure)")):  # type: ignore[assignment]
+        az_route = StoreRoute(stores.AzureBlobStore(azurite.client(), container=container, journal_batch=1))
+        for client in (AzureSDK(azurite, container), Obstore(ob_az, "obstore (Azure)"), az_route):  # type: ignore[assignment]
             try:
                 results[f"Azure {client.name}"] = measure(client, sizes, args.repeat)
             except Exception as exc:  # noqa: BLE001
