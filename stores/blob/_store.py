@@ -22,19 +22,16 @@ import hashlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from gateway.core.buffers import BytesBuilder
-from gateway.errors import LocatorError, PayloadIntegrityError, PayloadNotFoundError, StoreError
+from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
 from gateway.protocol.envelope import validate_store_name
 from stores.base import (
     TOPIC_PATTERN,
     UUID_PATTERN,
     Payload,
-    StoreLifecycle,
     StoreMetrics,
     parse_topic,
     parse_uuid,
@@ -42,6 +39,8 @@ from stores.base import (
     validate_topic,
 )
 from stores.blob._backend import BlobBackend
+from stores.blob._journal import BlobJournal
+from stores.blob._reads import BlobReads
 from stores.s3 import MarkerRequests, S3PendingJournal
 from stores.s3 import S3Locator as BlobLocator
 
@@ -53,12 +52,11 @@ DEFAULT_JOURNAL_BATCH = 64
 DEFAULT_JOURNAL_OPEN_MS = 30_000
 MAX_LOCATOR_LENGTH = 1024
 MAX_PREFIX_LENGTH = 400
-MAX_BATCH_MARKER_BYTES = 1 << 20
 _PREFIX = re.compile(r"(?:[A-Za-z0-9._-]+/){0,16}")
 _T = TypeVar("_T")
 
 
-class BlobStore(StoreLifecycle):
+class BlobStore(BlobReads, BlobJournal):
     """The store over a :class:`~stores.blob.BlobBackend`; :class:`~stores.GCSStore` and
     :class:`~stores.AzureBlobStore` choose the backend and check their cloud's bucket names."""
 
@@ -230,121 +228,6 @@ class BlobStore(StoreLifecycle):
         self._closed = True
         if self._close_client:
             self.backend.close()
-
-    # -- pending journal ---------------------------------------------------------------------
-    def mark_pending(self, locator: str, now_ms: int) -> None:
-        parsed = self.validate_locator(locator)
-        self._check_open()
-        self.journal.mark(locator, parsed, now_ms)
-
-    def clear_pending(self, locator: str) -> None:
-        self.clear_pending_many([locator])
-
-    def clear_pending_many(self, locators: Sequence[str]) -> None:
-        for locator in locators:
-            self.validate_locator(locator)
-        self._check_open()
-        self.journal.settle(locators)
-        self._journaled("cleared", locators)
-
-    def next_message_id(self, topic: str, now_ms: int) -> uuid.UUID:
-        self._check_open()
-        return self.journal.next_message_id(topic, now_ms)
-
-    def end_journal_batches(self) -> None:
-        if not self._closed:
-            self.journal.end_batches()
-
-    def journalled_in_batch(self, locator: str) -> bool:
-        return self.journal.covers(locator)
-
-    def list_pending(self, older_than_ms: int) -> list[str]:
-        """Markers by their last-modified time, the server's clock: sweep with an age of minutes."""
-        self._check_open()
-        return self.journal.list_pending(older_than_ms)
-
-    # -- objects other libraries wrote (bakdata's gs:// and abs:// URIs) ------------------------
-    def holds_object(self, bucket: str, key: str) -> bool:
-        """True when ``<scheme>://bucket/key`` lies in this store's bucket and prefix: the confinement rule."""
-        return (
-            bucket == self.bucket
-            and key.startswith(self.prefix)
-            and len(key.encode("utf-8", "surrogatepass")) <= 1024
-            and not any(seg in (".", "..") for seg in key.split("/"))
-            and key.isprintable()
-        )
-
-    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]:
-        """A peer's object (no ETag is used); :class:`LocatorError` outside this store, no I/O then."""
-        name = f"{self.scheme}://{self.bucket}/{key}"
-        if not self.holds_object(self.bucket, key):
-            raise LocatorError(f"{name[:300]!r} is outside store {self.name!r} (prefix {self.prefix!r})")
-        self._check_open()
-        started = time.perf_counter()
-        data = self._read(key, name, lambda n: 0 <= n <= max_bytes, None, limit=max_bytes)
-        self._done("get", started, name, len(data))
-        return data, None
-
-    # -- plumbing ------------------------------------------------------------------------------
-    def _read(
-        self, key: str, name: str, size_ok: Callable[[int], bool], expected: int | None, *, limit: int | None = None
-    ) -> bytes:
-        """One ranged GET of ``expected + 1`` bytes when the size is known, else the size first; large ones in parts."""
-        if expected is not None and 0 < expected < self.parallel_read_bytes:
-            data = self._call(lambda: self.backend.get(key, expected + 1), missing=name)
-            if len(data) != expected:
-                self._refuse(f"object {name!r} has {'more than ' if len(data) > expected else ''}{len(data)} bytes,"
-                             f" expected {expected}")  # fmt: skip
-            return data
-        size = self._call(lambda: self.backend.size(key), missing=name)
-        if not size_ok(size):
-            wanted = f"expected {expected}" if limit is None else f"more than the limit of {limit}"
-            self._refuse(f"object {name!r} has {size} bytes, {wanted}")
-        if size < self.parallel_read_bytes:
-            data = self._call(lambda: self.backend.get(key, size + 1 if size else None), missing=name)
-        else:
-            data = self._parallel_read(key, name, size)
-        if len(data) != size:
-            self._refuse(f"object {name!r}: read {len(data)} bytes, its size was {size}")
-        return data
-
-    def _parallel_read(self, key: str, name: str, size: int) -> bytes:
-        """Ranges of ``part_bytes``, ``max_concurrency`` at a time, each copied into its place in the value."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=f"{self.name}-read")
-        pool = self._pool
-
-        def read_into(view: memoryview) -> None:
-            def fetch(start: int) -> None:
-                end = min(size, start + self.part_bytes)
-                got = self._call(lambda: self.backend.read_into(key, start, view[start:end]), missing=name)
-                if got != end - start:
-                    self._refuse(f"object {name!r} changed while read: range {start}-{end} gave {got} bytes")
-
-            futures = [pool.submit(fetch, start) for start in range(0, size, self.part_bytes)]
-            wait(futures)  # every part done or failed before the view goes: none writes into it later
-            for future in futures:
-                future.result()
-
-        builder = BytesBuilder(size)
-        builder.fill(size, read_into)
-        return builder.build()
-
-    def _refuse(self, message: str) -> None:
-        self._metrics.add("errors")
-        raise PayloadIntegrityError(message)
-
-    def _put_marker(self, key: str, body: bytes, since_ms: int) -> None:
-        meta = {"pending-since-ms": str(since_ms)}
-        self._call(lambda: self.backend.put(key, memoryview(body), meta, large=False))
-
-    def _read_marker(self, key: str) -> bytes:
-        return self._read(key, key, lambda n: n <= MAX_BATCH_MARKER_BYTES, None, limit=MAX_BATCH_MARKER_BYTES)
-
-    def _listing(self, prefix: str) -> Iterator[dict[str, Any]]:
-        """The journal's view of a listing (S3's field names)."""
-        for entry in self._iterate(prefix):
-            yield {"Key": entry.key, "LastModified": datetime.fromtimestamp(entry.modified_ms / 1000, timezone.utc)}
 
     def _iterate(self, prefix: str) -> Iterator[Any]:
         entries = self._call(lambda: self.backend.list(prefix))
