@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from azure.core import exceptions as aex
+
 from gateway.errors import PayloadIntegrityError, PayloadNotFoundError, StoreError, StoreUnavailableError
 from stores.blob import BlobEntry, ViewReader, ViewWriter
 
@@ -88,8 +90,6 @@ class AzureBackend:
 
 def _mapped(fn: Callable[[], _T]) -> _T:
     """``fn()`` with azure-core's errors raised as the gateway's: 404 not found, 429/5xx/network unavailable."""
-    from azure.core import exceptions as aex
-
     try:
         return fn()
     except aex.ResourceNotFoundError as exc:

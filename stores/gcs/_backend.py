@@ -11,6 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from google.api_core import exceptions as gex
+from google.auth import exceptions as gauth
+from google.cloud.storage.retry import DEFAULT_RETRY
+from google.resumable_media import common as rmc
+from requests import exceptions as rex
+
 from gateway.errors import PayloadIntegrityError, PayloadNotFoundError, StoreError, StoreUnavailableError
 from stores.blob import BlobEntry, ViewReader, ViewWriter
 
@@ -24,8 +30,6 @@ class GCSBackend:
     cloud = "GCS"
 
     def __init__(self, client: Any, bucket: str, part_bytes: int, retry_deadline_s: float) -> None:
-        from google.cloud.storage.retry import DEFAULT_RETRY
-
         self.client = client
         self.bucket = client.bucket(bucket)
         self.part_bytes = part_bytes
@@ -59,8 +63,6 @@ class GCSBackend:
         return int(blob.size or 0)
 
     def delete(self, keys: Sequence[str]) -> None:
-        from google.api_core import exceptions as gex
-
         for key in keys:
             try:
                 _mapped(lambda k=key: self.bucket.blob(k).delete(retry=self.retry))  # type: ignore[misc]
@@ -85,11 +87,6 @@ class GCSBackend:
 
 def _mapped(fn: Callable[[], _T]) -> _T:
     """``fn()`` with the SDK's errors raised as the gateway's: 404 not found, 429/5xx/network unavailable."""
-    from google.api_core import exceptions as gex
-    from google.auth import exceptions as gauth
-    from google.resumable_media import common as rmc
-    from requests import exceptions as rex
-
     try:
         return fn()
     except gex.NotFound as exc:
