@@ -9,8 +9,12 @@ MVN    ?= mvn -q -B
 KAFKA_LIB := tests/kafka/target/lib/.fetched
 SPARK_LIB := tests/spark/target/lib/.fetched
 PEERS_LIB := tests/peerwriters/target/lib/.fetched
+FAKE_GCS_VERSION := v1.56.1
+AZURITE_VERSION  := 3.37.0
+FAKE_GCS := tests/gcs/target/bin/fake-gcs-server
+AZURITE  := tests/azure/target/node_modules/azurite/dist/src/blob/main.js
 
-.PHONY: demo test bench setup system kafka spark-kafka peer-writers lint
+.PHONY: demo test bench setup system kafka spark-kafka peer-writers emulators lint
 
 demo: setup
 	$(BIN)/gateway demo
@@ -21,7 +25,7 @@ test: setup kafka spark-kafka peer-writers
 bench: setup kafka spark-kafka
 	$(BIN)/gateway bench
 
-setup: system $(STAMP)
+setup: system $(STAMP) emulators
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +51,14 @@ peer-writers: $(PEERS_LIB)
 $(PEERS_LIB): tests/peerwriters/pom.xml $(wildcard tests/peerwriters/src/main/java/gateway/peers/*.java)
 	$(MVN) -f tests/peerwriters/pom.xml package
 	touch $@
+
+# The GCS and Azure Blob emulators the store tests start (like moto for S3): fake-gcs-server built from its Go
+# module, Azurite from npm, each into a git-ignored folder; nothing is done when both are there.
+emulators: $(FAKE_GCS) $(AZURITE)
+$(FAKE_GCS):
+	GOBIN=$(CURDIR)/tests/gcs/target/bin go install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
+$(AZURITE):
+	npm install --prefix tests/azure/target --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
 
 # redis-server comes from Debian; the tests and the demo start their own instance on a free port.
 system:

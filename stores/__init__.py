@@ -1,9 +1,10 @@
-"""External payload stores for reference messaging: the :class:`Store` base class, Redis and S3.
+"""External payload stores for reference messaging: the :class:`Store` base class, Redis, S3, GCS and Azure Blob.
 
 A store keeps the payload; Kafka carries a small envelope (``gateway.protocol.envelope``) with the
 store's name and the locator returned by :meth:`Store.put`.
 
-``RedisStore`` needs redis-py and ``S3Store`` needs boto3; each is imported only when it is first
+``RedisStore`` needs redis-py, ``S3Store`` boto3, ``GCSStore`` google-cloud-storage and
+``AzureBlobStore`` azure-storage-blob; each is imported only when it is first
 used, so that ``import stores`` works with neither installed and a missing one says which extra
 to install.
 """
@@ -16,10 +17,14 @@ from typing import TYPE_CHECKING, Any
 from stores.base import RetentionInfo, Store, StoreMetrics, topic_retention, validate_topic
 
 if TYPE_CHECKING:
+    from stores.azure import AzureBlobStore
+    from stores.gcs import GCSStore
     from stores.redis import RedisLocator, RedisStore, redis_client_from_url, ttl_from_retention
     from stores.s3 import IncompleteUpload, S3Locator, S3Store, expiry_days_from_retention
 
 __all__ = [
+    "AzureBlobStore",
+    "GCSStore",
     "IncompleteUpload",
     "RedisLocator",
     "RedisStore",
@@ -45,6 +50,8 @@ _LAZY = {
     "S3Locator": ("stores.s3", "boto3", "s3"),
     "S3Store": ("stores.s3", "boto3", "s3"),
     "expiry_days_from_retention": ("stores.s3", "boto3", "s3"),
+    "GCSStore": ("stores.gcs", "google", "gcs"),
+    "AzureBlobStore": ("stores.azure", "azure", "azure"),
 }
 
 
@@ -53,11 +60,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'stores' has no attribute {name!r}")
     module, package, extra = _LAZY[name]
     try:
-        loaded = importlib.import_module(module)
+        return getattr(importlib.import_module(module), name)  # stores.s3 imports boto3 only on this getattr
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in (package, "botocore"):
             raise
         raise ImportError(
             f"{name} needs the {package!r} package: pip install 'kafka-hybrid-gateway[{extra}]'", name=exc.name
         ) from exc
-    return getattr(loaded, name)

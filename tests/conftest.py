@@ -20,6 +20,8 @@ import pytest
 
 from gateway.testing import (
     CAPABILITIES,
+    AzuriteServer,
+    GCSServer,
     KafkaService,
     RedisClusterServer,
     RedisServer,
@@ -42,6 +44,8 @@ _AUTO_MARKERS = {
     "own_cluster": "kafka",
     "redis_server": "redis",
     "s3_server": "s3",
+    "gcs_server": "gcs",
+    "azure_server": "azure",
     "redis_cluster": "redis",
     "own_redis_cluster": "redis",
 }
@@ -272,6 +276,76 @@ def _empty(client: Any, bucket: str, prefix: str) -> None:
         keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
         if keys:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+
+# --------------------------------------------------------------------------------------------
+# GCS and Azure Blob
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GCSServer]:
+    """fake-gcs-server for the session (built by ``make emulators``), or ``GCS_ENDPOINT_URL``."""
+    server = GCSServer()
+    try:
+        server.start()
+    except ServiceUnavailable as exc:
+        pytest.skip(exc.reason)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gcs_client(gcs_server: GCSServer) -> Any:
+    return gcs_server.client()
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server: GCSServer, gcs_client: Any, s3_run_prefix: str) -> Iterator[str]:
+    """A fresh bucket locally; the configured ``GCS_BUCKET`` (emptied under this run's prefix) when external."""
+    if gcs_server.bucket is not None:
+        yield gcs_server.bucket
+        for blob in gcs_client.list_blobs(gcs_server.bucket, prefix=s3_run_prefix):
+            blob.delete()
+        return
+    name = gcs_server.create_bucket(f"gw-test-{uuid.uuid4().hex[:16]}")
+    yield name
+    with contextlib.suppress(Exception):
+        bucket = gcs_client.bucket(name)
+        for blob in gcs_client.list_blobs(name):
+            blob.delete()
+        bucket.delete()
+
+
+@pytest.fixture(scope="session")
+def azure_server() -> Iterator[AzuriteServer]:
+    """Azurite's blob service for the session (``make emulators``), or ``AZURE_STORAGE_CONNECTION_STRING``."""
+    server = AzuriteServer()
+    try:
+        server.start()
+    except ServiceUnavailable as exc:
+        pytest.skip(exc.reason)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azure_client(azure_server: AzuriteServer) -> Any:
+    return azure_server.client()
+
+
+@pytest.fixture
+def azure_container(azure_server: AzuriteServer, azure_client: Any, s3_run_prefix: str) -> Iterator[str]:
+    """A fresh container locally; the configured ``AZURE_CONTAINER`` (emptied under this run's prefix) when external."""
+    if azure_server.container is not None:
+        yield azure_server.container
+        container = azure_client.get_container_client(azure_server.container)
+        for blob in container.list_blobs(name_starts_with=s3_run_prefix):
+            container.delete_blob(blob.name)
+        return
+    name = azure_server.create_container(f"gw-test-{uuid.uuid4().hex[:16]}")
+    yield name
+    with contextlib.suppress(Exception):
+        azure_client.delete_container(name)
 
 
 # --------------------------------------------------------------------------------------------

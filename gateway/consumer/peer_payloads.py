@@ -2,7 +2,8 @@
 
 The confinement rule is the envelopes' rule: a pointer arrives in a record anyone with write
 access to the topic can forge, so it is only followed into a configured store that holds it (an
-``S3Store`` whose bucket and prefix contain the object). A pointer outside every one is a
+``S3Store``, ``GCSStore`` or ``AzureBlobStore`` of the pointer's scheme whose bucket and prefix contain
+the object). A pointer outside every one is a
 :class:`~gateway.errors.LocatorError` raised before any request. Integrity: kaf-s3 records the
 SHA-256 of the uncompressed payload and the stored object's ETag, and both are checked; bakdata
 and AWS record nothing to check by, so their payloads are only bounded in size.
@@ -24,7 +25,7 @@ DEFAULT_PEER_MAX_BYTES = 268_435_456
 
 @runtime_checkable
 class ObjectStore(Protocol):
-    """A store that can serve objects it did not write (``S3Store``)."""
+    """A store that can serve objects it did not write (``S3Store``, ``GCSStore``, ``AzureBlobStore``)."""
 
     name: str
 
@@ -36,11 +37,16 @@ class ObjectStore(Protocol):
 def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore:
     """The configured store holding ``pointer``'s object, or :class:`LocatorError` (no I/O)."""
     for store in stores.values():
-        if isinstance(store, ObjectStore) and store.holds_object(pointer.bucket, pointer.key):
+        if (
+            isinstance(store, ObjectStore)
+            and getattr(store, "scheme", "s3") == pointer.scheme  # GCSStore "gs", AzureBlobStore "abs"
+            and store.holds_object(pointer.bucket, pointer.key)
+        ):
             return store
+    kind = {"gs": "a GCSStore", "abs": "an AzureBlobStore"}.get(pointer.scheme, "an S3Store")
     raise LocatorError(
         f"{pointer.format.value} pointer {pointer.uri[:300]!r} is outside every configured store: give the reader"
-        " an S3Store for that bucket and prefix to read it"
+        f" {kind} for that bucket and prefix to read it"
     )
 
 

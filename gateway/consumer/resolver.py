@@ -108,9 +108,7 @@ class Resolver:
 
     def _fetch(self, envelope: Envelope) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
-        payload: bytes = self._store(envelope).get(envelope.locator, envelope.size)
-        envelope.verify(payload)
-        return payload
+        return envelope.open(self._store(envelope).get(envelope.locator, envelope.stored_size))
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -185,7 +183,7 @@ class Resolver:
         outcomes: list[bytes | BaseException]
         try:
             store: Any = self._store(group[0][0])
-            outcomes = list(store.get_many([(envelope.locator, envelope.size) for envelope, _ in group]))
+            outcomes = list(store.get_many([(envelope.locator, envelope.stored_size) for envelope, _ in group]))
             if len(outcomes) != len(group):
                 raise StoreError(f"get_many of store {group[0][0].store!r} answered {len(outcomes)} of {len(group)}")
         except Exception as exc:  # noqa: BLE001 - handed to every future: each resolve() raises it typed
@@ -197,11 +195,11 @@ class Resolver:
                 future.set_exception(outcome)
                 continue
             try:
-                envelope.verify(outcome)
+                payload = envelope.open(outcome)
             except GatewayError as exc:
                 future.set_exception(exc)
             else:
-                future.set_result(outcome)
+                future.set_result(payload)
 
     def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
         """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`judge`,

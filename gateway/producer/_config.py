@@ -24,6 +24,7 @@ from gateway.health import StoreHealth
 from gateway.producer.outgoing import headers_size
 from gateway.producer.reference.digests import CHECKSUM_SETTINGS
 from gateway.protocol.headers import Headers
+from gateway.protocol.payload_encoding import parse_compression
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 DEFAULT_SEGMENT_BYTES = 800_000
@@ -69,6 +70,8 @@ class ProducerSettings:
     bookkeeping, :func:`~gateway.core.assembler.buffered_cost`); the default consumer's buffer capacity."""
     max_reference_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """``reference.max.payload.bytes``: the largest payload written to a store; the default consumer's limit."""
+    compression: str | None = None
+    """``reference.compression``: how stored payloads are encoded (:mod:`gateway.protocol.payload_encoding`)."""
 
     @property
     def overhead(self) -> int:
@@ -140,6 +143,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
     max_chunked = pop_int(conf, "large.message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES, minimum=1)
     max_reference = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
+    compression = parse_compression(conf.pop("reference.compression", None))
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -162,6 +166,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         write_linger_s,
         max_chunked,
         max_reference,
+        compression,
     )
     return settings, conf
 

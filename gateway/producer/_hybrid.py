@@ -115,6 +115,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
             metrics=self._metrics,
             clock=clock,
             checksum=self.settings.checksum,
+            compression=self.settings.compression,
             window=window,
             send_chunked=self._chunks.send,
         )

@@ -5,7 +5,8 @@ Layout of version 1 (every integer big-endian, 904 bytes at most)::
     offset  size  field
          0     6  magic            b"\\x1bGWREF"
          6     1  version          1
-         7     1  flags            0 (reserved; any set bit is refused)
+         7     1  flags            bits 0-1: how the store keeps the payload (0 as is, 1 zstd, 2 lz4,
+                                   3 gzip: ``reference.compression``); any other set bit is refused
          8     8  payload_size     u64, at most 2**53
         16     1  checksum_alg     1 = SHA-256, 2 = BLAKE3 (the algorithm fixes the digest length)
         17    32  checksum         the whole payload's digest by that algorithm
@@ -69,11 +70,14 @@ from dataclasses import dataclass
 import blake3
 
 from gateway.errors import EnvelopeFormatError, PayloadIntegrityError
+from gateway.protocol.payload_encoding import CODEC_IDS, CODECS_BY_ID, decode_payload
 
 ENVELOPE_HEADER = "_gw.ref"
 """Reserved record header marking an envelope; its value is the 1-byte format version."""
 
 MAGIC = b"\x1bGWREF"
+_CODEC_MASK = 0x03
+"""The flags bits that name the payload's codec; every other bit is reserved."""
 VERSION = 1
 SUPPORTED_VERSIONS = frozenset({VERSION})
 
@@ -155,6 +159,10 @@ class Envelope:
     message_id: uuid.UUID
     version: int = VERSION
     checksum: int = CHECKSUM_SHA256
+    compression: str | None = None
+    """How the store keeps the payload (:mod:`gateway.protocol.payload_encoding`); ``size`` and ``digest``
+    are always those of the application's bytes. An older reader refuses a compressed envelope (unknown
+    flags) rather than hand out compressed bytes."""
 
     def __post_init__(self) -> None:
         if self.version not in SUPPORTED_VERSIONS:
@@ -170,6 +178,8 @@ class Envelope:
             raise EnvelopeFormatError(f"a {CHECKSUM_NAMES[self.checksum]} digest must be {size} bytes")
         if not isinstance(self.message_id, uuid.UUID):
             raise EnvelopeFormatError(f"message_id must be a uuid.UUID, got {type(self.message_id).__name__}")
+        if self.compression is not None and self.compression not in CODEC_IDS:
+            raise EnvelopeFormatError(f"unknown payload compression {self.compression!r}")
 
     @classmethod
     def for_payload(
@@ -177,6 +187,17 @@ class Envelope:
     ) -> Envelope:
         """The envelope describing ``payload``: size and digest are computed here so they cannot disagree."""
         return cls(store, locator, len(payload), digest_of(checksum, payload), message_id, VERSION, checksum)
+
+    @property
+    def stored_size(self) -> int | None:
+        """The size to ask the store for: the payload's, or ``None`` when compressed (bounded by :meth:`open`)."""
+        return self.size if self.compression is None else None
+
+    def open(self, stored: bytes) -> bytes:
+        """The application's payload from what the store returned: decoded (never past ``size``), then verified."""
+        payload = decode_payload(stored, self.compression, self.size)
+        self.verify(payload)
+        return payload
 
     def verify(self, payload: Value) -> None:
         """Raise :class:`PayloadIntegrityError` unless ``payload`` is the one this envelope was made for.
@@ -206,7 +227,16 @@ def encode_envelope(env: Envelope) -> bytes:
     locator = _validate_locator(env.locator)
     body = b"".join(
         (
-            _FIXED.pack(MAGIC, env.version, 0, env.size, env.checksum, env.digest, env.message_id.bytes, len(store)),
+            _FIXED.pack(
+                MAGIC,
+                env.version,
+                CODEC_IDS.get(env.compression or "", 0),
+                env.size,
+                env.checksum,
+                env.digest,
+                env.message_id.bytes,
+                len(store),
+            ),
             store,
             _U16.pack(len(locator)),
             locator,
@@ -279,7 +309,7 @@ def decode_envelope(value: Value | None) -> Envelope:
     (crc,) = _U32.unpack_from(data, expected - _CRC_SIZE)
     if zlib.crc32(memoryview(data)[: expected - _CRC_SIZE]) != crc:
         raise EnvelopeFormatError("envelope CRC-32 mismatch: the value was corrupted")
-    if flags:
+    if flags & ~_CODEC_MASK:
         raise EnvelopeFormatError(f"envelope sets unknown flags 0x{flags:02x}")
     if algorithm not in _DIGEST_SIZES:
         raise EnvelopeFormatError(f"unknown checksum algorithm {algorithm}")
@@ -294,7 +324,8 @@ def decode_envelope(value: Value | None) -> Envelope:
         locator = data[locator_at : locator_at + locator_len].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EnvelopeFormatError(f"envelope text field is not valid: {exc.reason}") from exc
-    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version, algorithm)
+    compression = CODECS_BY_ID.get(flags & _CODEC_MASK)
+    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version, algorithm, compression)
 
 
 __all__ = [

@@ -57,6 +57,9 @@ MAX_OBJECT_KEY_BYTES = 1024
 """S3's own limit on an object key."""
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_GCS_BUCKET = re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
+BAKDATA_SCHEMES = frozenset({"s3", "gs", "abs"})
+"""The object stores bakdata's serde writes to: S3, Google Cloud Storage and Azure Blob Storage (container)."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -89,10 +92,13 @@ class PeerPointer:
     sha256: bytes | None = None
     etag: str | None = None
     compression: str | None = None
+    scheme: str = "s3"
+    """``s3``, or bakdata's ``gs`` (Google Cloud Storage) and ``abs`` (Azure Blob Storage): only a store of
+    the same scheme may serve the object (a GCS bucket is not the S3 bucket of the same name)."""
 
     @property
     def uri(self) -> str:
-        return f"s3://{self.bucket}/{self.key}"
+        return f"{self.scheme}://{self.bucket}/{self.key}"
 
 
 PeerPart = bytes | PeerPointer | None
@@ -205,10 +211,10 @@ def _bakdata_part(data: bytes | None, flag: int, compression: str | None) -> Pee
     except UnicodeDecodeError:
         raise PeerFormatError("bakdata backed value is not a UTF-8 URI") from None
     scheme, sep, rest = uri.partition("://")
-    if not sep or scheme != "s3":
-        raise PeerFormatError(f"bakdata URI {uri[:200]!r}: only s3:// objects can be read (abs:// and gs:// cannot)")
+    if not sep or scheme not in BAKDATA_SCHEMES:
+        raise PeerFormatError(f"bakdata URI {uri[:200]!r}: only s3://, gs:// and abs:// objects can be read")
     bucket, _, object_key = rest.partition("/")
-    return _pointer(PeerFormat.BAKDATA, bucket, object_key, compression=compression)
+    return _pointer(PeerFormat.BAKDATA, bucket, object_key, compression=compression, scheme=scheme)
 
 
 # -- kaf-s3 and AWS -----------------------------------------------------------------------------
@@ -267,10 +273,11 @@ def _pointer(
     sha256: bytes | None = None,
     etag: str | None = None,
     compression: str | None = None,
+    scheme: str = "s3",
 ) -> PeerPointer:
     """A pointer whose bucket and key are well-formed; they end up in requests, logs and errors."""
-    if _BUCKET.fullmatch(bucket) is None:
+    if (_GCS_BUCKET if scheme == "gs" else _BUCKET).fullmatch(bucket) is None:
         raise PeerFormatError(f"{fmt.value} pointer names an invalid bucket {bucket[:80]!r}")
     if not key or len(key.encode("utf-8", "surrogatepass")) > MAX_OBJECT_KEY_BYTES or _CONTROL.search(key):
         raise PeerFormatError(f"{fmt.value} pointer names an invalid object key {key[:200]!r}")
-    return PeerPointer(fmt, bucket, key, sha256, etag, compression)
+    return PeerPointer(fmt, bucket, key, sha256, etag, compression, scheme)

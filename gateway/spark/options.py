@@ -30,6 +30,7 @@ from gateway.core.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_O
 from gateway.errors import ConfigurationError
 from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
+from gateway.spark.cloud_stores import CLOUD_STORE_OPTIONS, cloud_store_fields, cloud_store_names
 from gateway.spark.kafkaconf import SPARK_REFUSED_SOURCE, KafkaOptionError, translate
 
 EARLIEST = -2
@@ -261,6 +262,14 @@ class SourceOptions:
     s3_secret_key: str | None = None
     s3_name: str = "s3"
     s3_path_style: bool = True
+    gcs_endpoint: str | None = None
+    gcs_bucket: str | None = None
+    gcs_prefix: str = "gw/"
+    gcs_name: str = "gcs"
+    azure_connection_string: str | None = field(default=None, repr=False)
+    azure_container: str | None = None
+    azure_prefix: str = "gw/"
+    azure_name: str = "azure"
     fetch_workers: int = DEFAULT_WORKERS
     fetch_budget: int = DEFAULT_BUDGET
     reference_rules: ReferenceRules = DEFAULT_RULES
@@ -286,7 +295,7 @@ class SourceOptions:
 
     @property
     def has_stores(self) -> bool:
-        return self.redis_url is not None or self.s3_bucket is not None
+        return self.redis_url is not None or self.s3_bucket is not None or bool(cloud_store_names(self))
 
     def consumer_config(self) -> dict[str, Any]:
         """The confluent-kafka config of every consumer this source opens (planner and tasks).
@@ -446,6 +455,7 @@ STORE_OPTIONS = (
     "s3.secret.key",
     "s3.name",
     "s3.path.style",
+    *CLOUD_STORE_OPTIONS,
 )
 """The payload store options, the same for the reader and the sink."""
 
@@ -467,6 +477,10 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     }
     if (fields["s3_access_key"] is None) != (fields["s3_secret_key"] is None):
         raise OptionError("s3.access.key and s3.secret.key go together")
+    try:
+        fields.update(cloud_store_fields(opts))
+    except ConfigurationError as exc:
+        raise OptionError(str(exc)) from None
     return fields
 
 

@@ -22,6 +22,7 @@ from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
 from gateway.protocol.headers import Headers
 from gateway.protocol.records import Record
 from gateway.spark.assembly import AssemblyLimits, owned_messages
+from gateway.spark.cloud_stores import build_cloud_stores
 from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
 from gateway.spark.options import SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
@@ -62,6 +63,7 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
             name=options.redis_name,
             close_client=True,
         )
+    stores.update(build_cloud_stores(options))
     if not options.s3_bucket and not options.peer_buckets:
         return stores
     import boto3

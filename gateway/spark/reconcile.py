@@ -124,7 +124,7 @@ def reconcile(
     opts = {str(k): str(v) for k, v in options.items()}
     parsed = parse_options(opts, streaming=False)
     if not parsed.has_stores:
-        raise OptionError("reconcile needs a store: redis.url or s3.bucket")
+        raise OptionError("reconcile needs a store: redis.url, s3.bucket, gcs.bucket or azure.container")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - int(grace_seconds * 1000)
 

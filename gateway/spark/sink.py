@@ -26,6 +26,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from gateway.errors import GatewayError
 from gateway.policy import SizeThresholdPolicy
 from gateway.producer.outgoing import RESERVED_HEADERS
+from gateway.spark.cloud_stores import cloud_store_names
 from gateway.spark.kafkaconf import SPARK_REFUSED_SINK, KafkaOptionError, translate
 from gateway.spark.options import (
     _KAFKA_PREFIX,
@@ -71,6 +72,7 @@ class SinkOptions:
                 for n in (
                     self.stores.redis_url and self.stores.redis_name,
                     self.stores.s3_bucket and self.stores.s3_name,
+                    *cloud_store_names(self.stores),
                 )
                 if n
             ]

@@ -1,16 +1,18 @@
 """Real servers on loopback for tests, ``gateway demo`` and benchmarks: Apache Kafka, the emulators,
-redis-server (alone or as a Redis Cluster), moto's S3 server and a Spark standalone cluster, each
-started on free ports and stopped again by its PID.
+redis-server (alone or as a Redis Cluster), moto's S3 server, fake-gcs-server, Azurite and a Spark
+standalone cluster, each started on free ports and stopped again by its PID.
 
 Nothing in the library imports this package: it is tooling, installed with the ``[testing]`` extra.
 Each service can instead point at something that already runs, through environment variables, so
 the same suite can be aimed at a real cluster: ``KAFKA_TEST_BACKEND`` / ``KAFKA_BOOTSTRAP_SERVERS``
-(+ ``KAFKA_CLIENT_CONFIG``), ``REDIS_URL``, ``S3_ENDPOINT_URL`` (+ ``AWS_*``, ``S3_BUCKET``);
+(+ ``KAFKA_CLIENT_CONFIG``), ``REDIS_URL``, ``S3_ENDPOINT_URL`` (+ ``AWS_*``, ``S3_BUCKET``),
+``GCS_ENDPOINT_URL`` (+ ``GCS_BUCKET``), ``AZURE_STORAGE_CONNECTION_STRING`` (+ ``AZURE_CONTAINER``);
 ``SPARK_KAFKA_LIB_DIR`` for Spark's own Kafka source.
 """
 
 from gateway.testing.apache_kafka import ApacheKafka, ApacheKafkaCluster, KafkaNode, kafka_lib_dir
 from gateway.testing.backends import ExternalKafka, MockKafka, NoidaKafka, TansuKafka, start_kafka
+from gateway.testing.cloud_emulators import AzuriteServer, GCSServer
 from gateway.testing.kafka_service import (
     BACKEND_CAPABILITIES,
     BACKENDS,
@@ -34,7 +36,9 @@ __all__ = [
     "LOOPBACK",
     "ApacheKafka",
     "ApacheKafkaCluster",
+    "AzuriteServer",
     "ExternalKafka",
+    "GCSServer",
     "KafkaNode",
     "KafkaService",
     "MemoryStore",

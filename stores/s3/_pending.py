@@ -62,13 +62,16 @@ class MarkerRequests:
 class S3PendingJournal:
     """Markers under ``<store prefix>_pending/``; ``batch`` ids per batch marker (1: a marker per payload)."""
 
-    def __init__(self, requests: MarkerRequests, bucket: str, store_prefix: str, *, batch: int, open_ms: int) -> None:
+    def __init__(
+        self, requests: MarkerRequests, bucket: str, store_prefix: str, *, batch: int, open_ms: int, scheme: str = "s3"
+    ) -> None:
         if batch < 1:
             raise ValueError(f"journal_batch must be at least 1, got {batch}")
         self.requests = requests
         self.prefix = f"{store_prefix}{PENDING_DIR}"
         self.batch = batch
-        self._locator_base = f"s3://{bucket}/{store_prefix}"
+        self._locator_base = f"{scheme}://{bucket}/{store_prefix}"
+        """Locators in markers of one's own (GCS and Azure stores share this journal with their own schemes)."""
         self._book = BatchJournal(batch, open_ms)
         """Batches this journal opened, and those its listings found (settled even with ``batch=1``)."""
         self._lock = threading.Lock()

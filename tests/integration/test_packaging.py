@@ -12,14 +12,14 @@ ROOT = Path(__file__).resolve().parents[2]
 _WITHOUT_EXTRAS = """
 import sys
 for name in ("redis", "boto3", "botocore", "rich", "pyspark", "prometheus_client", "moto", "pyarrow", "pandas",
-             "matplotlib", "hypothesis", "pytest"):
+             "matplotlib", "hypothesis", "pytest", "google", "azure"):
     sys.modules[name] = None  # importing any of them now fails, as if it were not installed
 import gateway, gateway.cli, gateway.protocol, stores
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 assert not any(m == "gateway.testing" or m.startswith("gateway.testing.") for m in sys.modules), "testing imported"
 assert "benchmarks" not in sys.modules
 from gateway.embedded import EmbeddedKafka  # the documented import: test tooling, and it needs nothing more either
-for name, extra in (("RedisStore", "redis"), ("S3Store", "s3")):
+for name, extra in (("RedisStore", "redis"), ("S3Store", "s3"), ("GCSStore", "gcs"), ("AzureBlobStore", "azure")):
     try:
         getattr(stores, name)
     except ImportError as exc:

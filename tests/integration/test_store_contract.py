@@ -16,13 +16,15 @@ import pytest
 
 from gateway.errors import LocatorError, PayloadIntegrityError, PayloadNotFoundError, StoreUnavailableError
 from gateway.store import Store
-from stores import RedisStore, S3Store
+from stores import AzureBlobStore, GCSStore, RedisStore, S3Store
+from stores.blob import BlobStore
 
 MiB = 1024 * 1024
 TOPIC = "orders"
+SCHEMES = {"s3": "s3", "gcs": "gs", "azure": "abs"}
 
 
-@pytest.fixture(params=["redis", "s3"])
+@pytest.fixture(params=["redis", "s3", "gcs", "azure"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -34,10 +36,18 @@ def make_store(kind: str, request: pytest.FixtureRequest) -> Iterator[Any]:
         client = request.getfixturevalue("redis_client")
         prefix = f"gw{uuid.uuid4().hex[:6]}"
         yield lambda **kw: RedisStore(client, prefix=prefix, **kw)
-    else:
+    elif kind == "s3":
         client = request.getfixturevalue("s3_client")
         bucket, prefix = request.getfixturevalue("s3_bucket"), request.getfixturevalue("s3_prefix")
         yield lambda **kw: S3Store(client, bucket=bucket, prefix=prefix, **kw)
+    elif kind == "gcs":
+        client = request.getfixturevalue("gcs_client")
+        bucket, prefix = request.getfixturevalue("gcs_bucket"), request.getfixturevalue("s3_prefix")
+        yield lambda **kw: GCSStore(client, bucket=bucket, prefix=prefix, **kw)
+    else:
+        client = request.getfixturevalue("azure_client")
+        container, prefix = request.getfixturevalue("azure_container"), request.getfixturevalue("s3_prefix")
+        yield lambda **kw: AzureBlobStore(client, container=container, prefix=prefix, **kw)
 
 
 @pytest.fixture
@@ -47,7 +57,7 @@ def store(make_store: Any) -> Store:
 
 def never_written(store: Store) -> str:
     """A valid locator of this store that names nothing."""
-    if isinstance(store, S3Store):
+    if isinstance(store, (S3Store, BlobStore)):
         return store.locator_for(TOPIC, uuid.uuid4())
     assert isinstance(store, RedisStore)
     return f"{store.prefix}:{TOPIC}:{uuid.uuid4()}#1x{64 * MiB}"
@@ -124,7 +134,7 @@ def test_foreign_and_malformed_locators_are_refused(store: Store, make_store: An
     foreign = (
         "redis-other:orders:00000000-0000-0000-0000-000000000000#1x1024"
         if kind == "redis"
-        else "s3://another-bucket/gw/orders/00000000-0000-0000-0000-000000000000"
+        else f"{SCHEMES[kind]}://another-bucket/gw/orders/00000000-0000-0000-0000-000000000000"
     )
     for locator in (foreign, "", "../../etc/passwd", never_written(store) + "/.."):
         with pytest.raises(LocatorError):

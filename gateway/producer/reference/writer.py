@@ -31,6 +31,7 @@ from gateway.producer.reference.digests import PayloadDigester, PendingDigest
 from gateway.producer.reference.transactions import TransactionLedger, undo
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.payload_encoding import encode_payload
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class ReferenceWriter:
         metrics: ProducerMetrics | None = None,
         clock: Clock = SYSTEM_CLOCK,
         checksum: str = "auto",
+        compression: str | None = None,
         window: int | WriteWindow = 1,
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
     ) -> None:
@@ -63,6 +65,9 @@ class ReferenceWriter:
         self._clock = clock
         self._reports = EnvelopeDelivery(self.metrics)
         self._digests = PayloadDigester(checksum)
+        self.compression = compression
+        """``reference.compression``: the store keeps :func:`encode_payload`'s output; the envelope's digest
+        and size stay the application's (so the store is not handed the digest to check its bytes by)."""
         self.transaction = TransactionLedger()
         """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
         self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
@@ -109,6 +114,7 @@ class ReferenceWriter:
         if not health.allow(now) and not self._probe_answered(name):
             return self._fallback(name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
+        stored = encode_payload(payload, self.compression)  # reference.compression (payload_encoding)
         started = self._clock.monotonic()
         message_id = store.next_message_id(message.topic, now)
         if pipeline is None:
@@ -117,9 +123,9 @@ class ReferenceWriter:
                 locator = store.put(
                     message.topic,
                     message_id,
-                    payload,
+                    stored,
                     pending_since_ms=now,
-                    sha256=pending.known_sha256(),
+                    sha256=pending.known_sha256() if stored is payload else None,
                     persistent=persistent,
                 )
             except StoreError as exc:
@@ -127,7 +133,7 @@ class ReferenceWriter:
             self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
             return route
         try:
-            locator = pipeline.submit(message.topic, message_id, payload, pending_since_ms=now, persistent=persistent)
+            locator = pipeline.submit(message.topic, message_id, stored, pending_since_ms=now, persistent=persistent)
         except StoreError as exc:
             return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
         pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
@@ -167,9 +173,15 @@ class ReferenceWriter:
                 self._put_failed(write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc)
                 return
             self._put_succeeded(
-                write.name, write.store, write.locator, write.digest, write.message_id, message, write.sent_ms,
+                write.name,
+                write.store,
+                write.locator,
+                write.digest,
+                write.message_id,
+                message,
+                write.sent_ms,
                 write.started,
-            )  # fmt: skip
+            )
         except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
             log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
             self.window.failed(message.on_delivery, exc)  # reported by the next poll() or flush()
@@ -199,7 +211,15 @@ class ReferenceWriter:
         self.health[name].success(now + int(put_seconds * 1000))
         payload_size = message.size
         envelope = encode_envelope(
-            Envelope(name, locator, payload_size, pending.result(), message_id, checksum=pending.checksum)
+            Envelope(
+                name,
+                locator,
+                payload_size,
+                pending.result(),
+                message_id,
+                checksum=pending.checksum,
+                compression=self.compression,
+            )
         )
         self._send_envelope(store, locator, envelope, message)
         self.transaction.wrote(store, locator)

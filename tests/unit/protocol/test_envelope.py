@@ -269,7 +269,7 @@ def test_every_truncation_and_every_byte_change_is_detected(env: Envelope) -> No
         (b"\x1bGWREF", "version"),
         (raw(version=2), "version 2"),
         (raw(version=0), "version 0"),
-        (raw(flags=1), "flags"),
+        (raw(flags=4), "flags"),
         (raw(flags=0x80), "flags"),
         (raw(alg=0), "algorithm"),
         (raw(alg=3), "algorithm"),

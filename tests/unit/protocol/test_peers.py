@@ -76,7 +76,7 @@ def test_bakdata_headers_protocol_strips_its_headers_and_reads_compression() -> 
 @pytest.mark.parametrize(
     ("value", "headers", "match"),
     [
-        (b"abs://container/k", [(BAKDATA_VALUE_HEADER, b"\x01")], "only s3://"),
+        (b"http://container/k", [(BAKDATA_VALUE_HEADER, b"\x01")], "only s3://, gs:// and abs://"),
         (b"s3://B_ad/k", [(BAKDATA_VALUE_HEADER, b"\x01")], "invalid bucket"),
         (b"s3://bucket-a/k", [(BAKDATA_VALUE_HEADER, b"\x02")], "one byte 0 or 1"),
         (b"s3://bucket-a/k", [(BAKDATA_VALUE_HEADER, b"\x01"), ("__large.message.backed.compression", b"\x09")], "id"),
@@ -222,3 +222,20 @@ def test_the_pipeline_hands_peer_records_out_to_resolve_and_reports_broken_ones(
         assert isinstance(plain, PlainMessage) and plain.value == b"plain"
         assert isinstance(peer, ReferenceToResolve) and peer.peer is not None and peer.safe_offset == 2
         assert isinstance(bad, ReferenceToResolve) and bad.peer is None and "PeerFormatError" in (bad.error or "")
+
+
+def test_bakdata_gs_and_abs_pointers_are_served_only_by_a_store_of_their_scheme() -> None:
+    """A gs:// or abs:// pointer names a GCS bucket or an Azure container: an S3 store of the same bucket name
+    and prefix must not serve it, and the error names the store to configure."""
+    gcs = _Objects("bucket-a", "allowed/", {"allowed/x": (b"from gcs", None)})
+    gcs.scheme = "gs"  # type: ignore[attr-defined]
+    s3 = _Objects("bucket-a", "allowed/", {"allowed/x": (b"from s3", None)})
+    for uri, want in ((b"gs://bucket-a/allowed/x", b"from gcs"), (b"s3://bucket-a/allowed/x", b"from s3")):
+        found = ALL.read(None, uri, [(BAKDATA_VALUE_HEADER, b"\x01")])
+        assert found is not None and isinstance(found.value, PeerPointer)
+        assert resolve_record({"s3": s3, "gcs": gcs}, found, 100) == (None, want)
+    found = ALL.read(None, b"abs://bucket-a/allowed/x", [(BAKDATA_VALUE_HEADER, b"\x01")])
+    assert found is not None and found.value == PeerPointer(PeerFormat.BAKDATA, "bucket-a", "allowed/x", scheme="abs")
+    with pytest.raises(LocatorError, match="an AzureBlobStore for that bucket"):
+        resolve_record({"s3": s3, "gcs": gcs}, found, 100)
+    assert s3.gets == 1 and gcs.gets == 1

@@ -11,7 +11,8 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 /**
  * Records as bakdata's large-message serde writes them: each record's key and value go through
  * {@link LargeMessageSerializer} (wrapping the byte-array serde) configured as the record asks,
- * byte-flag or headers protocol, with the blob compression it names.
+ * byte-flag or headers protocol, with the blob compression it names, into S3, GCS or Azure Blob
+ * Storage as the base path's scheme says.
  */
 public final class BakdataWriter {
     public static void main(String[] args) throws Exception {
@@ -24,11 +25,17 @@ public final class BakdataWriter {
                 config.put("large.message.max.byte.size", record.get("max_byte_size").asInt());
                 config.put("large.message.use.headers", record.get("use_headers").asBoolean());
                 config.put("large.message.compression.type", record.get("compression").asText());
-                config.put("large.message.s3.endpoint", spec.text("s3_endpoint"));
-                config.put("large.message.s3.region", "us-east-1");
-                config.put("large.message.s3.access.key", "testing");
-                config.put("large.message.s3.secret.key", "testing");
-                config.put("large.message.s3.path.style.access", true);
+                if (spec.root.hasNonNull("s3_endpoint")) {
+                    config.put("large.message.s3.endpoint", spec.text("s3_endpoint"));
+                    config.put("large.message.s3.region", "us-east-1");
+                    config.put("large.message.s3.access.key", "testing");
+                    config.put("large.message.s3.secret.key", "testing");
+                    config.put("large.message.s3.path.style.access", true);
+                }
+                if (spec.root.hasNonNull("abs_connection_string")) { // abs:// base paths: Azurite
+                    config.put("large.message.abs.connection.string", spec.text("abs_connection_string"));
+                }
+                // gs:// base paths: Google's client finds fake-gcs-server through STORAGE_EMULATOR_HOST
                 RecordHeaders headers = new RecordHeaders();
                 byte[] key = Spec.bytes(record, "key_b64");
                 byte[] value = Spec.bytes(record, "value_b64");

@@ -1,0 +1,73 @@
+"""Payloads in an Azure Blob Storage container: :class:`AzureBlobStore`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stores.azure._backend import AzureBackend
+from stores.blob import (
+    DEFAULT_JOURNAL_BATCH,
+    DEFAULT_JOURNAL_OPEN_MS,
+    DEFAULT_MULTIPART_THRESHOLD,
+    DEFAULT_PARALLEL_READ_BYTES,
+    DEFAULT_PART_BYTES,
+    BlobStore,
+)
+
+_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
+
+
+class AzureBlobStore(BlobStore):
+    """A :class:`stores.Store` on an Azure ``BlobServiceClient``: locators ``abs://<container>/<prefix><topic>/<id>``.
+
+    The contract is S3Store's (journal, ``gc``, ``reconcile``, rollback, confinement); payloads from
+    ``multipart_threshold`` on are staged as ``part_bytes`` blocks ``max_concurrency`` at a time and
+    committed as one blob; reads from ``parallel_read_bytes`` on fetch ranges in parallel. Uncommitted
+    blocks of an interrupted upload are discarded by the service after 7 days; expire payloads with a
+    lifecycle management policy on the prefix (docs/stores.md).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        container: str,
+        prefix: str = "gw/",
+        name: str = "azure",
+        part_bytes: int = DEFAULT_PART_BYTES,
+        multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+        parallel_read_bytes: int = DEFAULT_PARALLEL_READ_BYTES,
+        max_concurrency: int = 4,
+        validate_content: bool = True,
+        journal_batch: int = DEFAULT_JOURNAL_BATCH,
+        journal_open_ms: int = DEFAULT_JOURNAL_OPEN_MS,
+        close_client: bool = False,
+    ) -> None:
+        if not isinstance(container, str) or _CONTAINER.fullmatch(container) is None:
+            raise ValueError(f"not a valid Azure container name: {container!r}")
+        backend = AzureBackend(
+            client.get_container_client(container),
+            part_bytes=part_bytes,
+            single_put_bytes=multipart_threshold,
+            max_concurrency=max_concurrency,
+            validate_content=validate_content,
+        )
+        self.service_client = client
+        super().__init__(
+            backend,
+            bucket=container,
+            prefix=prefix,
+            name=name,
+            part_bytes=part_bytes,
+            multipart_threshold=multipart_threshold,
+            parallel_read_bytes=parallel_read_bytes,
+            max_concurrency=max_concurrency,
+            journal_batch=journal_batch,
+            journal_open_ms=journal_open_ms,
+            close_client=close_client,
+        )
+
+    @property
+    def container(self) -> str:
+        return self.bucket

@@ -1,0 +1,160 @@
+"""bakdata's gs:// and abs:// pointers, written by bakdata's own serde (tests/peerwriters, from Maven Central) into
+fake-gcs-server and Azurite, read back byte-identical through a GCSStore and an AzureBlobStore.
+
+bakdata's Java client finds fake-gcs-server through ``STORAGE_EMULATOR_HOST``; Google's credential
+lookup is pointed at a closed loopback port and told not to probe for a cloud metadata server, so
+nothing leaves the machine. Azurite gets bakdata's own setting, ``large.message.abs.connection.string``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import cramjam
+import pytest
+
+from gateway import HybridConsumer
+from gateway.errors import LocatorError
+from gateway.protocol.peers import BAKDATA_COMPRESSION_HEADERS, BAKDATA_VALUE_HEADER
+from gateway.testing import AzuriteServer, KafkaService
+from stores import AzureBlobStore, GCSStore
+
+PEERS_DIR = Path(__file__).resolve().parents[1] / "peerwriters"
+_NO_CLOUD = {
+    "NO_GCE_CHECK": "true",
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "GCE_METADATA_IP": "127.0.0.1:9",
+    "GOOGLE_CLOUD_PROJECT": "test",
+    "GOOGLE_APPLICATION_CREDENTIALS": "",
+}
+
+
+def _payload(tag: str, size: int) -> bytes:
+    seed = (tag.encode() * (size // len(tag) + 1))[:size]
+    return bytes(b ^ (i * 31 % 251) for i, b in enumerate(seed))
+
+
+def _write_bakdata(spec: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+    if not (PEERS_DIR / "target" / "lib").is_dir():
+        pytest.fail("tests/peerwriters is not built: run `make peer-writers` (make test does)")
+    spec_file = tmp_path / f"bakdata-{uuid.uuid4().hex[:6]}.json"
+    spec_file.write_text(json.dumps(spec))
+    classpath = f"{PEERS_DIR / 'target' / 'classes'}{os.pathsep}{PEERS_DIR / 'target' / 'lib' / '*'}"
+    done = subprocess.run(
+        ["java", "-cp", classpath, "gateway.peers.BakdataWriter", str(spec_file)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **_NO_CLOUD, **env},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+CASES = [  # (key, value, use_headers, compression)
+    (b"inline", _payload("inline", 500), True, "none"),
+    (b"flag-backed", _payload("flag-backed", 3_000_000), False, "none"),
+    (b"hdr-zstd", _payload("hdr-zstd", 2_000_000), True, "zstd"),
+    (b"hdr-gzip", _payload("hdr-gzip", 1_000_000), True, "gzip"),
+]
+
+
+def _spec(kafka: KafkaService, topic: str, base_path: str, **extra: str) -> dict[str, Any]:
+    records = [
+        {
+            "partition": 0,
+            "key_b64": base64.b64encode(key).decode(),
+            "value_b64": base64.b64encode(value).decode(),
+            "use_headers": headers,
+            "compression": codec,
+            "max_byte_size": 10_000,
+        }
+        for key, value, headers, codec in CASES
+    ]
+    return {"bootstrap": kafka.bootstrap_servers, "topic": topic, "base_path": base_path, "records": records, **extra}
+
+
+def _read(kafka: KafkaService, topic: str, stores: dict[str, Any], count: int) -> list[tuple[Any, Any]]:
+    conf = {**kafka.consumer_config(), "large.message.peer.formats": "bakdata", "large.message.peer.bakdata.keys": True}
+    got: list[tuple[Any, Any]] = []
+    with HybridConsumer(conf, stores=stores) as consumer:
+        consumer.subscribe([topic])
+        for _ in range(60):
+            for msg in consumer.consume(20, 1.0):
+                assert msg.error() is None, msg.error()
+                got.append((msg.key(), msg.value()))
+            if len(got) >= count:
+                break
+    return got
+
+
+def test_bakdata_gs_records_read_back_byte_identical(
+    kafka: KafkaService, topic: str, gcs_client: Any, gcs_bucket: str
+) -> None:
+    """gs:// records in bakdata's wire format, their objects uploaded with Google's client.
+
+    Not bakdata's own writer: its Java GCS client (google-cloud-storage 2.62.1, built by
+    ``StorageOptions.getDefaultInstance()``) has no setting for an endpoint and does not honour
+    ``STORAGE_EMULATOR_HOST``, so it cannot reach fake-gcs-server; the abs:// test below runs bakdata's own code.
+    """
+    from confluent_kafka import Producer
+
+    bucket = gcs_client.bucket(gcs_bucket)
+    producer = Producer(kafka.producer_config())
+    expected = []
+    for key, value, _, codec in CASES:
+        if len(value) < 10_000:
+            producer.produce(topic, value, key=key, partition=0, headers=[(BAKDATA_VALUE_HEADER, b"\x00")])
+        else:
+            name = f"bakdata/{topic}/values/{uuid.uuid4()}"
+            blob = bytes(cramjam.zstd.compress(value)) if codec == "zstd" else value
+            bucket.blob(name).upload_from_string(blob)
+            headers = [(BAKDATA_VALUE_HEADER, b"\x01")]
+            if codec == "zstd":
+                headers.append((BAKDATA_COMPRESSION_HEADERS[0], b"\x04"))
+            producer.produce(topic, f"gs://{gcs_bucket}/{name}".encode(), key=key, partition=0, headers=headers)
+        expected.append((key, value))
+    producer.flush(30)
+    store = GCSStore(gcs_client, bucket=gcs_bucket, prefix="bakdata/", name="peers")
+    assert _read(kafka, topic, {"peers": store}, len(CASES)) == expected
+    assert store.metrics()["gets"] == 3, "the three stored values, through the store"
+    elsewhere = GCSStore(gcs_client, bucket=gcs_bucket, prefix="other/", name="peers")
+    with pytest.raises(LocatorError, match="outside every configured store"):
+        _read(kafka, topic, {"peers": elsewhere}, len(CASES))
+    assert elsewhere.metrics().get("gets", 0) == 0, "confined: no request outside the prefix"
+
+
+@pytest.mark.requires("java_clients")
+def test_bakdata_abs_records_read_back_byte_identical(
+    kafka: KafkaService,
+    topic: str,
+    azure_server: AzuriteServer,
+    azure_client: Any,
+    azure_container: str,
+    tmp_path: Path,
+) -> None:
+    spec = _spec(
+        kafka, topic, f"abs://{azure_container}/bakdata/", abs_connection_string=azure_server.connection_string
+    )
+    _write_bakdata(spec, {}, tmp_path)
+    store = AzureBlobStore(azure_client, container=azure_container, prefix="bakdata/", name="peers")
+    assert _read(kafka, topic, {"peers": store}, len(CASES)) == [(k, v) for k, v, *_ in CASES]
+    assert store.metrics()["gets"] == 3
+    # a GCS store of the same bucket name and prefix is not where an abs:// pointer leads
+    with pytest.raises(LocatorError, match="an AzureBlobStore"):
+        _read(kafka, topic, {"peers": _same_named_gcs(azure_container)}, len(CASES))
+
+
+def _same_named_gcs(bucket: str) -> GCSStore:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(
+        project="t", credentials=AnonymousCredentials(), client_options={"api_endpoint": "http://127.0.0.1:9"}
+    )
+    return GCSStore(client, bucket=bucket, prefix="bakdata/", name="peers")
