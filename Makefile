@@ -19,13 +19,13 @@ AZURITE  := tests/azure/target/node_modules/azurite/dist/src/blob/main.js
 demo: setup
 	$(BIN)/gateway demo
 
-test: setup kafka spark-kafka peer-writers
+test: setup kafka spark-kafka peer-writers emulators
 	bash .ci/test
 
 bench: setup kafka spark-kafka
 	$(BIN)/gateway bench
 
-setup: system $(STAMP) emulators
+setup: system $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
