@@ -28,6 +28,8 @@ class ObjectStore(Protocol):
     """A store that can serve objects it did not write (``S3Store``, ``GCSStore``, ``AzureBlobStore``)."""
 
     name: str
+    scheme: str
+    """``s3``, ``gs`` or ``abs``: a pointer is served only by a store of its own scheme."""
 
     def holds_object(self, bucket: str, key: str) -> bool: ...
 
@@ -39,7 +41,7 @@ def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore
     for store in stores.values():
         if (
             isinstance(store, ObjectStore)
-            and getattr(store, "scheme", "s3") == pointer.scheme  # GCSStore "gs", AzureBlobStore "abs"
+            and store.scheme == pointer.scheme
             and store.holds_object(pointer.bucket, pointer.key)
         ):
             return store

@@ -101,6 +101,9 @@ class S3Store(S3Reads, S3Housekeeping, S3StoreJournal):
     before. ``journal_open_ms`` bounds how long one batch hands out ids.
     """
 
+    scheme = "s3"
+    """The scheme of the peers' pointers (bakdata's ``s3://``) this store can serve."""
+
     def __init__(
         self,
         client: Any,

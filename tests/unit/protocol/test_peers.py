@@ -161,8 +161,9 @@ def test_decompress_bounds_the_output() -> None:
 class _Objects:
     """An object store as the resolver sees one; counts requests to prove confinement makes none."""
 
-    def __init__(self, bucket: str, prefix: str, objects: dict[str, tuple[bytes, str]]) -> None:
+    def __init__(self, bucket: str, prefix: str, objects: dict[str, tuple[bytes, str]], scheme: str = "s3") -> None:
         self.name, self.bucket, self.prefix, self.objects, self.gets = "peer", bucket, prefix, objects, 0
+        self.scheme = scheme
 
     def holds_object(self, bucket: str, key: str) -> bool:
         return bucket == self.bucket and key.startswith(self.prefix)
@@ -227,8 +228,7 @@ def test_the_pipeline_hands_peer_records_out_to_resolve_and_reports_broken_ones(
 def test_bakdata_gs_and_abs_pointers_are_served_only_by_a_store_of_their_scheme() -> None:
     """A gs:// or abs:// pointer names a GCS bucket or an Azure container: an S3 store of the same bucket name
     and prefix must not serve it, and the error names the store to configure."""
-    gcs = _Objects("bucket-a", "allowed/", {"allowed/x": (b"from gcs", None)})
-    gcs.scheme = "gs"  # type: ignore[attr-defined]
+    gcs = _Objects("bucket-a", "allowed/", {"allowed/x": (b"from gcs", None)}, scheme="gs")
     s3 = _Objects("bucket-a", "allowed/", {"allowed/x": (b"from s3", None)})
     for uri, want in ((b"gs://bucket-a/allowed/x", b"from gcs"), (b"s3://bucket-a/allowed/x", b"from s3")):
         found = ALL.read(None, uri, [(BAKDATA_VALUE_HEADER, b"\x01")])
