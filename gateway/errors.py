@@ -158,3 +158,23 @@ class StoreNotConfiguredError(ConfigurationError, StoreError):
 
     Not retried: asking again cannot find a store that was never passed in.
     """
+
+
+class EncryptionError(GatewayError):
+    """Client-side payload encryption (``reference.encryption``) could not seal or open a payload."""
+
+
+class KeyUnavailableError(EncryptionError):
+    """The key provider has no key under the envelope's key id, or could not be asked (KMS refused or unreachable).
+
+    The payload stays in the store untouched; the record travels with the error, so a consumer that
+    is given the key later (a key ring restored, a KMS grant added) can read it again from the offset.
+    """
+
+
+class PayloadAuthenticationError(EncryptionError, PayloadIntegrityError):
+    """An encrypted payload failed AES-GCM authentication: tampered, truncated, swapped or moved to another record.
+
+    No byte of such a payload is ever returned. It is a :class:`PayloadIntegrityError` too, so code
+    that already handles a payload that does not match its envelope handles this one unchanged.
+    """

@@ -123,6 +123,14 @@ class Store(abc.ABC):
         """Writes sent ahead of their replies (``reference.write.window``); None: the store cannot pipeline."""
         return None
 
+    def locator_for(self, topic: str, message_id: uuid.UUID, size: int) -> str | None:
+        """The locator ``put`` will give a payload of ``size`` bytes; ``None``: the store cannot say before writing.
+
+        ``reference.encryption`` binds a sealed payload to its locator, so it is sealed before the
+        write for the locator the write will have: it needs a store that answers here.
+        """
+        return None
+
     def next_message_id(self, topic: str, now_ms: int) -> uuid.UUID:
         """The id of the next payload written for ``topic``; a store that journals ids ahead (S3) hands its own."""
         return uuid.uuid4()

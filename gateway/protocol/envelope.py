@@ -6,7 +6,8 @@ Layout of version 1 (every integer big-endian, 904 bytes at most)::
          0     6  magic            b"\\x1bGWREF"
          6     1  version          1
          7     1  flags            bits 0-1: how the store keeps the payload (0 as is, 1 zstd, 2 lz4,
-                                   3 gzip: ``reference.compression``); any other set bit is refused
+                                   3 gzip: ``reference.compression``); bit 2: encrypted (the block
+                                   below follows the locator); any other set bit is refused
          8     8  payload_size     u64, at most 2**53
         16     1  checksum_alg     1 = SHA-256, 2 = BLAKE3 (the algorithm fixes the digest length)
         17    32  checksum         the whole payload's digest by that algorithm
@@ -16,6 +17,24 @@ Layout of version 1 (every integer big-endian, 904 bytes at most)::
       66+n     2  locator_len      1..768
       68+n     m  locator          UTF-8, no control characters
     68+n+m     4  crc32            zlib.crc32 of every byte before it
+
+With flag bit 2 (``reference.encryption``, :mod:`gateway.protocol.encryption`) the locator is
+followed, before the CRC, by::
+
+         0     1  algorithm        1 = AES-256-GCM in segments
+         1     1  segment_log2     12..26 (segment size 2**k plaintext bytes)
+         2    12  nonce            base nonce; segment i uses nonce XOR (i << 8 | final)
+        14     1  key_id_len       1..255
+        15     k  key_id           printable ASCII: the key provider's id of the wrapping key
+      15+k     2  wrapped_len      1..512
+      17+k     w  wrapped_key      the data key, wrapped by the key provider
+
+and ``payload_size`` / ``checksum`` describe the *stored* (sealed) bytes, so every store-side check
+(size, S3's SHA-256) works on what the store holds and the envelope says nothing about the
+plaintext beyond its size. An encrypted envelope is at most 1 000 bytes (a KMS one with a 100-byte
+locator is about 450). A reader from before encryption refuses it by its flag, by name, rather than
+handing the ciphertext to the application; unencrypted envelopes are byte for byte what they were.
+Compression and encryption are not combined yet: an envelope with both is refused.
 
 The record also carries the header ``_gw.ref`` whose value is the version byte. The header is the
 primary marker (cheap, and invisible to code that only reads values); the magic and version in the
@@ -70,6 +89,7 @@ from dataclasses import dataclass
 import blake3
 
 from gateway.errors import EnvelopeFormatError, PayloadIntegrityError
+from gateway.protocol.encryption import Encryption, plaintext_size_of
 from gateway.protocol.payload_encoding import CODEC_IDS, CODECS_BY_ID, decode_payload
 
 ENVELOPE_HEADER = "_gw.ref"
@@ -99,6 +119,12 @@ _FIXED = struct.Struct(">6sBBQB32s16sB")  # magic .. store_len: 66 bytes
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _CRC_SIZE = _U32.size
+
+FLAG_ENCRYPTED = 0x04
+_KNOWN_FLAGS = _CODEC_MASK | FLAG_ENCRYPTED
+_CRYPTO_FIXED = struct.Struct(">BB12sB")  # algorithm, segment_log2, nonce, key_id_len
+MAX_ENCRYPTED_ENVELOPE_BYTES = 1000
+"""An encrypted envelope's bound, checked when it is built: realistic ones are 250 (key ring) to 450 (KMS) bytes."""
 
 MIN_ENVELOPE_BYTES = _FIXED.size + 1 + _U16.size + 1 + _CRC_SIZE
 MAX_ENVELOPE_BYTES = _FIXED.size + MAX_STORE_NAME + _U16.size + MAX_LOCATOR_BYTES + _CRC_SIZE
@@ -163,6 +189,8 @@ class Envelope:
     """How the store keeps the payload (:mod:`gateway.protocol.payload_encoding`); ``size`` and ``digest``
     are always those of the application's bytes. An older reader refuses a compressed envelope (unknown
     flags) rather than hand out compressed bytes."""
+    encryption: Encryption | None = None
+    """Set when the stored payload is sealed; ``size`` and ``digest`` then describe the sealed bytes."""
 
     def __post_init__(self) -> None:
         if self.version not in SUPPORTED_VERSIONS:
@@ -180,18 +208,54 @@ class Envelope:
             raise EnvelopeFormatError(f"message_id must be a uuid.UUID, got {type(self.message_id).__name__}")
         if self.compression is not None and self.compression not in CODEC_IDS:
             raise EnvelopeFormatError(f"unknown payload compression {self.compression!r}")
+        if self.encryption is not None:
+            self._check_encryption(self.encryption)
+
+    def _check_encryption(self, encryption: Encryption) -> None:
+        if not isinstance(encryption, Encryption):
+            raise EnvelopeFormatError(f"encryption must be an Encryption, got {type(encryption).__name__}")
+        if self.compression is not None:
+            raise EnvelopeFormatError("a payload both compressed and encrypted is not supported yet")
+        if plaintext_size_of(self.size, encryption.segment_log2) is None:
+            raise EnvelopeFormatError(
+                f"{self.size} bytes cannot be a sealed payload in 2**{encryption.segment_log2}-byte segments"
+            )
+        length = _encoded_length(self)
+        if length > MAX_ENCRYPTED_ENVELOPE_BYTES:
+            raise EnvelopeFormatError(
+                f"the encrypted envelope would have {length} bytes, at most {MAX_ENCRYPTED_ENVELOPE_BYTES}:"
+                " shorten the locator prefix or the key id"
+            )
+
+    @property
+    def payload_size(self) -> int:
+        """The application's payload size: ``size`` less the tags when the stored payload is sealed."""
+        if self.encryption is None:
+            return self.size
+        plaintext = plaintext_size_of(self.size, self.encryption.segment_log2)
+        assert plaintext is not None  # checked at construction
+        return plaintext
 
     @classmethod
     def for_payload(
-        cls, payload: Value, *, store: str, locator: str, message_id: uuid.UUID, checksum: int = DEFAULT_CHECKSUM
+        cls,
+        payload: Value,
+        *,
+        store: str,
+        locator: str,
+        message_id: uuid.UUID,
+        checksum: int = DEFAULT_CHECKSUM,
+        encryption: Encryption | None = None,
     ) -> Envelope:
-        """The envelope describing ``payload``: size and digest are computed here so they cannot disagree."""
-        return cls(store, locator, len(payload), digest_of(checksum, payload), message_id, VERSION, checksum)
+        """The envelope describing stored ``payload``: size and digest are computed here so they cannot disagree."""
+        return cls(
+            store, locator, len(payload), digest_of(checksum, payload), message_id, VERSION, checksum, None, encryption
+        )
 
     @property
     def stored_size(self) -> int | None:
         """The size to ask the store for: the payload's, or ``None`` when compressed (bounded by :meth:`open`)."""
-        return self.size if self.compression is None else None
+        return self.size if self.compression is None else None  # a sealed payload's size is the stored one
 
     def open(self, stored: bytes) -> bytes:
         """The application's payload from what the store returned: decoded (never past ``size``), then verified."""
@@ -221,8 +285,46 @@ def envelope_header(version: int = VERSION) -> tuple[str, bytes]:
     return ENVELOPE_HEADER, bytes((version,))
 
 
+def _encryption_block(encryption: Encryption) -> bytes:
+    key_id = encryption.key_id.encode("ascii")
+    return b"".join(
+        (
+            _CRYPTO_FIXED.pack(encryption.algorithm, encryption.segment_log2, encryption.nonce, len(key_id)),
+            key_id,
+            _U16.pack(len(encryption.wrapped_key)),
+            encryption.wrapped_key,
+        )
+    )
+
+
+def _encoded_length(env: Envelope) -> int:
+    crypto = 0 if env.encryption is None else len(_encryption_block(env.encryption))
+    return _FIXED.size + len(env.store) + _U16.size + len(env.locator.encode("utf-8")) + crypto + _CRC_SIZE
+
+
+def _decode_encryption(data: bytes, at: int, end: int) -> Encryption:
+    """The encryption block in ``data[at:end]``; its lengths are checked against ``end`` before use."""
+    if end - at < _CRYPTO_FIXED.size + 1 + _U16.size + 1:
+        raise EnvelopeFormatError("truncated envelope: the encryption block is too short")
+    algorithm, segment_log2, nonce, key_id_len = _CRYPTO_FIXED.unpack_from(data, at)
+    at += _CRYPTO_FIXED.size
+    if key_id_len == 0 or at + key_id_len + _U16.size > end:
+        raise EnvelopeFormatError(f"key id length {key_id_len} does not fit the envelope")
+    try:
+        key_id = data[at : at + key_id_len].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise EnvelopeFormatError("the key id is not ASCII") from exc
+    at += key_id_len
+    (wrapped_len,) = _U16.unpack_from(data, at)
+    at += _U16.size
+    if at + wrapped_len != end:
+        raise EnvelopeFormatError(f"wrapped key length {wrapped_len} does not match the envelope's length")
+    return Encryption(key_id, data[at:end], nonce, segment_log2, algorithm)
+
+
 def encode_envelope(env: Envelope) -> bytes:
-    """The record value for ``env``; always between :data:`MIN_ENVELOPE_BYTES` and :data:`MAX_ENVELOPE_BYTES`."""
+    """The record value for ``env``: between :data:`MIN_ENVELOPE_BYTES` and :data:`MAX_ENVELOPE_BYTES`
+    bytes, or at most :data:`MAX_ENCRYPTED_ENVELOPE_BYTES` when it is encrypted."""
     store = env.store.encode("ascii")
     locator = _validate_locator(env.locator)
     body = b"".join(
@@ -230,7 +332,7 @@ def encode_envelope(env: Envelope) -> bytes:
             _FIXED.pack(
                 MAGIC,
                 env.version,
-                CODEC_IDS.get(env.compression or "", 0),
+                CODEC_IDS.get(env.compression or "", 0) | (0 if env.encryption is None else FLAG_ENCRYPTED),
                 env.size,
                 env.checksum,
                 env.digest,
@@ -240,6 +342,7 @@ def encode_envelope(env: Envelope) -> bytes:
             store,
             _U16.pack(len(locator)),
             locator,
+            b"" if env.encryption is None else _encryption_block(env.encryption),
         )
     )
     return body + _U32.pack(zlib.crc32(body))
@@ -283,8 +386,9 @@ def decode_envelope(value: Value | None) -> Envelope:
         raise EnvelopeFormatError("envelope value is missing (null record value)")
     if not looks_like_envelope(value):
         raise EnvelopeFormatError(f"not an envelope: value does not start with the magic {MAGIC!r}")
-    if len(value) > MAX_ENVELOPE_BYTES:  # before copying: a hostile value may be large
-        raise EnvelopeFormatError(f"envelope has {len(value)} bytes, at most {MAX_ENVELOPE_BYTES} are possible")
+    limit = MAX_ENCRYPTED_ENVELOPE_BYTES if len(value) > 7 and value[7] & FLAG_ENCRYPTED else MAX_ENVELOPE_BYTES
+    if len(value) > limit:  # before copying: a hostile value may be large
+        raise EnvelopeFormatError(f"envelope has {len(value)} bytes, at most {limit} are possible")
     data = value if isinstance(value, bytes) else bytes(value)
     if len(data) < len(MAGIC) + 1:
         raise EnvelopeFormatError("truncated envelope: no version byte")
@@ -301,16 +405,18 @@ def decode_envelope(value: Value | None) -> Envelope:
     if len(data) < locator_at:
         raise EnvelopeFormatError(f"truncated envelope: {len(data)} bytes, the store name ends at {locator_at}")
     (locator_len,) = _U16.unpack_from(data, locator_at - _U16.size)
-    expected = locator_at + locator_len + _CRC_SIZE
+    locator_end = locator_at + locator_len
+    expected = locator_end + _CRC_SIZE
     if len(data) < expected:
         raise EnvelopeFormatError(f"truncated envelope: {len(data)} bytes, the layout needs {expected}")
-    if len(data) > expected:
+    encrypted = flags & FLAG_ENCRYPTED
+    if len(data) > expected and not encrypted:
         raise EnvelopeFormatError(f"envelope has {len(data) - expected} trailing bytes after the CRC")
-    (crc,) = _U32.unpack_from(data, expected - _CRC_SIZE)
-    if zlib.crc32(memoryview(data)[: expected - _CRC_SIZE]) != crc:
+    (crc,) = _U32.unpack_from(data, len(data) - _CRC_SIZE)
+    if zlib.crc32(memoryview(data)[: len(data) - _CRC_SIZE]) != crc:
         raise EnvelopeFormatError("envelope CRC-32 mismatch: the value was corrupted")
-    if flags & ~_CODEC_MASK:
-        raise EnvelopeFormatError(f"envelope sets unknown flags 0x{flags:02x}")
+    if flags & ~_KNOWN_FLAGS:
+        raise EnvelopeFormatError(f"envelope sets unknown flags 0x{flags & ~_KNOWN_FLAGS:02x}")
     if algorithm not in _DIGEST_SIZES:
         raise EnvelopeFormatError(f"unknown checksum algorithm {algorithm}")
     if size > MAX_PAYLOAD_SIZE:
@@ -321,11 +427,12 @@ def decode_envelope(value: Value | None) -> Envelope:
         raise EnvelopeFormatError(f"locator length {locator_len} is outside 1..{MAX_LOCATOR_BYTES}")
     try:
         store = data[_FIXED.size : _FIXED.size + store_len].decode("ascii")
-        locator = data[locator_at : locator_at + locator_len].decode("utf-8")
+        locator = data[locator_at:locator_end].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EnvelopeFormatError(f"envelope text field is not valid: {exc.reason}") from exc
     compression = CODECS_BY_ID.get(flags & _CODEC_MASK)
-    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version, algorithm, compression)
+    encryption = _decode_encryption(data, locator_end, len(data) - _CRC_SIZE) if encrypted else None
+    return Envelope(store, locator, size, digest, uuid.UUID(bytes=raw_id), version, algorithm, compression, encryption)
 
 
 __all__ = [
@@ -334,7 +441,9 @@ __all__ = [
     "CHECKSUM_SHA256",
     "DEFAULT_CHECKSUM",
     "ENVELOPE_HEADER",
+    "FLAG_ENCRYPTED",
     "MAGIC",
+    "MAX_ENCRYPTED_ENVELOPE_BYTES",
     "MAX_ENVELOPE_BYTES",
     "MAX_LOCATOR_BYTES",
     "MAX_PAYLOAD_SIZE",

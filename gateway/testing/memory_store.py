@@ -38,6 +38,9 @@ class MemoryStore(Store):
     fail_clear: Exception | None = None
     calls: list[str] = field(default_factory=list)
 
+    def locator_for(self, topic: str, message_id: uuid.UUID, size: int) -> str:
+        return f"{topic}/{message_id}"
+
     def put(
         self,
         topic: str,

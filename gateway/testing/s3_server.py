@@ -60,7 +60,14 @@ class S3Server(LocalServer):
         return self._endpoint_url
 
     def client(self, **config: Any) -> Any:
-        """A boto3 S3 client with path-style addressing, which emulators need (no wildcard DNS here).
+        return self.service_client("s3", **config)
+
+    def kms_client(self) -> Any:
+        """A boto3 KMS client on the same endpoint: moto's server answers every AWS service it emulates."""
+        return self.service_client("kms")
+
+    def service_client(self, service: str, **config: Any) -> Any:
+        """A boto3 client of ``service``; for S3 with path-style addressing, which emulators need (no wildcard DNS).
 
         Against moto it uses dummy keys explicitly, so real credentials in the environment are never
         sent to it, nor could a test touch a real account by accident.
@@ -78,7 +85,7 @@ class S3Server(LocalServer):
         if not self._external:
             kwargs["aws_access_key_id"] = self._DUMMY_KEY
             kwargs["aws_secret_access_key"] = self._DUMMY_KEY
-        return boto3.client("s3", **kwargs)
+        return boto3.client(service, **kwargs)
 
     def create_bucket(self, name: str) -> str:
         params: dict[str, Any] = {"Bucket": name}

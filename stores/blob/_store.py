@@ -122,7 +122,8 @@ class BlobStore(BlobReads, BlobJournal):
     def key_for(self, topic: str, message_id: uuid.UUID) -> str:
         return f"{self.prefix}{validate_topic(topic)}/{validate_message_id(message_id)}"
 
-    def locator_for(self, topic: str, message_id: uuid.UUID) -> str:
+    def locator_for(self, topic: str, message_id: uuid.UUID, size: int = 0) -> str:
+        """The object's locator; its size does not change it."""
         return f"{self.scheme}://{self.bucket}/{self.key_for(topic, message_id)}"
 
     def validate_locator(self, locator: str) -> BlobLocator:

@@ -181,7 +181,8 @@ class S3Store(S3Reads, S3Housekeeping, S3StoreJournal):
     def key_for(self, topic: str, message_id: uuid.UUID) -> str:
         return f"{self.prefix}{validate_topic(topic)}/{validate_message_id(message_id)}"
 
-    def locator_for(self, topic: str, message_id: uuid.UUID) -> str:
+    def locator_for(self, topic: str, message_id: uuid.UUID, size: int = 0) -> str:
+        """The object's locator; its size does not change it."""
         return f"s3://{self.bucket}/{self.key_for(topic, message_id)}"
 
     def marker_key(self, parsed: S3Locator) -> str:

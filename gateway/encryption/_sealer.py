@@ -1,0 +1,59 @@
+"""Seal a payload for its record before the store write, and open it after the read: the two calls the routes make."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from gateway.encryption._provider import KeyProvider
+from gateway.errors import EncryptionError, PayloadAuthenticationError
+from gateway.protocol.encryption import (
+    DEFAULT_SEGMENT_LOG2,
+    NONCE_BYTES,
+    Binding,
+    Encryption,
+    PayloadCipher,
+    Value,
+    plaintext_size_of,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """A sealed payload (what the store writes) and what its envelope must say about it."""
+
+    payload: bytearray
+    encryption: Encryption
+
+
+def seal(
+    provider: KeyProvider, binding: Binding, plaintext: Value, *, segment_log2: int = DEFAULT_SEGMENT_LOG2
+) -> Sealed:
+    """Seal ``plaintext`` under a fresh data key for the record ``binding`` names.
+
+    ``binding.locator`` must be the locator the store will give the sealed payload: the writer asks
+    the store for it first (``Store.locator_for``), since the store writes only what is sealed.
+    """
+    data_key = provider.new_data_key(binding.key_context())
+    encryption = Encryption(data_key.key_id, data_key.wrapped, secrets.token_bytes(NONCE_BYTES), segment_log2)
+    size = memoryview(plaintext).nbytes
+    return Sealed(PayloadCipher(data_key.plaintext, encryption, binding, size).seal(plaintext), encryption)
+
+
+def open_sealed(provider: KeyProvider, encryption: Encryption, binding: Binding, stored: Value) -> bytearray:
+    """The plaintext of ``stored``, or a typed error before any byte of it is returned.
+
+    :class:`~gateway.errors.KeyUnavailableError` when the provider lacks the key;
+    :class:`~gateway.errors.PayloadAuthenticationError` when the payload or its wrapped key is not
+    the one sealed for ``binding``.
+    """
+    stored_size = memoryview(stored).nbytes
+    plaintext_size = plaintext_size_of(stored_size, encryption.segment_log2)
+    if plaintext_size is None:
+        raise PayloadAuthenticationError(
+            f"encrypted payload at {binding.locator!r} has {stored_size} bytes, which no sealed payload has: truncated"
+        )
+    data_key = provider.unwrap(encryption.key_id, encryption.wrapped_key, binding.key_context())
+    if len(data_key) != 32:
+        raise EncryptionError(f"the key provider unwrapped a {len(data_key)}-byte data key, not 32")
+    return PayloadCipher(data_key, encryption, binding, plaintext_size).open(stored)
