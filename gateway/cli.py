@@ -17,12 +17,14 @@ from gateway.command import (
     Command,
     OneLineParser,
     check_bucket,
+    client_settings,
     exit_status_text,
     fail,
     kafka_logger,
     probe_kafka,
     run,
 )
+from gateway.config import mask_url
 
 #: What ``gateway gc`` returns (4 is :data:`gateway.gc.sweeper.EXIT_INCOMPLETE`).
 GC_EXIT_STATUSES = {
@@ -68,13 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a write may stay pending before it counts as orphaned (default 3600)",
     )
     gc.add_argument("--bootstrap", help="Kafka bootstrap servers: the topics are read to prove absence")
-    gc.add_argument(
-        "--kafka-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)",
-    )
+    _credential_args(gc)
     gc.add_argument(
         "--scan-timeout",
         type=float,
@@ -118,13 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reconcile.add_argument("--delete", action="store_true", help="delete the orphans found")
     reconcile.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[2])")
-    reconcile.add_argument(
-        "--kafka-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable)",
-    )
+    _credential_args(reconcile)
     for name, command in _commands().items():
         command.add_to(sub, name)
     return parser
@@ -195,6 +185,49 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-name", default="s3", help="label of the S3 store in the report (default s3)")
 
 
+def _credential_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra confluent-kafka client setting, e.g. security.protocol=SSL (repeatable); "
+        "put secrets in --command-config or the environment, not here",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="properties file (as Kafka's tools take): confluent-kafka settings such as sasl.password, and "
+        "store credentials redis.url, redis.username, redis.password, s3.access.key, s3.secret.key. "
+        "Also read from the environment: GATEWAY_KAFKA_SASL_PASSWORD, GATEWAY_REDIS_PASSWORD, ...",
+    )
+
+
+def _settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """Kafka settings and store credentials from env, file and argv; ``--redis-url`` may come from them too."""
+    kafka, stores = client_settings(args.command_config, _kafka_options(args.kafka_option))
+    if not args.redis_url and stores.get("redis.url"):
+        args.redis_url = stores["redis.url"]
+    return kafka, stores
+
+
+def _redis_kwargs(stores: dict[str, str]) -> dict[str, str]:
+    return {name: stores[f"redis.{name}"] for name in ("username", "password") if stores.get(f"redis.{name}")}
+
+
+def _with_credentials(url: str, kwargs: dict[str, str]) -> str:
+    """``url`` with the user and password of ``kwargs`` in it, for the Spark options (which take one URL)."""
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    if not kwargs.get("password"):
+        return url
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        return url  # the URL's own credentials win, as redis-py's from_url lets them
+    userinfo = f"{quote(kwargs.get('username', ''), safe='')}:{quote(kwargs['password'], safe='')}@"
+    return urlunsplit((parts.scheme, userinfo + parts.netloc, parts.path, parts.query, parts.fragment))
+
+
 def _kafka_options(items: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -212,16 +245,24 @@ def _check_store_args(args: argparse.Namespace) -> None:
     if args.grace < 0:
         fail(f"--grace must be at least 0 seconds, got {args.grace:g}", EXIT_USAGE)
     if args.redis_url and not args.redis_url.startswith(("redis://", "rediss://", "unix://")):
-        fail(f"--redis-url must start with redis://, rediss:// or unix://, got {args.redis_url!r}", EXIT_USAGE)
+        fail(
+            f"--redis-url must start with redis://, rediss:// or unix://, got {mask_url(args.redis_url)!r}", EXIT_USAGE
+        )
     if args.redis_url and args.s3_bucket and args.redis_name == args.s3_name:
         fail("--redis-name and --s3-name must differ", EXIT_USAGE)
 
 
-def _s3_client(args: argparse.Namespace) -> Any:
-    """A boto3 client for the store's bucket, after checking the bucket exists (one line if not)."""
+def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
+    """A boto3 client for the store's bucket, after checking the bucket exists (one line if not).
+
+    Credentials: ``s3.access.key`` / ``s3.secret.key`` from ``--command-config`` or the environment,
+    else boto3's own chain (``AWS_*`` variables, profiles, instance roles).
+    """
     import boto3
 
     kwargs = {k: v for k, v in (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region)) if v}
+    if stores.get("s3.access.key") and stores.get("s3.secret.key"):
+        kwargs.update(aws_access_key_id=stores["s3.access.key"], aws_secret_access_key=stores["s3.secret.key"])
     client = boto3.client("s3", **kwargs)
     check_bucket(client, args.s3_bucket, args.s3_endpoint or "AWS")
     return client
@@ -231,6 +272,7 @@ def _gc(args: argparse.Namespace) -> int:
     from gateway.gc.sweeper import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
     from stores import RedisStore, S3Store
 
+    options, credentials = _settings(args)
     _check_store_args(args)
     if args.scan_timeout < 0:
         fail(f"--scan-timeout must be at least 0 seconds, got {args.scan_timeout:g}", EXIT_USAGE)
@@ -240,7 +282,6 @@ def _gc(args: argparse.Namespace) -> int:
             "--no-verify deletes on the pending mark alone",
             EXIT_USAGE,
         )
-    options = _kafka_options(args.kafka_option)
     if args.bootstrap:
         probe_kafka(args.bootstrap, options)
     stores: dict[str, object] = {}
@@ -248,10 +289,13 @@ def _gc(args: argparse.Namespace) -> int:
         from stores import redis_client_from_url
 
         stores[args.redis_name] = RedisStore(
-            redis_client_from_url(args.redis_url), prefix=args.redis_prefix, name=args.redis_name, close_client=True
+            redis_client_from_url(args.redis_url, **_redis_kwargs(credentials)),
+            prefix=args.redis_prefix,
+            name=args.redis_name,
+            close_client=True,
         )
     if args.s3_bucket:
-        client = _s3_client(args)
+        client = _s3_client(args, credentials)
         stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
     verifier = (
         kafka_verifier(
@@ -290,21 +334,23 @@ def _gc_lines(report: Any) -> list[str]:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
+    extra, credentials = _settings(args)
     _check_store_args(args)
-    extra = _kafka_options(args.kafka_option)
     probe_kafka(args.bootstrap, extra)
     if args.s3_bucket:
-        _s3_client(args)
+        _s3_client(args, credentials)
     options = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": ",".join(args.topic)}
     options.update({f"kafka.{key}": value for key, value in extra.items()})
     if args.redis_url:
-        options.update({"redis.url": args.redis_url, "redis.prefix": args.redis_prefix, "redis.name": args.redis_name})
+        url = _with_credentials(args.redis_url, _redis_kwargs(credentials))
+        options.update({"redis.url": url, "redis.prefix": args.redis_prefix, "redis.name": args.redis_name})
     if args.s3_bucket:
         options.update({"s3.bucket": args.s3_bucket, "s3.prefix": args.s3_prefix, "s3.name": args.s3_name})
         if args.s3_endpoint:
             options["s3.endpoint"] = args.s3_endpoint
         if args.s3_region:
             options["s3.region"] = args.s3_region
+        options.update({key: credentials[key] for key in ("s3.access.key", "s3.secret.key") if key in credentials})
     from pyspark.sql import SparkSession
 
     from gateway.spark import local_session, reconcile

@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn, Protocol
@@ -132,6 +132,60 @@ def check_bucket(client: Any, bucket: str, where: str) -> None:
         fail(f"S3 bucket {bucket!r} at {where}: {status or exc}")
     except BotoCoreError as exc:
         fail(f"cannot reach S3 at {where} for bucket {bucket!r}: {exc}", EXIT_UNREACHABLE)
+
+
+STORE_SETTINGS = ("redis.url", "redis.username", "redis.password", "s3.access.key", "s3.secret.key")
+"""Store credentials a ``--command-config`` file or the environment may hold; every other key is a Kafka setting."""
+
+ENV_PREFIX = "GATEWAY_"
+"""``GATEWAY_KAFKA_SASL_PASSWORD`` is ``sasl.password``; ``GATEWAY_REDIS_PASSWORD`` is ``redis.password``."""
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file as Kafka's tools read ``--command-config``: ``key=value`` or ``key: value``
+    lines, ``#`` and ``!`` comments. A file other users can read is used with a warning."""
+    try:
+        mode = os.stat(path).st_mode
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        fail(f"cannot read --command-config {path!r}: {exc.strerror or type(exc).__name__}", EXIT_USAGE)
+    if mode & 0o077:
+        logging.getLogger("gateway.command").warning(
+            "--command-config %s can be read by other users (mode %o); it holds credentials", path, mode & 0o777
+        )
+    out: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        cut = min((i for i in (text.find("="), text.find(":")) if i > 0), default=-1)
+        if cut < 0:
+            fail(f"--command-config {path!r} line {number}: expected key=value", EXIT_USAGE)
+        out[text[:cut].strip()] = text[cut + 1 :].strip()
+    return out
+
+
+def client_settings(
+    command_config: str | None, argv_options: dict[str, str], environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Kafka client settings and store credentials, from the environment, then the file, then argv (later wins).
+
+    Secrets belong in the file or the environment: a command line is visible to every user of the
+    machine (``ps``, ``/proc/<pid>/cmdline``).
+    """
+    env = os.environ if environ is None else environ
+    merged: dict[str, str] = {}
+    for name, value in env.items():
+        if name.startswith(ENV_PREFIX + "KAFKA_"):
+            merged[name[len(ENV_PREFIX) + 6 :].lower().replace("_", ".")] = value
+        elif name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX) :].lower().replace("_", ".") in STORE_SETTINGS:
+            merged[name[len(ENV_PREFIX) :].lower().replace("_", ".")] = value
+    if command_config:
+        merged.update(read_properties(command_config))
+    merged.update(argv_options)
+    stores = {key: merged.pop(key) for key in STORE_SETTINGS if key in merged}
+    return merged, stores
 
 
 def run(prog: str, action: Callable[[], int]) -> int:

@@ -6,7 +6,7 @@ The wrappers pop the keys they own and pass the rest to librdkafka untouched, th
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 DEFAULT_MAX_MESSAGE_BYTES = 32_000_000
@@ -64,3 +64,64 @@ def peek_int(conf: MutableMapping[str, Any], key: str, default: int) -> int:
         return int(value)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{key} must be an integer, got {value!r}") from exc
+
+
+SECRET_KEY_PARTS = ("password", "secret", "token", "credential", "private.key", "key.pem", "sasl.jaas.config")
+"""Config keys whose values are secrets wherever they are shown: librdkafka's ``sasl.password``,
+``ssl.key.password``, ``ssl.keystore.password``, ``sasl.oauthbearer.client.secret``,
+``ssl.key.pem``, AWS's ``secret.access.key`` and ``session.token``, and the like."""
+
+MASK = "***"
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a configuration key names a secret (case-insensitive, ``_`` read as ``.``)."""
+    name = key.lower().replace("_", ".")
+    return any(part in name for part in SECRET_KEY_PARTS)
+
+
+def mask_url(url: object) -> str:
+    """``url`` with its password (and any ``password=`` / ``token=`` query value) replaced by ``***``.
+
+    For every URL that reaches an error, a log line or a ``repr``: ``redis://user:pw@host`` becomes
+    ``redis://user:***@host``. Not a URL, or not parseable: shown with everything after a ``:``
+    up to the ``@`` masked, which is the only part of a DSN that can hold a password.
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    text = str(url)
+    try:
+        parts = urlsplit(text)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            user, colon, _ = userinfo.partition(":")
+            netloc = f"{user}{colon and ':' + MASK}@{host}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            query = urlencode([(k, MASK if is_secret_key(k) else v) for k, v in pairs], safe="*")
+        if "://" not in text:
+            return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        tail = (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+        return f"{parts.scheme}://{netloc}{parts.path}{tail}"
+    except ValueError:
+        head, at, tail = text.rpartition("@")
+        if not at:
+            return text
+        scheme, sep, rest = head.partition("://")
+        user = rest.partition(":")[0] if sep else ""
+        return f"{scheme}{sep}{user}:{MASK}@{tail}"
+
+
+def redact_config(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a client configuration fit for a log line or a ``repr``: secret values and URL passwords masked."""
+    out: dict[str, Any] = {}
+    for key, value in conf.items():
+        if is_secret_key(str(key)):
+            out[key] = MASK
+        elif isinstance(value, str) and "://" in value and "@" in value:
+            out[key] = mask_url(value)
+        else:
+            out[key] = value
+    return out

@@ -43,8 +43,18 @@ class RedisServer(LocalServer):
     off: a restart comes back empty, which is what a crashed cache looks like.
     """
 
-    def __init__(self, url: str | None = None, *, from_env: bool = True, start_timeout: float = 15.0) -> None:
-        env_url = os.environ.get("REDIS_URL") if from_env else None
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        from_env: bool = True,
+        start_timeout: float = 15.0,
+        password: str | None = None,
+    ) -> None:
+        """``password`` makes the server require it (``requirepass``, from a config file only its owner reads,
+        never the command line); :attr:`url` then carries it, as a client needs it."""
+        env_url = os.environ.get("REDIS_URL") if from_env and password is None else None
+        self.password = password
         self._external_url: str | None = url or env_url or None
         self.start_timeout = start_timeout
         self._proc: ServerProcess | None = None
@@ -62,6 +72,10 @@ class RedisServer(LocalServer):
             return self._external_url
         if self._port is None:
             raise RuntimeError("RedisServer has not been started")
+        if self.password is not None:
+            from urllib.parse import quote
+
+            return f"redis://:{quote(self.password, safe='')}@{LOOPBACK}:{self._port}/0"
         return f"redis://{LOOPBACK}:{self._port}/0"
 
     @property
@@ -110,8 +124,14 @@ class RedisServer(LocalServer):
 
     def _launch(self, port: int) -> ServerProcess:
         assert self._binary is not None and self._workdir is not None
+        config: list[str] = []
+        if self.password is not None:
+            conf = self._workdir / "redis.conf"
+            conf.touch(mode=0o600)
+            conf.write_text(f'requirepass "{self.password}"\n', encoding="utf-8")
+            config = [str(conf)]
         argv = [
-            self._binary, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
+            self._binary, *config, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
             "--dir", str(self._workdir), "--daemonize", "no",
         ]  # fmt: skip
         return ServerProcess("redis-server", argv, self._workdir)
@@ -119,7 +139,9 @@ class RedisServer(LocalServer):
     def _await_ready(self, proc: ServerProcess, port: int) -> None:
         import redis as redis_mod
 
-        probe = redis_mod.Redis(host=LOOPBACK, port=port, socket_connect_timeout=0.5, socket_timeout=1)
+        probe = redis_mod.Redis(
+            host=LOOPBACK, port=port, password=self.password, socket_connect_timeout=0.5, socket_timeout=1
+        )
 
         def pings() -> bool:
             try:

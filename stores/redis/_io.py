@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import redis
 from redis import exceptions as rex
 
+from gateway.config import mask_url
 from gateway.core.buffers import BytesBuilder
 from gateway.errors import StoreError, StoreUnavailableError
 from stores.base import StoreMetrics
@@ -70,7 +71,7 @@ def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster
     try:
         cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
     except rex.RedisError as exc:
-        raise StoreUnavailableError(f"Redis at {url!r} does not answer: {exc}") from exc
+        raise StoreUnavailableError(f"Redis at {mask_url(url)!r} does not answer: {exc}") from exc
     finally:
         probe.close()
     if not cluster:
