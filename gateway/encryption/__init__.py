@@ -10,6 +10,7 @@ describes the threat model and the format.
 from gateway.encryption._keyring import LocalKeyRing
 from gateway.encryption._kms import KmsKeyProvider
 from gateway.encryption._provider import DataKey, KeyProvider, canonical_context
+from gateway.encryption._reference import ReferenceEncryption, SealedWrite
 from gateway.encryption._sealer import Sealed, open_sealed, seal
 from gateway.protocol.encryption import ALGORITHMS_BY_NAME, Binding, Encryption
 
@@ -21,7 +22,9 @@ __all__ = [
     "KeyProvider",
     "KmsKeyProvider",
     "LocalKeyRing",
+    "ReferenceEncryption",
     "Sealed",
+    "SealedWrite",
     "canonical_context",
     "open_sealed",
     "seal",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from gateway.core.buffers import BytesBuilder
 from gateway.encryption._provider import KeyProvider
 from gateway.errors import EncryptionError, PayloadAuthenticationError
 from gateway.protocol.encryption import (
@@ -40,8 +41,9 @@ def seal(
     return Sealed(PayloadCipher(data_key.plaintext, encryption, binding, size).seal(plaintext), encryption)
 
 
-def open_sealed(provider: KeyProvider, encryption: Encryption, binding: Binding, stored: Value) -> bytearray:
-    """The plaintext of ``stored``, or a typed error before any byte of it is returned.
+def open_sealed(provider: KeyProvider, encryption: Encryption, binding: Binding, stored: Value) -> bytes:
+    """The plaintext of ``stored`` as one ``bytes`` written once (no copy after decryption), or a typed
+    error before any byte of it is returned.
 
     :class:`~gateway.errors.KeyUnavailableError` when the provider lacks the key;
     :class:`~gateway.errors.PayloadAuthenticationError` when the payload or its wrapped key is not
@@ -56,4 +58,6 @@ def open_sealed(provider: KeyProvider, encryption: Encryption, binding: Binding,
     data_key = provider.unwrap(encryption.key_id, encryption.wrapped_key, binding.key_context())
     if len(data_key) != 32:
         raise EncryptionError(f"the key provider unwrapped a {len(data_key)}-byte data key, not 32")
-    return PayloadCipher(data_key, encryption, binding, plaintext_size).open(stored)
+    builder = BytesBuilder(plaintext_size)
+    PayloadCipher(data_key, encryption, binding, plaintext_size).open_into(stored, builder.fill)
+    return builder.build()

@@ -31,7 +31,9 @@ from __future__ import annotations
 import re
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gateway.errors import ConfigurationError, EncryptionError, EnvelopeFormatError, PayloadAuthenticationError
@@ -248,6 +250,26 @@ class PayloadCipher:
 
     def open(self, sealed: Value) -> bytearray:
         """The whole plaintext, or :class:`PayloadAuthenticationError` before any of it is returned."""
+        out = bytearray(self.plaintext_size)
+        target = memoryview(out)
+        position = 0
+
+        def into(size: int, write: Callable[[memoryview], None]) -> None:
+            nonlocal position
+            write(target[position : position + size])
+            position += size
+
+        self.open_into(sealed, into)
+        return out
+
+    def open_into(self, sealed: Value, fill: Callable[[int, Callable[[memoryview], None]], None]) -> None:
+        """Open every segment in order into the next bytes of a caller's buffer.
+
+        ``fill(n, write)`` lets ``write`` fill the buffer's next ``n`` bytes in place, as
+        ``BytesBuilder.fill`` does, so the plaintext is written once, straight into the ``bytes`` the
+        application gets. A segment that fails raises before the buffer is complete, and a caller
+        hands out a buffer only when complete.
+        """
         source = memoryview(sealed).cast("B")
         expected = sealed_size(self.plaintext_size, self.encryption.segment_log2)
         if len(source) != expected:
@@ -255,13 +277,11 @@ class PayloadCipher:
                 f"encrypted payload at {self.locator!r} has {len(source)} bytes, its envelope needs {expected}:"
                 " truncated or extended"
             )
-        out = bytearray(self.plaintext_size)
-        target = memoryview(out)
         for index in range(self.segments):
             start, end = self.segment_range(index)
             at = start + TAG_BYTES * index
-            self.open_segment(index, source[at : at + end - start + TAG_BYTES], target[start:end])
-        return out
+            segment = source[at : at + end - start + TAG_BYTES]
+            fill(end - start, partial(self.open_segment, index, segment))
 
 
 __all__ = [

@@ -1,0 +1,116 @@
+"""``reference.encryption``: the one object the reference writer and the consumer's resolver ask to seal and open.
+
+The producer makes one from its configuration and ``key_provider=``; the writer calls :meth:`seal`
+before the store write, and the consumer's resolver calls :meth:`open` after the size and digest
+check. Both are a single call at one place, and everything else (key, nonce, binding) is decided
+here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.encryption._provider import KeyProvider
+from gateway.encryption._sealer import open_sealed, seal
+from gateway.errors import ConfigurationError, KeyUnavailableError
+from gateway.protocol.encryption import ALGORITHMS_BY_NAME, DEFAULT_SEGMENT_LOG2, Binding, Encryption, sealed_size
+from gateway.protocol.envelope import Envelope
+from gateway.store import Store, locator_topic
+
+ENCRYPTION_KEY = "reference.encryption"
+NONE = "none"
+CHOICES = (NONE, *ALGORITHMS_BY_NAME)
+
+
+@dataclass(frozen=True, slots=True)
+class SealedWrite:
+    """What the writer stores (``payload``) and what the envelope must carry (``encryption``) for a sealed payload."""
+
+    payload: bytearray
+    encryption: Encryption
+    locator: str
+    """The locator the store must give it (the sealed bytes are bound to it)."""
+
+
+class ReferenceEncryption:
+    """Seals payloads before the store write (when enabled) and opens sealed payloads after the read.
+
+    A consumer with a key provider reads both sealed and clear envelopes (a topic that turned
+    encryption on keeps its older records); one without reports a sealed envelope as
+    :class:`~gateway.errors.KeyUnavailableError` with its record.
+    """
+
+    __slots__ = ("enabled", "provider", "segment_log2")
+
+    def __init__(
+        self, provider: KeyProvider | None, *, enabled: bool = False, segment_log2: int = DEFAULT_SEGMENT_LOG2
+    ) -> None:
+        if provider is not None and not isinstance(provider, KeyProvider):
+            raise TypeError(f"key_provider must be a gateway.encryption.KeyProvider, got {type(provider).__name__}")
+        if enabled and provider is None:
+            raise ConfigurationError(
+                f"{ENCRYPTION_KEY}=aes256-gcm needs key_provider= (a LocalKeyRing, KmsKeyProvider)"
+            )
+        self.provider = provider
+        self.enabled = enabled
+        self.segment_log2 = segment_log2
+
+    def __repr__(self) -> str:
+        return f"ReferenceEncryption(enabled={self.enabled}, provider={self.provider!r})"
+
+    @classmethod
+    def from_config(cls, conf: MutableMapping[str, Any], provider: KeyProvider | None) -> ReferenceEncryption:
+        """Pop ``reference.encryption`` (``none`` or ``aes256-gcm``) from a producer's configuration."""
+        value = str(conf.pop(ENCRYPTION_KEY, NONE)).strip().lower()
+        if value not in CHOICES:
+            raise ConfigurationError(f"{ENCRYPTION_KEY} must be one of {', '.join(CHOICES)}, got {value!r}")
+        return cls(provider, enabled=value != NONE)
+
+    def check_stores(self, stores: Mapping[str, Store]) -> None:
+        """Refuse, at construction, a store sealed payloads cannot be bound to (it cannot tell its locator first)."""
+        if not self.enabled:
+            return
+        probe = uuid.UUID(int=0)
+        for name, store in stores.items():
+            if store.locator_for("gateway-probe", probe, 0) is None:
+                raise ConfigurationError(
+                    f"store {name!r} cannot say a payload's locator before writing it (Store.locator_for), which"
+                    f" {ENCRYPTION_KEY} binds the ciphertext to"
+                )
+
+    def seal(self, store: Store, topic: str, message_id: uuid.UUID, payload: Any) -> SealedWrite | None:
+        """The sealed payload for ``store``'s write of ``payload`` for ``topic``, or ``None`` when disabled."""
+        if not self.enabled:
+            return None
+        assert self.provider is not None  # checked at construction
+        locator = store.locator_for(topic, message_id, sealed_size(memoryview(payload).nbytes, self.segment_log2))
+        if locator is None:
+            raise ConfigurationError(f"store {store.name!r} cannot say the locator of a payload before writing it")
+        binding = Binding(topic, message_id, store.name, locator)
+        sealed = seal(self.provider, binding, payload, segment_log2=self.segment_log2)
+        return SealedWrite(sealed.payload, sealed.encryption, locator)
+
+    def open(self, envelope: Envelope, store: Store, stored: bytes) -> bytes:
+        """The application's payload: ``stored`` itself for a clear envelope, else its plaintext or a typed error.
+
+        The binding's topic is the one the locator names (the topic the payload was written for;
+        the consumer has already checked the record's topic against it, renames included).
+        """
+        encryption = envelope.encryption
+        if encryption is None:
+            return stored
+        if self.provider is None:
+            raise KeyUnavailableError(
+                f"the payload at {envelope.locator!r} is encrypted under key {encryption.key_id!r}, and this"
+                " consumer has no key_provider"
+            )
+        topic = locator_topic(store, envelope.locator)
+        if topic is None:
+            raise ConfigurationError(
+                f"store {envelope.store!r} names no topic in its locators: cannot open a sealed payload"
+            )
+        binding = Binding(topic, envelope.message_id, envelope.store, envelope.locator)
+        return open_sealed(self.provider, encryption, binding, stored)
