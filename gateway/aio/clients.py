@@ -12,6 +12,7 @@ from confluent_kafka import KafkaException, Message
 
 from gateway.consumer import HybridConsumer
 from gateway.consumer.handoff import Loan
+from gateway.encryption import KeyProvider
 from gateway.policy import Policy
 from gateway.producer import HybridProducer
 from gateway.store import Store
@@ -80,6 +81,7 @@ class AIOHybridProducer(_Driven):
         executor: Executor | None = None,
         batch_size: int = 1000,
         buffer_timeout: float = 1.0,
+        key_provider: KeyProvider | None = None,
     ) -> None:
         if max_workers < 1 or batch_size < 1 or buffer_timeout < 0:
             raise ValueError(
@@ -87,7 +89,9 @@ class AIOHybridProducer(_Driven):
                 f"{batch_size} and {buffer_timeout}"
             )
         super().__init__(executor, "gateway-aio-producer")
-        self._client: HybridProducer = HybridProducer(producer_conf, policy=policy, stores=stores)
+        self._client: HybridProducer = HybridProducer(
+            producer_conf, policy=policy, stores=stores, key_provider=key_provider
+        )
         self._waiting = 0
         self._poller: asyncio.Task[None] | None = None
 
@@ -189,12 +193,13 @@ class AIOHybridConsumer(_Driven):
         *,
         max_workers: int = 1,
         executor: Executor | None = None,
+        key_provider: KeyProvider | None = None,
     ) -> None:
         if executor is None and max_workers < 1:  # confluent_kafka.aio.AIOConsumer's check and words
             raise ValueError("max_workers must be at least 1")
         super().__init__(executor, "gateway-aio-consumer")
         # one worker drives the client whatever max_workers says: its bookkeeping is not shared between threads
-        self._client: HybridConsumer = HybridConsumer(consumer_conf, stores=stores)
+        self._client: HybridConsumer = HybridConsumer(consumer_conf, stores=stores, key_provider=key_provider)
 
     @property
     def inner(self) -> HybridConsumer:

@@ -30,6 +30,7 @@ from gateway.consumer._surface import ConsumerSurface
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
+from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import GatewayError
 from gateway.librdkafka.group_offsets import group_offsets
 from gateway.serialization import Deserializers
@@ -56,6 +57,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         stores: Mapping[str, Store] | None = None,
         *,
         auditor: Auditor | None = None,
+        key_provider: KeyProvider | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(config, Mapping) and not (config is None and kwargs):
@@ -68,7 +70,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
         self.stores: dict[str, Store] = checked_stores(stores)
-        self._resolver = settings.resolver(self.stores)
+        self._resolver = settings.resolver(self.stores, ReferenceEncryption(key_provider))
         self._auditor = auditor
         if auditor is not None:
             auditor.start()

@@ -65,6 +65,7 @@ from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS, Resolver
 from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
 from gateway.core.pipeline import ConsumerPipeline
+from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
 from gateway.store import Store
@@ -101,14 +102,15 @@ class ConsumerSettings:
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
 
-    def resolver(self, stores: Mapping[str, Store]) -> Resolver:
-        """The payload fetcher these settings describe, over ``stores``."""
+    def resolver(self, stores: Mapping[str, Store], encryption: ReferenceEncryption | None = None) -> Resolver:
+        """The payload fetcher these settings describe, over ``stores``; ``encryption`` opens sealed payloads."""
         return Resolver(
             stores,
             workers=self.workers,
             budget=self.budget,
             peer_max_bytes=self.peer_max_bytes,
             rules=self.reference_rules,
+            encryption=encryption,
         )
 
     def pipeline(self, *, awaits_commits: bool = False) -> ConsumerPipeline:

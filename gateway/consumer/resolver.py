@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.consumer.reference_rules import DEFAULT_RULES, ReferenceRules
+from gateway.encryption import ReferenceEncryption
 from gateway.errors import GatewayError, StoreError, StoreNotConfiguredError, StoreUnavailableError
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
@@ -64,11 +65,14 @@ class Resolver:
         budget: int = DEFAULT_BUDGET,
         peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES,
         rules: ReferenceRules | None = None,
+        encryption: ReferenceEncryption | None = None,
     ) -> None:
         self.stores = dict(stores)
         self.budget = budget
         self.rules = DEFAULT_RULES if rules is None else rules
         self.peer_max_bytes = peer_max_bytes
+        self.encryption = encryption if encryption is not None else ReferenceEncryption(None)
+        """Opens sealed payloads (``reference.encryption``); without a key provider they are ``KeyUnavailableError``."""
         self._workers = max(1, workers)
         self._pool: ThreadPoolExecutor | None = None
         self._group_pool: ThreadPoolExecutor | None = None
@@ -108,7 +112,8 @@ class Resolver:
 
     def _fetch(self, envelope: Envelope) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
-        return envelope.open(self._store(envelope).get(envelope.locator, envelope.stored_size))
+        store = self._store(envelope)
+        return self.encryption.open(envelope, store, store.get(envelope.locator, envelope.stored_size))
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -195,7 +200,7 @@ class Resolver:
                 future.set_exception(outcome)
                 continue
             try:
-                payload = envelope.open(outcome)
+                payload = self.encryption.open(envelope, store, outcome)
             except GatewayError as exc:
                 future.set_exception(exc)
             else:

@@ -81,6 +81,10 @@ class ReferenceEncryption:
                     f" {ENCRYPTION_KEY} binds the ciphertext to"
                 )
 
+    def stored_size(self, size: int) -> int:
+        """What a payload of ``size`` bytes takes in the store, and what its envelope declares."""
+        return sealed_size(size, self.segment_log2) if self.enabled else size
+
     def seal(self, store: Store, topic: str, message_id: uuid.UUID, payload: Any) -> SealedWrite | None:
         """The sealed payload for ``store``'s write of ``payload`` for ``topic``, or ``None`` when disabled."""
         if not self.enabled:
@@ -101,7 +105,7 @@ class ReferenceEncryption:
         """
         encryption = envelope.encryption
         if encryption is None:
-            return stored
+            return envelope.open(stored)  # decoded when compressed, and checked by its digest
         if self.provider is None:
             raise KeyUnavailableError(
                 f"the payload at {envelope.locator!r} is encrypted under key {encryption.key_id!r}, and this"

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
 from gateway.producer._chunked_writer import ChunkedWriter
@@ -74,9 +75,11 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         *,
         auditor: Auditor | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        key_provider: KeyProvider | None = None,
         **kwargs: Any,
     ) -> None:
         config = confluent_config(config, kwargs)
+        encryption = ReferenceEncryption.from_config(config, key_provider)
         self._serializers = Serializers.pop_from(config)
         self.settings, conf = parse_producer_config(config)
         self.segment_bytes = self.settings.segment_bytes
@@ -86,6 +89,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         missing = sorted(set(named()) - set(self.stores)) if callable(named) else []
         if missing:
             raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
+        encryption.check_stores(self.stores)
         self._plain_direct = not self._serializers and auditor is None and not self.settings.wrap_small
         """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
@@ -118,6 +122,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
             compression=self.settings.compression,
             window=window,
             send_chunked=self._chunks.send,
+            encryption=encryption,
         )
         self._outbox.listener = self._references
 

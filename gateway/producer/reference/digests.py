@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from gateway.protocol.encryption import Encryption
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, digest_of
 from gateway.store import Store
 
@@ -33,12 +34,14 @@ CHECKSUM_SETTINGS = ("auto", "sha256", "blake3")
 class PendingDigest:
     """A digest being computed, or already known, by algorithm ``checksum``."""
 
-    __slots__ = ("_digest", "_future", "checksum")
+    __slots__ = ("_digest", "_future", "checksum", "encryption")
 
     def __init__(self, checksum: int, digest: bytes | None = None, future: Future[bytes] | None = None) -> None:
         self.checksum = checksum
         self._digest = digest
         self._future = future
+        self.encryption: Encryption | None = None
+        """Set when the digested bytes are a sealed payload (``reference.encryption``): the envelope carries it."""
 
     def known_sha256(self) -> bytes | None:
         """The SHA-256 if that is what was computed and it is ready (to hand to the store), else None."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
+from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError, MessageTooLargeError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
@@ -32,7 +33,7 @@ from gateway.producer.reference.transactions import TransactionLedger, undo
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.payload_encoding import encode_payload
-from gateway.store import Store
+from gateway.store import Payload, Store
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class ReferenceWriter:
         compression: str | None = None,
         window: int | WriteWindow = 1,
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
+        encryption: ReferenceEncryption | None = None,
     ) -> None:
         self.stores = stores
         self.health = health
@@ -73,6 +75,10 @@ class ReferenceWriter:
         self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
         self.window.settle_with(self._settle)
         self._send_chunked = send_chunked or _no_chunking
+        self._encryption = encryption if encryption is not None else ReferenceEncryption(None)
+        """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
+        if self._encryption.enabled and compression is not None:
+            raise ConfigurationError("reference.compression and reference.encryption cannot be combined yet")
 
     @property
     def marks_to_clear(self) -> int:
@@ -88,9 +94,10 @@ class ReferenceWriter:
         ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
         window (:mod:`gateway.producer.reference.window`) the write may still be in flight on return.
         """
-        if message.size > self.max_payload:
+        stored_size = self._encryption.stored_size(message.size)  # what the envelope will declare
+        if stored_size > self.max_payload:
             raise MessageTooLargeError(
-                f"{message.size} bytes exceed reference.max.payload.bytes={self.max_payload}: consumers refuse "
+                f"{stored_size} bytes exceed reference.max.payload.bytes={self.max_payload}: consumers refuse "
                 "envelopes that declare more than their own reference.max.payload.bytes (by default "
                 f"{DEFAULT_MAX_PAYLOAD_BYTES}); raise it on the producer and on every consumer together"
             )
@@ -114,18 +121,22 @@ class ReferenceWriter:
         if not health.allow(now) and not self._probe_answered(name):
             return self._fallback(name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
-        stored = encode_payload(payload, self.compression)  # reference.compression (payload_encoding)
         started = self._clock.monotonic()
         message_id = store.next_message_id(message.topic, now)
+        sealed = self._encryption.seal(store, message.topic, message_id, payload)
+        encryption = None if sealed is None else sealed.encryption
+        stored: Payload = encode_payload(payload, self.compression) if sealed is None else sealed.payload
+        digested: Payload = payload if sealed is None else stored  # a sealed payload's envelope describes it
         if pipeline is None:
-            pending = self._digests.begin(payload, store)
+            pending = self._digests.begin(digested, store)
+            pending.encryption = encryption
             try:
                 locator = store.put(
                     message.topic,
                     message_id,
                     stored,
                     pending_since_ms=now,
-                    sha256=pending.known_sha256() if stored is payload else None,
+                    sha256=pending.known_sha256() if stored is digested else None,
                     persistent=persistent,
                 )
             except StoreError as exc:
@@ -136,7 +147,8 @@ class ReferenceWriter:
             locator = pipeline.submit(message.topic, message_id, stored, pending_since_ms=now, persistent=persistent)
         except StoreError as exc:
             return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
-        pending = self._digests.begin(payload, store)  # once sent: the server takes the write meanwhile
+        pending = self._digests.begin(digested, store)  # once sent: the server takes the write meanwhile
+        pending.encryption = encryption
         self.window.add(
             WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
         )
@@ -210,15 +222,17 @@ class ReferenceWriter:
         self.metrics.store_put(name, put_seconds)
         self.health[name].success(now + int(put_seconds * 1000))
         payload_size = message.size
+        sealed = pending.encryption
         envelope = encode_envelope(
             Envelope(
                 name,
                 locator,
-                payload_size,
+                payload_size if sealed is None else sealed.sealed_size(payload_size),
                 pending.result(),
                 message_id,
                 checksum=pending.checksum,
                 compression=self.compression,
+                encryption=sealed,
             )
         )
         self._send_envelope(store, locator, envelope, message)
