@@ -98,10 +98,14 @@ class ReferenceEncryption:
         return SealedWrite(sealed.payload, sealed.encryption, locator)
 
     def open(self, envelope: Envelope, store: Store, stored: bytes) -> bytes:
-        """The application's payload: ``stored`` itself for a clear envelope, else its plaintext or a typed error.
+        """The application's payload, checked against ``envelope``, or a typed error.
 
-        The binding's topic is the one the locator names (the topic the payload was written for;
-        the consumer has already checked the record's topic against it, renames included).
+        A clear payload is decoded (``reference.compression``) and checked by its digest. A sealed
+        one is checked by AES-GCM alone, while it is opened: its tags authenticate every byte under
+        the data key and bind them to the record, which the digest (anyone can recompute one) adds
+        nothing to, and skipping it saves a pass over the payload. The binding's topic is the one the
+        locator names (the topic the payload was written for; the consumer has already checked the
+        record's topic against it, renames included).
         """
         encryption = envelope.encryption
         if encryption is None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.encryption import LocalKeyRing, ReferenceEncryption
-from gateway.errors import ConfigurationError, KeyUnavailableError, PayloadAuthenticationError
+from gateway.errors import ConfigurationError, KeyUnavailableError, PayloadAuthenticationError, PayloadIntegrityError
 from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
 from gateway.store import Store
 from gateway.testing import MemoryStore
@@ -69,6 +69,8 @@ def test_clear_envelopes_pass_and_a_consumer_without_keys_gets_a_typed_error() -
     store = MemoryStore()
     clear = Envelope.for_payload(b"abc", store="mem", locator="t/" + str(uuid.uuid4()), message_id=uuid.uuid4())
     assert ReferenceEncryption(RING).open(clear, store, b"abc") == b"abc"
+    with pytest.raises(PayloadIntegrityError):  # a clear payload is still checked by its digest
+        ReferenceEncryption(RING).open(clear, store, b"abd")
     envelope = written(ReferenceEncryption(RING, enabled=True), store, b"secret")
     with pytest.raises(KeyUnavailableError, match=r"'k1'.*no key_provider"):
         ReferenceEncryption(None).open(envelope, store, store.payloads[envelope.locator])
