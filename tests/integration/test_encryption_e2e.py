@@ -227,3 +227,33 @@ def test_a_store_that_cannot_name_its_locator_first_is_refused_at_construction(k
             stores={"mem": Opaque()},
             key_provider=RING,
         )
+
+
+def test_the_aio_clients_seal_and_open(kafka: KafkaService, topic: str, stores: dict[str, Any]) -> None:
+    import asyncio
+
+    from gateway.aio import AIOHybridConsumer, AIOHybridProducer
+
+    store = stores["redis"]
+    value = payload(1_500_000, 3)
+
+    async def main() -> None:
+        conf = {**kafka.producer_config(), "reference.encryption": "aes256-gcm"}
+        policy = SizeThresholdPolicy(reference_above=100_000, store="redis")
+        async with AIOHybridProducer(conf, policy=policy, stores={"redis": store}, key_provider=RING) as sending:
+            delivered = await sending.produce(topic, value, b"k")
+            assert delivered.error() is None
+        consumer = AIOHybridConsumer(
+            {**kafka.consumer_config(), "enable.auto.commit": False}, stores={"redis": store}, key_provider=RING
+        )
+        await consumer.subscribe([topic])
+        got: list[Any] = []
+        for _ in range(60):
+            got += await consumer.consume(10, 1.0)
+            if got:
+                break
+        await consumer.close()
+        assert [m.value() for m in got] == [value]
+
+    asyncio.run(main())
+    assert value[:64] not in stored_bytes(store)
