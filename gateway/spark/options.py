@@ -251,6 +251,8 @@ class SourceOptions:
     include_headers: bool = True
     """``includeHeaders``: true by default, the API promises a ``headers`` column; false drops it as Spark does."""
     # stores
+    keyring: str | None = None
+    """``encryption.keyring``: ``env`` (``GATEWAY_KEYRING_*`` on each executor) or a key ring file's path there."""
     redis_url: str | None = None
     redis_prefix: str = "gw"
     redis_name: str = "redis"
@@ -456,6 +458,7 @@ STORE_OPTIONS = (
     "s3.name",
     "s3.path.style",
     *CLOUD_STORE_OPTIONS,
+    "encryption.keyring",
 )
 """The payload store options, the same for the reader and the sink."""
 
@@ -474,6 +477,7 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
         "s3_secret_key": _str(opts, "s3.secret.key"),
         "s3_name": _str(opts, "s3.name", "s3") or "s3",
         "s3_path_style": _bool(opts, "s3.path.style", True),
+        "keyring": _str(opts, "encryption.keyring"),
     }
     if (fields["s3_access_key"] is None) != (fields["s3_secret_key"] is None):
         raise OptionError("s3.access.key and s3.secret.key go together")

@@ -17,14 +17,15 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ReferenceToResolve, WholeMessage, error_text
-from gateway.errors import GatewayError
+from gateway.encryption import LocalKeyRing, ReferenceEncryption
+from gateway.errors import ConfigurationError, GatewayError
 from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
 from gateway.protocol.headers import Headers
 from gateway.protocol.records import Record
 from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.cloud_stores import build_cloud_stores
 from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
-from gateway.spark.options import SourceOptions
+from gateway.spark.options import OptionError, SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, message_arrow_schema
 from gateway.store import Store
@@ -49,6 +50,16 @@ def _s3_client_args(options: SourceOptions) -> dict[str, Any]:
     if options.s3_path_style:
         kwargs["config"] = Config(s3={"addressing_style": "path"})
     return kwargs
+
+
+def key_provider(options: SourceOptions) -> LocalKeyRing | None:
+    """The key ring ``encryption.keyring`` names, read in this process (executors read their own)."""
+    if options.keyring is None:
+        return None
+    try:
+        return LocalKeyRing.from_env() if options.keyring == "env" else LocalKeyRing.from_file(options.keyring)
+    except ConfigurationError as exc:
+        raise OptionError(f"encryption.keyring: {exc}") from None
 
 
 def build_stores(options: SourceOptions) -> dict[str, Any]:
@@ -175,6 +186,7 @@ def read_messages(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Recor
         budget=options.fetch_budget,
         peer_max_bytes=options.peer_max_bytes,
         rules=options.reference_rules,
+        encryption=ReferenceEncryption(key_provider(options)),
     )
     try:
         yield from _read(options, rng, consumer, ReferenceFetcher(resolver))

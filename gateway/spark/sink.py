@@ -41,7 +41,14 @@ from gateway.spark.options import (
 
 log = logging.getLogger(__name__)
 
-SINK_OPTIONS = ("topic", "max.message.segment.bytes", "reference.above", "reference.store", *STORE_OPTIONS)
+SINK_OPTIONS = (
+    "topic",
+    "max.message.segment.bytes",
+    "reference.above",
+    "reference.store",
+    "reference.encryption",
+    *STORE_OPTIONS,
+)
 """Options the sink takes beside ``kafka.*``."""
 _SPARK_WRITE_OPTIONS = ("checkpointLocation", "includeHeaders")
 """Spark's own, handed to every streaming sink, and ``includeHeaders``, which Spark's Kafka sink takes and
@@ -63,6 +70,8 @@ class SinkOptions:
     reference_above: int | None
     reference_store: str | None
     stores: SourceOptions = field(repr=False)
+    encryption: str = "none"
+    """``reference.encryption``: ``aes256-gcm`` seals payloads under the ``encryption.keyring`` key ring."""
 
     def policy(self) -> SizeThresholdPolicy:
         store = self.reference_store
@@ -88,7 +97,10 @@ class SinkOptions:
         conf["logger"] = logging.getLogger("gateway.kafka")  # librdkafka's lines through Python logging
         if self.segment_bytes is not None:
             conf["max.message.segment.bytes"] = self.segment_bytes
-        return HybridProducer(conf, policy=self.policy(), stores=stores)
+        conf["reference.encryption"] = self.encryption
+        from gateway.spark.reading import key_provider
+
+        return HybridProducer(conf, policy=self.policy(), stores=stores, key_provider=key_provider(self.stores))
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -119,7 +131,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         reference_above=_int(opts, "reference.above", None, 0),
         reference_store=_str(opts, "reference.store"),
         stores=stores,
+        encryption=(_str(opts, "reference.encryption") or "none").lower(),
     )
+    if result.encryption not in ("none", "aes256-gcm"):
+        raise OptionError(f"reference.encryption must be none or aes256-gcm, got {result.encryption!r}")
+    if result.encryption != "none" and stores.keyring is None:
+        raise OptionError("reference.encryption=aes256-gcm needs encryption.keyring (env or a key ring file)")
     result.policy()  # refuse a policy without its store on the driver, before any task starts
     return result
 
