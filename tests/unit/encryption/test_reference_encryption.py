@@ -87,3 +87,11 @@ def test_a_payload_swapped_between_two_records_fails() -> None:
     forged = dataclasses.replace(first, encryption=second.encryption)
     with pytest.raises(PayloadAuthenticationError):
         enc.open(forged, store, store.payloads[second.locator])
+
+
+def test_the_stored_size_is_what_the_envelope_declares() -> None:
+    """The producer checks reference.max.payload.bytes against it, as consumers check the envelope's size."""
+    assert ReferenceEncryption(None).stored_size(3 << 20) == 3 << 20
+    assert ReferenceEncryption(RING, enabled=True).stored_size(3 << 20) == (3 << 20) + 3 * 16
+    envelope = written(ReferenceEncryption(RING, enabled=True), MemoryStore(), b"x" * ((1 << 20) + 1))
+    assert envelope.size == ReferenceEncryption(RING, enabled=True).stored_size((1 << 20) + 1)
