@@ -257,3 +257,12 @@ def test_the_aio_clients_seal_and_open(kafka: KafkaService, topic: str, stores: 
 
     asyncio.run(main())
     assert value[:64] not in stored_bytes(store)
+
+
+def test_compression_and_encryption_together_are_refused_at_construction(
+    kafka: KafkaService, stores: dict[str, Any]
+) -> None:
+    from gateway.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="cannot be combined"):
+        producer(kafka, stores, "redis", **{"reference.compression": "zstd"})

@@ -13,6 +13,7 @@ import pytest
 from gateway.encryption import Binding, LocalKeyRing, open_sealed, seal
 from gateway.errors import ConfigurationError, EnvelopeFormatError, KeyUnavailableError, PayloadAuthenticationError
 from gateway.protocol.envelope import (
+    FLAG_ENCRYPTED,
     MAX_ENCRYPTED_ENVELOPE_BYTES,
     Envelope,
     decode_envelope,
@@ -68,7 +69,7 @@ def test_the_envelope_carries_the_encryption_and_stays_well_under_1kb() -> None:
         sealed.payload, store="s3", locator=BINDING.locator, message_id=BINDING.message_id, encryption=sealed.encryption
     )
     value = encode_envelope(env)
-    assert value[7] == 1 and len(value) < 300 < MAX_ENCRYPTED_ENVELOPE_BYTES
+    assert value[7] == FLAG_ENCRYPTED and len(value) < 300 < MAX_ENCRYPTED_ENVELOPE_BYTES
     decoded = decode_envelope(value)
     assert decoded == env and decoded.payload_size == 3_000_000 and decoded.size == len(sealed.payload)
     decoded.verify(sealed.payload)  # size and digest describe the stored (sealed) bytes
