@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.producer._compaction import CompactedTopicError
 from gateway.protocol.classify import RecordKind, classify
 from gateway.protocol.envelope import decode_envelope
-from gateway.testing import KafkaService
+from gateway.testing import ApacheKafka, KafkaService, ServiceUnavailable
 from stores import RedisStore
 
 pytestmark = pytest.mark.requires("compaction")
@@ -183,45 +184,113 @@ def test_prepare_topics_learns_each_cleanup_policy_ahead(kafka: KafkaService, co
         assert producer.prepare_topics([compacted]) == {compacted: None}
 
 
-def test_the_admin_client_is_opened_by_the_first_message_that_needs_it_and_its_refusal_degrades(
-    kafka: KafkaService, compacted: str, redis_client: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
+DENY_DESCRIBE_CONFIGS = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    # resources without ACLs (the cluster, groups) stay open; topics get the two ACLs below
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
+@pytest.fixture
+def denying_kafka() -> Iterator[ApacheKafka]:
+    """A broker of this test's own whose authorizer lets clients do anything with topics but describe their configs.
+
+    All listeners are PLAINTEXT, so every client is ``User:ANONYMOUS``: ALLOW it ALL on every topic,
+    DENY it DESCRIBE_CONFIGS on every topic (a DENY wins over an ALLOW).
+    """
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    try:
+        node = ApacheKafka(overrides=DENY_DESCRIBE_CONFIGS)
+    except ServiceUnavailable as exc:
+        pytest.fail(f"Apache Kafka is needed for the authorizer test: {exc.reason}")
+    with node:
+        admin = AdminClient(node.client_conf())
+        acls = [
+            AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", operation, kind)
+            for operation, kind in (
+                (AclOperation.ALL, AclPermissionType.ALLOW),
+                (AclOperation.DESCRIBE_CONFIGS, AclPermissionType.DENY),
+            )
+        ]
+        for future in admin.create_acls(acls, request_timeout=15).values():
+            future.result(timeout=20)
+        yield node
+
+
+def _refusal(kafka: KafkaService, topic: str) -> str:
+    """What the broker answers to a direct DescribeConfigs of ``topic`` (the error's name), "" if it answers."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = AdminClient(kafka.client_conf())
+    try:
+        admin.describe_configs([resource], request_timeout=10)[resource].result(timeout=11)
+    except KafkaException as exc:
+        return str(exc.args[0].name())
+    return ""
+
+
+@pytest.mark.requires("broker_faults")
+def test_the_admin_client_is_opened_by_the_first_message_that_needs_it_and_a_real_refusal_degrades(
+    denying_kafka: ApacheKafka, redis_client: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     """No admin client at construction (issue 31); without DescribeConfigs the topic counts as not compacted.
 
-    Apache Kafka here runs without an authorizer, so the refusal is the admin client's answer replaced
-    by the error a denying authorizer gives (TOPIC_AUTHORIZATION_FAILED); the lookup before it is real.
+    The refusal is Apache Kafka's own: its StandardAuthorizer denies DescribeConfigs on topics to this
+    producer, which may still create, describe, write and read them.
     """
-    from confluent_kafka import KafkaError, KafkaException
-
     from gateway.producer._compaction import AdminDescriber
 
-    connect = AdminDescriber._connect
-    made: list[Any] = []
-    deny = {"on": False}
+    kafka = denying_kafka
+    compacted = f"c-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(compacted, 1, COMPACT_FAST)
+    deadline = time.monotonic() + 15  # the ACLs reach the authorizer through the metadata log
+    while (refusal := _refusal(kafka, compacted)) == "" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert refusal == "TOPIC_AUTHORIZATION_FAILED", f"the broker did not refuse DescribeConfigs: {refusal!r}"
 
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
+    connect = AdminDescriber._connect
+    made: list[AdminDescriber] = []
 
     def counted(self: AdminDescriber) -> Any:
-        """The real admin client, counted as it is made; with ``deny`` its DescribeConfigs is refused."""
+        """The real admin client, counted as it is made."""
         if self._admin is None:
             made.append(self)
-            admin = connect(self)
-            if deny["on"]:
-                admin.describe_configs = refuse
         return connect(self)
 
     monkeypatch.setattr(AdminDescriber, "_connect", counted)
     store = RedisStore(redis_client, prefix=compacted)
     config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
-    with HybridProducer(config, policy=SizeThresholdPolicy(store="redis"), stores={"redis": store}) as producer:
+    big = bytes(range(256)) * (3 * SEGMENT // 256)
+    with (
+        caplog.at_level("WARNING", logger="gateway.producer._compaction"),
+        HybridProducer(config, policy=SizeThresholdPolicy(store="redis"), stores={"redis": store}) as producer,
+    ):
         producer.produce(compacted, b"small", key=b"k")
         assert producer.flush(30) == 0 and made == [], "no admin client for a producer that sends plain records"
-        producer.produce(compacted, b"x" * (3 * SEGMENT), key=b"k")  # asks: compacted, so by reference
+        producer.produce(compacted, big, key=b"k2")  # asks, is refused: treated as not compacted, so chunked
         assert producer.flush(30) == 0 and len(made) == 1
-        assert producer.metrics()["reference.messages"] == 1 and producer.metrics()["chunked.messages"] == 0
-    deny["on"] = True
-    with caplog.at_level("WARNING", logger="gateway.producer._compaction"), HybridProducer(config) as denied:
-        denied.produce(compacted, b"x" * (3 * SEGMENT), key=b"k2")  # cannot ask: treated as not compacted
-        assert denied.flush(30) == 0 and denied.metrics()["chunked.messages"] == 1
-    assert "TOPIC_AUTHORIZATION_FAILED" in caplog.text and "treated as not compacted" in caplog.text
+        assert producer.metrics()["chunked.messages"] == 1 and producer.metrics()["reference.messages"] == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("TOPIC_AUTHORIZATION_FAILED" in w and "treated as not compacted" in w for w in warnings), warnings
+    assert list(store.list_locators(compacted)) == []
+
+    conf = {**kafka.consumer_config(), "enable.partition.eof": True}
+    got: list[tuple[bytes | None, bytes | None]] = []
+    with HybridConsumer(conf, stores={"redis": store}) as consumer:
+        consumer.assign([TopicPartition(compacted, 0, 0)])
+        for _ in range(50):
+            msg = consumer.poll(10.0)
+            assert msg is not None, "no end of partition within 10 s"
+            if msg.error():
+                break
+            got.append((msg.key(), msg.value()))
+    assert got == [(b"k", b"small"), (b"k2", big)]
