@@ -70,6 +70,37 @@ def parse_uuid(text: str, locator: str) -> uuid.UUID:
     return uuid.UUID(text)
 
 
+MAX_OBJECT_LOCATOR_LENGTH = 1024
+"""The longest object-store locator accepted; longer is never written."""
+
+
+def parse_object_locator(
+    locator: object, *, scheme: str, bucket: str, prefix: str, key_re: re.Pattern[str], label: str
+) -> tuple[str, str, str, uuid.UUID]:
+    """``<scheme>://<bucket>/<prefix><topic>/<uuid>`` exactly: ``(bucket, key, topic, id)``, or :class:`LocatorError`.
+
+    The confinement rule every object store (S3, GCS, Azure Blob) applies before a request: anything
+    a URL or path layer could reinterpret is refused rather than normalised (non-ASCII look-alikes
+    and bidi characters, controls and spaces, ``%`` escapes, ``\\``, ``?``, ``#``), and the key must
+    match the one pattern the store writes, which excludes ``//``, absolute keys and ``.``/``..``
+    segments, so nothing outside the bucket and prefix can be named.
+    """
+    if not isinstance(locator, str) or not 0 < len(locator) <= MAX_OBJECT_LOCATOR_LENGTH:
+        raise LocatorError(f"malformed {label} locator {locator!r:.200}")
+    if not locator.isascii() or not locator.isprintable() or any(c in locator for c in " %\\?#"):
+        raise LocatorError(f"{label} locator {locator!r:.200} contains characters this store never writes")
+    found_scheme, sep, rest = locator.partition("://")
+    if found_scheme != scheme or not sep:
+        raise LocatorError(f"{label} locator {locator!r} does not use the {scheme}:// scheme")
+    found_bucket, _, key = rest.partition("/")
+    if found_bucket != bucket:
+        raise LocatorError(f"{label} locator {locator!r} names bucket {found_bucket!r}, not {bucket!r}")
+    match = key_re.fullmatch(key)
+    if match is None:
+        raise LocatorError(f"{label} locator {locator!r} is not of the form {scheme}://{bucket}/{prefix}<topic>/<uuid>")
+    return found_bucket, key, parse_topic(match[1], locator), parse_uuid(match[2], locator)
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

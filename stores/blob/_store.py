@@ -33,8 +33,7 @@ from stores.base import (
     UUID_PATTERN,
     Payload,
     StoreMetrics,
-    parse_topic,
-    parse_uuid,
+    parse_object_locator,
     validate_message_id,
     validate_topic,
 )
@@ -50,7 +49,6 @@ DEFAULT_MULTIPART_THRESHOLD = 32 * MiB
 DEFAULT_PARALLEL_READ_BYTES = 16 * MiB
 DEFAULT_JOURNAL_BATCH = 64
 DEFAULT_JOURNAL_OPEN_MS = 30_000
-MAX_LOCATOR_LENGTH = 1024
 MAX_PREFIX_LENGTH = 400
 _PREFIX = re.compile(r"(?:[A-Za-z0-9._-]+/){0,16}")
 _T = TypeVar("_T")
@@ -133,25 +131,16 @@ class BlobStore(BlobReads, BlobJournal):
         controls, spaces, ``%``, ``\\``, ``?``, ``#``), and the key must match the one pattern this
         store writes, so nothing outside the bucket and prefix can be named.
         """
-        cloud = self.backend.cloud
         try:
-            if not isinstance(locator, str) or not 0 < len(locator) <= MAX_LOCATOR_LENGTH:
-                raise LocatorError(f"malformed {cloud} locator {locator!r:.200}")
-            if not locator.isascii() or not locator.isprintable() or any(c in locator for c in " %\\?#"):
-                raise LocatorError(f"{cloud} locator {locator!r:.200} contains characters this store never writes")
-            scheme, sep, rest = locator.partition("://")
-            if scheme != self.scheme or not sep:
-                raise LocatorError(f"{cloud} locator {locator!r} does not use the {self.scheme}:// scheme")
-            bucket, _, key = rest.partition("/")
-            if bucket != self.bucket:
-                raise LocatorError(f"{cloud} locator {locator!r} names {bucket!r}, not {self.bucket!r}")
-            match = self._key_re.fullmatch(key)
-            if match is None:
-                raise LocatorError(
-                    f"{cloud} locator {locator!r} is not of the form "
-                    f"{self.scheme}://{self.bucket}/{self.prefix}<topic>/<uuid>"
-                )
-            return BlobLocator(bucket, key, parse_topic(match[1], locator), parse_uuid(match[2], locator))
+            parts = parse_object_locator(
+                locator,
+                scheme=self.scheme,
+                bucket=self.bucket,
+                prefix=self.prefix,
+                key_re=self._key_re,
+                label=self.backend.cloud,
+            )
+            return BlobLocator(*parts)
         except LocatorError:
             self._metrics.add("locator_rejected")
             raise

@@ -38,8 +38,7 @@ from stores.base import (
     UUID_PATTERN,
     Payload,
     StoreMetrics,
-    parse_topic,
-    parse_uuid,
+    parse_object_locator,
     topic_retention,
     validate_message_id,
     validate_topic,
@@ -59,7 +58,6 @@ DEFAULT_MULTIPART_THRESHOLD = 64 * MiB
 8 MiB parts at every size measured (docs/stores.md, "S3Store"), since a multipart upload costs two
 more requests; on AWS one stream carries roughly 100 MB/s, so parallel parts pay off only for large
 objects, where AWS's own guidance starts them."""
-MAX_LOCATOR_LENGTH = 1024
 DEFAULT_JOURNAL_BATCH = 64
 DEFAULT_JOURNAL_OPEN_MS = 30_000
 MAX_PREFIX_LENGTH = 400
@@ -197,22 +195,10 @@ class S3Store(S3Reads, S3Housekeeping, S3StoreJournal):
         ``//``, absolute keys and ``.``/``..`` segments, so nothing outside the prefix can be named.
         """
         try:
-            if not isinstance(locator, str) or not 0 < len(locator) <= MAX_LOCATOR_LENGTH:
-                raise LocatorError(f"malformed S3 locator {locator!r:.200}")
-            if not locator.isascii() or not locator.isprintable() or any(c in locator for c in " %\\?#"):
-                raise LocatorError(f"S3 locator {locator!r:.200} contains characters this store never writes")
-            scheme, sep, rest = locator.partition("://")
-            if scheme != "s3" or not sep:
-                raise LocatorError(f"S3 locator {locator!r} does not use the s3:// scheme")
-            bucket, _, key = rest.partition("/")
-            if bucket != self.bucket:
-                raise LocatorError(f"S3 locator {locator!r} names bucket {bucket!r}, not {self.bucket!r}")
-            match = self._key_re.fullmatch(key)
-            if match is None:
-                raise LocatorError(
-                    f"S3 locator {locator!r} is not of the form s3://{self.bucket}/{self.prefix}<topic>/<uuid>"
-                )
-            return S3Locator(bucket, key, parse_topic(match[1], locator), parse_uuid(match[2], locator))
+            parts = parse_object_locator(
+                locator, scheme="s3", bucket=self.bucket, prefix=self.prefix, key_re=self._key_re, label="S3"
+            )
+            return S3Locator(*parts)
         except LocatorError:
             self._metrics.add("locator_rejected")
             raise
