@@ -36,7 +36,7 @@ class TlsFiles:
 def make_tls_files(folder: Path, *, days: int = 2) -> TlsFiles:
     """A new CA and a server certificate it signed, valid for ``days`` from an hour ago, written to ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)  # a clock a little behind still accepts them
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)  # a clock a little behind still accepts them
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kafka-hybrid-gateway test CA")])
     ca_cert = (
