@@ -7,12 +7,15 @@ checked is exactly what a terminal or a cron mail would show, librdkafka's own l
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,3 +174,128 @@ def test_reprs_and_errors_in_process_show_no_secret(
         errors.append(caught.value)
     assert_no_secret(*(repr(obj) for obj in shown), *(str(e) for e in errors), *(repr(e) for e in errors))
     assert_no_secret(*(record.getMessage() for record in caplog.records))
+
+
+def _observed(spans: Any, reader: Any) -> list[str]:
+    """Every span's name, attributes, events and status, and every metric point's attributes, as text."""
+    shown = []
+    for span in spans.get_finished_spans():
+        shown += [span.name, repr(dict(span.attributes or {})), repr(span.status.description)]
+        shown += [f"{event.name} {dict(event.attributes or {})}" for event in span.events]
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                shown += [f"{metric.name} {dict(p.attributes or {})}" for p in metric.data.data_points]
+    return shown
+
+
+def test_traffic_on_every_route_and_a_failing_store_show_no_secret_in_telemetry(
+    secret_redis: RedisServer,
+    s3_server: Any,
+    s3_bucket: str,
+    kafka: KafkaService,
+    topic: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Plain, chunked, Redis and S3 messages with secrets in every config, then a consumer whose Redis password
+    is wrong: no secret in the log, the errors, the spans, the OpenTelemetry and Prometheus metrics, or
+    librdkafka's statistics."""
+    import boto3
+    import redis
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gateway import HybridConsumer, HybridProducer, tracing
+    from gateway.prometheus import GatewayCollector
+    from gateway.telemetry.statistics import LibrdkafkaStatistics
+    from stores import RedisStore, S3Store
+    from tests.helpers import consume_all, payload
+
+    caplog.set_level(logging.DEBUG)
+    exporter, reader, provider = InMemorySpanExporter(), InMemoryMetricReader(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use_tracer_provider(provider)
+    tracing.use_meter_provider(MeterProvider(metric_readers=[reader]))
+    # librdkafka takes SASL settings on a PLAINTEXT listener and ignores them: they travel through every config
+    secret_conf = {"sasl.username": "gateway", "sasl.password": SASL_SECRET, "statistics.interval.ms": 200}
+    keys = {"aws_access_key_id": "AKIATESTTEST", "aws_secret_access_key": AWS_SECRET, "region_name": "us-east-1"}
+    s3 = S3Store(boto3.client("s3", endpoint_url=s3_server.endpoint_url, **keys), bucket=s3_bucket, prefix="sec/")
+    redis_store = RedisStore(redis.Redis.from_url(secret_redis.url), prefix="sec")
+    wrong = RedisStore(redis.Redis.from_url(f"redis://:{WRONG_SECRET}@127.0.0.1:{secret_redis.port}/0"), prefix="sec")
+    writer_stats, reader_stats = LibrdkafkaStatistics(), LibrdkafkaStatistics()
+    stores = {"redis": redis_store, "s3": s3}
+    try:
+        producer = HybridProducer(
+            {**kafka.producer_config(), **secret_conf, "stats_cb": writer_stats, "max.message.segment.bytes": 100_000},
+            stores=stores,
+        )
+        routes = ("plain", "chunked", "reference:redis", "reference:s3")
+        for i, route in enumerate(routes):
+            producer.produce(topic, payload(300_000, i), key=b"k", route=route)
+        assert producer.flush(60) == 0
+        consumer = HybridConsumer(
+            {**kafka.consumer_config(), **secret_conf, "stats_cb": reader_stats}, stores={**stores, "redis": wrong}
+        )
+        consumer.subscribe([topic])
+        got, errors = consume_all(consumer, len(routes) + 1, timeout=30)
+        deadline = time.monotonic() + 10
+        while (writer_stats.latest() is None or reader_stats.latest() is None) and time.monotonic() < deadline:
+            producer.poll(0.1)
+            consumer.poll(0)
+        registry = CollectorRegistry()
+        clients = {"writer": producer, "reader": consumer, "redis": redis_store, "s3": s3}
+        registry.register(GatewayCollector(clients, {"writer": writer_stats, "reader": reader_stats}))
+        scrape = generate_latest(registry).decode()
+        shown = [scrape, repr(producer.metrics()), repr(consumer.metrics())]
+        shown += [json.dumps(writer_stats.latest()), json.dumps(reader_stats.latest())]
+        consumer.close()
+        producer.close()
+    finally:
+        tracing.use_tracer_provider(None)
+        tracing.use_meter_provider(None)
+    assert {len(m.value()) for m in got} == {300_000} and len(got) == 3, "plain, chunked and S3 arrived"
+    assert errors and all("Redis" in str(e) for e in errors), errors  # the wrong password, reported typed
+    assert "gateway_librdkafka_tx_bytes_total" in scrape and exporter.get_finished_spans()
+    shown += [str(e) for e in errors] + [repr(e) for e in errors] + _observed(exporter, reader)
+    assert_no_secret(*shown, *(record.getMessage() for record in caplog.records))
+
+
+def test_a_spark_read_with_secrets_in_its_options_shows_none_in_its_plan_or_its_failure(
+    spark: Any, secret_redis: RedisServer, kafka: KafkaService, topic: str
+) -> None:
+    """Spark shows a data source's plan, and a failed job's text, in its UI and logs: both stay clean."""
+    import contextlib
+    import io
+
+    from gateway import HybridProducer
+    from stores import RedisStore, redis_client_from_url
+
+    with HybridProducer(
+        kafka.producer_config(), stores={"redis": RedisStore(redis_client_from_url(secret_redis.url), prefix="sp")}
+    ) as producer:
+        producer.produce(topic, b"x" * 5000, key=b"k", route="reference:redis")
+        assert producer.flush(30) == 0
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "kafka.sasl.username": "gateway",
+        "kafka.sasl.password": SASL_SECRET,
+        "subscribe": topic,
+        "redis.url": f"redis://:{WRONG_SECRET}@127.0.0.1:{secret_redis.port}/0",
+        "redis.prefix": "sp",
+    }
+    frame = spark.read.format("hybrid-kafka").options(**options).load()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        frame.explain("extended")
+    shown = [printed.getvalue(), frame._jdf.queryExecution().toString()]
+    try:
+        shown += [repr(row) for row in frame.collect()]
+    except Exception as exc:  # the wrong password fails the job; its text is what an operator reads
+        shown += [str(exc), repr(exc)]
+    assert any("***" in text or "Redis" in text for text in shown[2:]), shown[2:]
+    assert_no_secret(*shown)
