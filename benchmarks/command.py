@@ -18,7 +18,9 @@ class BenchCommand:
         "Starts a broker (Apache Kafka by default), redis-server and a moto S3 server, measures the "
         "chunked, Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
         "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
-        "docs/benchmarks.md with its plots. Same as python -m benchmarks. "
+        "docs/benchmarks.md with its plots. Same as python -m benchmarks. --suite encryption measures the Redis "
+        "and S3 routes with reference.encryption=aes256-gcm on and off, side by side (python -m "
+        "benchmarks.encryption), and regenerates the page's encryption section. "
     ) + exit_status_text({0: "measured and written", EXIT_FAILED: "a measurement failed"})
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -31,6 +33,13 @@ class BenchCommand:
             choices=("kafka", "kafka3", "tansu", "noida", "external"),
             help="Kafka broker: kafka (Apache Kafka, the default; `make kafka` fetches it), tansu, noida, "
             "or external (KAFKA_BOOTSTRAP_SERVERS)",
+        )
+        parser.add_argument(
+            "--suite",
+            default="routes",
+            choices=("routes", "encryption"),
+            help="routes: every route beside its baseline (the default); encryption: the reference routes with "
+            "AES-256-GCM on and off",
         )
         parser.add_argument(
             "--output",
@@ -46,8 +55,21 @@ class BenchCommand:
             if not bootstrap:
                 fail("--backend external needs KAFKA_BOOTSTRAP_SERVERS", EXIT_USAGE)
             probe_kafka(bootstrap)
+        if args.suite == "encryption":
+            return _encryption(args)
         argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
         return main(argv + (["--output", args.output] if args.output else []))
+
+
+def _encryption(args: argparse.Namespace) -> int:
+    """Encryption on and off, then the page again (its encryption section reads what this wrote)."""
+    from benchmarks import encryption, report
+
+    if args.output:
+        fail("--output names a routes result; --suite encryption writes benchmarks/results/encryption.json", EXIT_USAGE)
+    volume = ["--count", "6", "--reps", "3"] if args.quick else []
+    status = encryption.main(["--backend", args.backend, *volume])
+    return status or report.main([])
 
 
 COMMAND = BenchCommand()

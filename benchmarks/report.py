@@ -930,7 +930,8 @@ def section_encryption(data: dict[str, Any] | None) -> str:
         [
             "## Encryption cost: `reference.encryption=aes256-gcm`",
             "",
-            f"From `benchmarks/results/encryption.json` (`python -m benchmarks.encryption`, "
+            "From `benchmarks/results/encryption.json` (`gateway bench --suite encryption`, or "
+            f"`python -m benchmarks.encryption`, "
             f"{'Apache Kafka' if data['backend'] == 'kafka' else data['backend']} broker, "
             f"{_bytes(data['size'])} payloads, local key ring). Off and on alternate within each repetition; "
             "median payload MB/s of the repetitions, and the process's CPU time per payload (producer or consumer "
@@ -1083,7 +1084,8 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
 
 
 def newest_results() -> Path:
-    found = sorted(RESULTS.glob("routes*.json"), key=lambda p: p.stat().st_mtime)
+    """The routes run that started last, by the time it recorded (a checkout's file times say nothing)."""
+    found = sorted(RESULTS.glob("routes*.json"), key=lambda p: str(json.loads(p.read_text()).get("started", "")))
     if not found:
         raise SystemExit("no benchmarks/results/routes*.json yet: run `gateway bench --quick` first")
     return found[-1]
