@@ -232,6 +232,31 @@ def _str(options: Mapping[str, str], key: str, default: str | None = None) -> st
     return str(value)
 
 
+@dataclass(frozen=True, slots=True)
+class KmsOptions:
+    """``encryption.kms.*``: the KMS key and how each executor reaches KMS.
+
+    Without keys, boto3 finds credentials on each executor as it does anywhere (environment, instance
+    or pod role): the usual choice on a cluster, where options would put keys in every task.
+    """
+
+    key_id: str
+    region: str | None = None
+    endpoint: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+    def client_kwargs(self) -> dict[str, str]:
+        """boto3 ``client("kms", ...)`` arguments: only those given."""
+        given = {
+            "region_name": self.region,
+            "endpoint_url": self.endpoint,
+            "aws_access_key_id": self.access_key,
+            "aws_secret_access_key": self.secret_key,
+        }
+        return {name: value for name, value in given.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Everything a planner or a range task needs to know, with defaults applied."""
@@ -253,6 +278,8 @@ class SourceOptions:
     # stores
     keyring: str | None = None
     """``encryption.keyring``: ``env`` (``GATEWAY_KEYRING_*`` on each executor) or a key ring file's path there."""
+    kms: KmsOptions | None = None
+    """``encryption.kms.*``: AWS KMS as the key provider instead of a key ring."""
     redis_url: str | None = None
     redis_prefix: str = "gw"
     redis_name: str = "redis"
@@ -261,7 +288,7 @@ class SourceOptions:
     s3_prefix: str = "gw/"
     s3_region: str | None = None
     s3_access_key: str | None = None
-    s3_secret_key: str | None = None
+    s3_secret_key: str | None = field(default=None, repr=False)
     s3_name: str = "s3"
     s3_path_style: bool = True
     gcs_endpoint: str | None = None
@@ -459,8 +486,29 @@ STORE_OPTIONS = (
     "s3.path.style",
     *CLOUD_STORE_OPTIONS,
     "encryption.keyring",
+    "encryption.kms.key",
+    "encryption.kms.region",
+    "encryption.kms.endpoint",
+    "encryption.kms.access.key",
+    "encryption.kms.secret.key",
 )
 """The payload store options, the same for the reader and the sink."""
+
+
+def _kms_options(opts: Mapping[str, str]) -> KmsOptions | None:
+    access, secret = _str(opts, "encryption.kms.access.key"), _str(opts, "encryption.kms.secret.key")
+    if (access is None) != (secret is None):
+        raise OptionError("encryption.kms.access.key and encryption.kms.secret.key go together")
+    key = _str(opts, "encryption.kms.key")
+    if key is None:
+        rest = [name for name in ("region", "endpoint", "access.key") if _str(opts, f"encryption.kms.{name}")]
+        if rest:
+            raise OptionError(
+                f"encryption.kms.{rest[0]} is given without encryption.kms.key (the key id, ARN or alias)"
+            )
+        return None
+    region, endpoint = _str(opts, "encryption.kms.region"), _str(opts, "encryption.kms.endpoint")
+    return KmsOptions(key, region, endpoint, access, secret)
 
 
 def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
@@ -478,9 +526,12 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
         "s3_name": _str(opts, "s3.name", "s3") or "s3",
         "s3_path_style": _bool(opts, "s3.path.style", True),
         "keyring": _str(opts, "encryption.keyring"),
+        "kms": _kms_options(opts),
     }
     if (fields["s3_access_key"] is None) != (fields["s3_secret_key"] is None):
         raise OptionError("s3.access.key and s3.secret.key go together")
+    if fields["keyring"] is not None and fields["kms"] is not None:
+        raise OptionError("encryption.keyring and encryption.kms.key name two key providers: give one")
     try:
         fields.update(cloud_store_fields(opts))
     except ConfigurationError as exc:

@@ -17,7 +17,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ReferenceToResolve, WholeMessage, error_text
-from gateway.encryption import LocalKeyRing, ReferenceEncryption
+from gateway.encryption import KeyProvider, KmsKeyProvider, LocalKeyRing, ReferenceEncryption
 from gateway.errors import ConfigurationError, GatewayError
 from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
 from gateway.protocol.headers import Headers
@@ -52,8 +52,10 @@ def _s3_client_args(options: SourceOptions) -> dict[str, Any]:
     return kwargs
 
 
-def key_provider(options: SourceOptions) -> LocalKeyRing | None:
-    """The key ring ``encryption.keyring`` names, read in this process (executors read their own)."""
+def key_provider(options: SourceOptions) -> KeyProvider | None:
+    """The key provider the options name (a key ring or KMS), made in this process (executors make their own)."""
+    if options.kms is not None:
+        return KmsKeyProvider(options.kms.key_id, **options.kms.client_kwargs())
     if options.keyring is None:
         return None
     try:

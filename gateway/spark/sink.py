@@ -71,7 +71,8 @@ class SinkOptions:
     reference_store: str | None
     stores: SourceOptions = field(repr=False)
     encryption: str = "none"
-    """``reference.encryption``: ``aes256-gcm`` seals payloads under the ``encryption.keyring`` key ring."""
+    """``reference.encryption``: ``aes256-gcm`` seals payloads under the ``encryption.keyring`` key ring or
+    the ``encryption.kms.key`` KMS key."""
 
     def policy(self) -> SizeThresholdPolicy:
         store = self.reference_store
@@ -135,8 +136,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     )
     if result.encryption not in ("none", "aes256-gcm"):
         raise OptionError(f"reference.encryption must be none or aes256-gcm, got {result.encryption!r}")
-    if result.encryption != "none" and stores.keyring is None:
-        raise OptionError("reference.encryption=aes256-gcm needs encryption.keyring (env or a key ring file)")
+    if result.encryption != "none" and stores.keyring is None and stores.kms is None:
+        raise OptionError(
+            "reference.encryption=aes256-gcm needs encryption.keyring (env or a key ring file) or encryption.kms.key"
+        )
     result.policy()  # refuse a policy without its store on the driver, before any task starts
     return result
 
