@@ -22,8 +22,10 @@ class BenchCommand:
         "and S3 routes with reference.encryption=aes256-gcm on and off, side by side (python -m "
         "benchmarks.encryption), and regenerates the page's encryption section. --suite compression measures each "
         "reference.compression codec on JSON-like text and random bytes (python -m benchmarks.compression); --suite "
-        "clouds starts fake-gcs-server and Azurite and measures the GCS and Azure stores against their raw SDKs "
-        "(python -m benchmarks.cloud_clients); each regenerates the page with its section. "
+        "clouds starts fake-gcs-server and Azurite, measures the GCS and Azure stores against their raw SDKs "
+        "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
+        "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
+        "with its section. "
     ) + exit_status_text({0: "measured and written", EXIT_FAILED: "a measurement failed"})
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -42,8 +44,9 @@ class BenchCommand:
             default="routes",
             choices=("routes", "encryption", "compression", "clouds"),
             help="routes: every route beside its baseline (the default); encryption: the reference routes with "
-            "AES-256-GCM on and off; compression: each codec's store bytes and MB/s; clouds: the GCS and Azure "
-            "stores on their emulators against their raw clients",
+            "AES-256-GCM on and off; compression: each codec's store bytes and MB/s; clouds: the four "
+            "reference routes (Redis, S3, GCS, Azure) through Kafka and the GCS and Azure stores alone, each against "
+            "its raw client",
         )
         parser.add_argument(
             "--output",
@@ -80,7 +83,7 @@ def _encryption(args: argparse.Namespace) -> int:
 
 def _side_suite(args: argparse.Namespace) -> int:
     """compression or clouds: measure, write its results JSON, then the page again (with its section)."""
-    from benchmarks import cloud_clients, compression, report
+    from benchmarks import cloud_clients, clouds, compression, report
 
     if args.output:
         fail(
@@ -88,7 +91,11 @@ def _side_suite(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     repeat = ["--repeat", "1" if args.quick else "3"]
-    status = compression.main(repeat) if args.suite == "compression" else cloud_clients.main(repeat)
+    if args.suite == "compression":
+        return compression.main(repeat) or report.main([])
+    status = cloud_clients.main(repeat) or clouds.main(
+        ["--backend", args.backend] + (["--quick"] if args.quick else [])
+    )
     return status or report.main([])
 
 

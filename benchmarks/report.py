@@ -1050,10 +1050,13 @@ def section_clouds(data: dict[str, Any] | None) -> str:
             "",
             _routes_table(routes),
             "",
-            "The GCS and Azure stores write with the defaults a producer gets (SHA-256 and metadata on the object, "
-            "one journal marker per batch of writes); the GCS store uploads a payload of 8 MiB or more as a "
-            "resumable upload of 8 MiB chunks, the Azure store stages 4 blocks at a time, and both read a payload "
-            "of 16 MiB or more in ranges. The emulators, not the network, bound these figures.",
+            "The GCS and Azure stores run with the defaults a producer gets: SHA-256 and metadata on each object, "
+            "one journal marker per batch of 64 writes, one upload request per payload below 32 MiB (the SDK "
+            "picks its form, as it does for the raw call: google-cloud-storage sends more than 8 MiB as a "
+            "resumable upload) and one whole-object read below 16 MiB; the Redis producer runs with "
+            "`reference.write.window=8`. The gateway's consumers fetch ahead in 4 threads where the ceilings "
+            "read one payload at a time, so a consume ratio above 1 is possible. The emulators, not the network, "
+            "bound these figures, and they share the machine's cores with the broker and the client.",
             "",
         ]
     clients = data.get("clients")
