@@ -961,14 +961,14 @@ def _load_kind(path: Path, kind: str) -> dict[str, Any] | None:
     return data if data.get("kind") == kind else None
 
 
-def load_clouds(path: Path = CLOUDS_RESULTS) -> dict[str, Any] | None:
+def load_clouds(path: Path | None = None) -> dict[str, Any] | None:
     """``gateway bench --suite clouds``'s results (``python -m benchmarks.cloud_clients`` writes one part)."""
-    return _load_kind(path, "clouds")
+    return _load_kind(path or CLOUDS_RESULTS, "clouds")
 
 
-def load_compression(path: Path = COMPRESSION_RESULTS) -> dict[str, Any] | None:
+def load_compression(path: Path | None = None) -> dict[str, Any] | None:
     """``python -m benchmarks.compression``'s results, or None when absent."""
-    return _load_kind(path, "compression")
+    return _load_kind(path or COMPRESSION_RESULTS, "compression")
 
 
 _CLOUD_CLIENTS = (
