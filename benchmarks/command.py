@@ -21,7 +21,8 @@ class BenchCommand:
         "docs/benchmarks.md with its plots. Same as python -m benchmarks. --suite encryption measures the Redis "
         "and S3 routes with reference.encryption=aes256-gcm on and off, side by side (python -m "
         "benchmarks.encryption), and regenerates the page's encryption section. --suite compression measures each "
-        "reference.compression codec on JSON-like text and random bytes (python -m benchmarks.compression); --suite "
+        "reference.compression codec on JSON-like text and random bytes, alone and through the Redis and S3 routes "
+        "with zstd on and off (python -m benchmarks.compression); --suite "
         "clouds starts fake-gcs-server and Azurite, measures the GCS and Azure stores against their raw SDKs "
         "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
@@ -90,9 +91,9 @@ def _side_suite(args: argparse.Namespace) -> int:
             f"--output names a routes result; --suite {args.suite} writes benchmarks/results/{args.suite}.json",
             EXIT_USAGE,
         )
-    repeat = ["--repeat", "1" if args.quick else "3"]
+    repeat = ["--repeat", "2" if args.quick else "5"]
     if args.suite == "compression":
-        return compression.main(repeat) or report.main([])
+        return compression.main([*repeat, "--backend", args.backend]) or report.main([])
     status = cloud_clients.main(repeat) or clouds.main(
         ["--backend", args.backend] + (["--quick"] if args.quick else [])
     )

@@ -98,7 +98,7 @@ def test_clouds_section_with_one_part_renders_that_part_only() -> None:
 
 def test_compression_section_written_by_the_benchmark_and_read_by_the_report(tmp_path: Path) -> None:
     out = tmp_path / "compression.json"
-    assert compression.main(["--repeat", "1", "--size-mb", "1"], output=out) == 0
+    assert compression.main(["--repeat", "1", "--size-mb", "1", "--no-route"], output=out) == 0
     data = report.load_compression(out)
     assert data is not None
     text = report.section_compression(data)
@@ -111,6 +111,26 @@ def test_compression_section_written_by_the_benchmark_and_read_by_the_report(tmp
     assert zstd["store_per_payload_byte"] < 0.2  # the compressible payload compresses; the table says by how much
     assert f"| JSON-like | zstd | {zstd['store_per_payload_byte']:.4f} | {zstd['encode_mbps']:.0f} |" in text
     assert report.section_compression(None) == ""
+    assert "zstd ÷ none" not in text  # no route runs measured, no route table
+
+
+def test_compression_section_has_the_routes_with_compression_off_and_on() -> None:
+    rows = [
+        {"route": route, "payload": kind, "codec": codec, "messages": 3}
+        | {"store_per_payload_byte": 0.05 if (kind, codec) == ("JSON-like", "zstd") else 1.0}
+        | {"produce": _stat(200.0 if codec == "zstd" else 100.0), "consume": _stat(400.0)}
+        for route in ("redis", "s3")
+        for kind in ("JSON-like", "random")
+        for codec in ("none", "zstd")
+    ]
+    data = {"kind": "compression", "started": "2026-11-26 22:00 UTC", "size": 10_000_000, "repeat": 5}
+    data |= {"env": {"cramjam": "2.14.0", "cpus": 2}, "rows": []}
+    data["routes"] = {"size": 10_000_000, "repeat": 5, "env": {"kafka": "Apache Kafka 4.1.2", "redis": "redis 7"}}
+    data["routes"]["rows"] = rows
+    text = report.section_compression(data)
+    assert "on Kafka **Apache Kafka 4.1.2**" in text and "20x fewer bytes" in text
+    assert "| s3 | JSON-like | zstd | 0.0500 | 200 (180-220) | 400 (360-440) | 2.00 | 1.00 |" in text
+    assert "| redis | random | none | 1.0000 | 100 (90.0-110) | 400 (360-440) |  |  |" in text
 
 
 def test_clouds_parts_are_written_apart_and_kept_together(tmp_path: Path) -> None:
@@ -145,7 +165,7 @@ def test_page_has_the_sections_exactly_when_their_results_exist(
     clouds_json, compression_json = tmp_path / "clouds.json", tmp_path / "compression.json"
     if present:
         clouds_json.write_text(json.dumps(_clouds_results()))
-        assert compression.main(["--repeat", "1", "--size-mb", "1"], output=compression_json) == 0
+        assert compression.main(["--repeat", "1", "--size-mb", "1", "--no-route"], output=compression_json) == 0
     monkeypatch.setattr(report, "CLOUDS_RESULTS", clouds_json)
     monkeypatch.setattr(report, "COMPRESSION_RESULTS", compression_json)
     routes = json.loads(report.newest_results().read_text())  # the committed routes run the page is made of
