@@ -20,7 +20,13 @@ class BenchCommand:
         "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
         "docs/benchmarks.md with its plots. Same as python -m benchmarks. --suite encryption measures the Redis "
         "and S3 routes with reference.encryption=aes256-gcm on and off, side by side (python -m "
-        "benchmarks.encryption), and regenerates the page's encryption section. "
+        "benchmarks.encryption), and regenerates the page's encryption section. --suite compression measures each "
+        "reference.compression codec on JSON-like text and random bytes, alone and through the Redis and S3 routes "
+        "with zstd on and off (python -m benchmarks.compression); --suite "
+        "clouds starts fake-gcs-server and Azurite, measures the GCS and Azure stores against their raw SDKs "
+        "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
+        "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
+        "with its section. "
     ) + exit_status_text({0: "measured and written", EXIT_FAILED: "a measurement failed"})
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -37,9 +43,11 @@ class BenchCommand:
         parser.add_argument(
             "--suite",
             default="routes",
-            choices=("routes", "encryption"),
+            choices=("routes", "encryption", "compression", "clouds"),
             help="routes: every route beside its baseline (the default); encryption: the reference routes with "
-            "AES-256-GCM on and off",
+            "AES-256-GCM on and off; compression: each codec's store bytes and MB/s; clouds: the four "
+            "reference routes (Redis, S3, GCS, Azure) through Kafka and the GCS and Azure stores alone, each against "
+            "its raw client",
         )
         parser.add_argument(
             "--output",
@@ -57,6 +65,8 @@ class BenchCommand:
             probe_kafka(bootstrap)
         if args.suite == "encryption":
             return _encryption(args)
+        if args.suite in ("compression", "clouds"):
+            return _side_suite(args)
         argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
         return main(argv + (["--output", args.output] if args.output else []))
 
@@ -69,6 +79,24 @@ def _encryption(args: argparse.Namespace) -> int:
         fail("--output names a routes result; --suite encryption writes benchmarks/results/encryption.json", EXIT_USAGE)
     volume = ["--count", "6", "--reps", "3"] if args.quick else []
     status = encryption.main(["--backend", args.backend, *volume])
+    return status or report.main([])
+
+
+def _side_suite(args: argparse.Namespace) -> int:
+    """compression or clouds: measure, write its results JSON, then the page again (with its section)."""
+    from benchmarks import cloud_clients, clouds, compression, report
+
+    if args.output:
+        fail(
+            f"--output names a routes result; --suite {args.suite} writes benchmarks/results/{args.suite}.json",
+            EXIT_USAGE,
+        )
+    repeat = ["--repeat", "2" if args.quick else "5"]
+    if args.suite == "compression":
+        return compression.main([*repeat, "--backend", args.backend]) or report.main([])
+    status = cloud_clients.main(repeat) or clouds.main(
+        ["--backend", args.backend] + (["--quick"] if args.quick else [])
+    )
     return status or report.main([])
 
 

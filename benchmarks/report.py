@@ -885,6 +885,8 @@ def section_caveats(data: dict[str, Any]) -> str:
 
 SPARK_RESULTS = RESULTS / "spark.json"
 ENCRYPTION_RESULTS = RESULTS / "encryption.json"
+CLOUDS_RESULTS = RESULTS / "clouds.json"
+COMPRESSION_RESULTS = RESULTS / "compression.json"
 
 
 def load_spark(path: Path = SPARK_RESULTS) -> dict[str, Any] | None:
@@ -950,6 +952,236 @@ def section_encryption(data: dict[str, Any] | None) -> str:
             "AES-GCM holds the GIL while BLAKE3 releases it, which is what the remaining wall-time gap is.",
         ]
     )
+
+
+def _load_kind(path: Path, kind: str) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data if data.get("kind") == kind else None
+
+
+def load_clouds(path: Path | None = None) -> dict[str, Any] | None:
+    """``gateway bench --suite clouds``'s results (``python -m benchmarks.cloud_clients`` writes one part)."""
+    return _load_kind(path or CLOUDS_RESULTS, "clouds")
+
+
+def load_compression(path: Path | None = None) -> dict[str, Any] | None:
+    """``python -m benchmarks.compression``'s results, or None when absent."""
+    return _load_kind(path or COMPRESSION_RESULTS, "compression")
+
+
+_CLOUD_CLIENTS = (
+    ("GCS google-cloud-storage", "google-cloud-storage (raw)"),
+    ("GCS obstore (GCS)", "obstore (GCS)"),
+    ("GCS GCSStore", "`GCSStore`"),
+    ("Azure azure-storage-blob", "azure-storage-blob (raw)"),
+    ("Azure obstore (Azure)", "obstore (Azure)"),
+    ("Azure AzureBlobStore", "`AzureBlobStore`"),
+)
+
+
+def _clients_table(part: dict[str, Any]) -> str:
+    sizes = [int(n) // 1_000_000 for n in part["sizes"]]
+    header = ["MB/s", *(f"{op} {mb} MB" for mb in sizes for op in ("put", "get"))]
+    rows = []
+    for key, label in _CLOUD_CLIENTS:
+        figures = part["results"].get(key)
+        if figures is None:
+            continue
+        failed = [k for k in figures if k.startswith("failed")]
+        if failed:
+            rows.append([label, *(["-"] * (len(header) - 2)), failed[0]])
+            continue
+        cells = [label]
+        for mb in sizes:
+            cells.append(_num(figures.get(f"put {mb} MB")))
+            got = _num(figures.get(f"get {mb} MB"))
+            ranged = figures.get(f"ranged get {mb} MB")
+            # a store reads a large payload in ranges itself: its "ranged" figure would only re-read it whole
+            if ranged is not None and "Store" not in key:
+                got += f" ({_num(ranged)} in ranges)"
+            cells.append(got)
+        rows.append(cells)
+    return _table(header, rows)
+
+
+def _routes_table(part: dict[str, Any]) -> str:
+    rows = []
+    for cell in part["sizes"]:
+        for route, ceiling in part["ceilings"].items():
+            ratio = cell["ratio_stats"][route]
+            rows.append(
+                [
+                    f"`{route}` ÷ `{ceiling}`",
+                    cell["label"],
+                    f"{_cell(cell['produce'][route])} ÷ {_num(cell['produce'][ceiling]['median'])}",
+                    f"{_cell(cell['consume'][route])} ÷ {_num(cell['consume'][ceiling]['median'])}",
+                    _cell(ratio["produce"], fmt=_ratio),
+                    _cell(ratio["consume"], fmt=_ratio),
+                ]
+            )
+    return _table(
+        ["route ÷ ceiling", "size", "produce MB/s (route ÷ ceiling)", "consume MB/s", "produce ratio", "consume ratio"],
+        rows,
+    )
+
+
+def section_clouds(data: dict[str, Any] | None) -> str:
+    """The GCS and Azure stores beside Redis and S3 through Kafka, and alone against their SDKs."""
+    if data is None or not (data.get("routes") or data.get("clients")):
+        return ""
+    lines = ["## GCS and Azure Blob stores beside Redis and S3", ""]
+    routes = data.get("routes")
+    if routes:
+        env = routes["env"]
+        lines += [
+            f"From the `routes` part of `benchmarks/results/clouds.json` (`gateway bench --suite clouds`, "
+            f"{routes['started']}, {routes['wall_seconds']:.0f} s, {routes['mode']} mode). The four reference routes "
+            f"through Kafka (**{env['kafka']}**) in one run, each against its own ceiling as in "
+            "[Each route against its ceiling](#each-route-against-its-ceiling): the store's raw client writes the "
+            "payload (redis-py `SET`, boto3 `put_object`, google-cloud-storage `upload_from_string`, "
+            "azure-storage-blob `upload_blob`) and then produces an envelope-sized record; its consumer reads the "
+            "record and fetches the payload one at a time. The stores run on "
+            f"{env['redis']}, {env['s3']}, fake-gcs-server {env['fake_gcs_server']} and Azurite {env['azurite']}, "
+            f"all on the same {env['cpus']} CPUs as the broker. Route and ceiling run back to back in each of "
+            f"{routes['repeats']} repetitions (order alternating); the ratio is the median of the per-repetition "
+            "ratios (min-max). MB/s is the route's median (min-max) ÷ the ceiling's median.",
+            "",
+            _routes_table(routes),
+            "",
+            "The GCS and Azure stores run with the defaults a producer gets: SHA-256 and metadata on each object, "
+            "one journal marker per batch of 64 writes, one upload request per payload below 32 MiB (the SDK "
+            "picks its form, as it does for the raw call: google-cloud-storage sends more than 8 MiB as a "
+            "resumable upload) and one whole-object read below 16 MiB; the Redis producer runs with "
+            "`reference.write.window=8`. The gateway's consumers fetch ahead in 4 threads where the ceilings "
+            "read one payload at a time, so a consume ratio above 1 is possible. The emulators, not the network, "
+            "bound these figures, and they share the machine's cores with the broker and the client.",
+            "",
+        ]
+    clients = data.get("clients")
+    if clients:
+        env = clients["env"]
+        sizes = " and ".join(_bytes(n) for n in clients["sizes"])
+        lines += [
+            "### The stores alone against their raw clients",
+            "",
+            f"From the `clients` part of `benchmarks/results/clouds.json` ({clients['started']}, "
+            f"`python -m benchmarks.cloud_clients`, run by `gateway bench --suite clouds` too): no Kafka, the "
+            f"stores on their emulators, fake-gcs-server {env['fake_gcs_server']} and Azurite {env['azurite']} "
+            f"(google-cloud-storage {env['google_cloud_storage']}, azure-storage-blob {env['azure_storage_blob']}), "
+            f"on this {env['cpus']}-core machine shared with other jobs, {sizes}, best of {clients['repeat']}. The "
+            "raw client is the official SDK with one call per object (large objects in 8 MiB parts, and 8 MiB "
+            "ranges 4 at a time for the ranged read); the store adds its SHA-256, the object's metadata and the "
+            "journal (here one marker per payload, `journal_batch=1`, the slowest setting), and reads a payload "
+            "of 16 MiB or more in ranges.",
+            "",
+            _clients_table(clients),
+            "",
+            "Azurite stores every block on disk and a second run of the same script moved single figures by up to "
+            "2x, so these compare clients and routes, not clouds. The GCS store's large write is a resumable upload "
+            "of 8 MiB chunks, one after the other (the SDK's protocol), where the raw call here sent 8 MiB chunks "
+            "too; the Azure store stages 4 blocks at a time.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _compression_routes(routes: dict[str, Any]) -> list[str]:
+    """Compression off and on through the Redis and S3 routes: what the codec saves and costs end to end."""
+    rows = []
+    off = {(r["route"], r["payload"]): r for r in routes["rows"] if r["codec"] == "none"}
+    for r in routes["rows"]:
+        base = off.get((r["route"], r["payload"]))
+        ratios = ["", ""]
+        if base is not None and r["codec"] != "none":
+            ratios = [_ratio(r[side]["median"] / base[side]["median"]) for side in ("produce", "consume")]
+        rows.append(
+            [
+                r["route"],
+                r["payload"],
+                r["codec"],
+                f"{r['store_per_payload_byte']:.4f}",
+                _cell(r["produce"]),
+                _cell(r["consume"]),
+                *ratios,
+            ]
+        )
+    env = routes["env"]
+    counts = ", ".join(sorted({f"{r['route']} {r['messages']}" for r in routes["rows"]}))
+    text = [r["store_per_payload_byte"] for r in routes["rows"] if r["payload"] == "JSON-like" and r["codec"] != "none"]
+    saved = f"{1 / max(text):.0f}x" if text and max(text) > 0 else "far"
+    return [
+        f"Through the routes, on Kafka **{env['kafka']}** with {env['redis']} and moto: "
+        f"`reference.compression` `none` and `zstd` alternate in each of {routes['repeat']} repetitions, each run "
+        f"producing {_bytes(routes['size'])} payloads ({counts} per run) on a fresh topic, flushing, then reading "
+        "them back with `HybridConsumer`. MB/s are payload bytes, median (min-max); store bytes per payload byte "
+        "is what the store's own counter wrote. The random payloads cost zstd's attempt and save nothing; the "
+        f"JSON-like ones trade the codec's CPU for {saved} fewer bytes to the store, which pays where the store is "
+        "slower than the codec.",
+        "",
+        _table(
+            [
+                "route",
+                "payload",
+                "codec",
+                "store bytes per payload byte",
+                "produce MB/s",
+                "consume MB/s",
+                "produce zstd ÷ none",
+                "consume zstd ÷ none",
+            ],
+            rows,
+        ),
+    ]
+
+
+def section_compression(data: dict[str, Any] | None) -> str:
+    """``reference.compression``: what each codec saves in the store and costs per message."""
+    if data is None:
+        return ""
+    rows = []
+    for r in data["rows"]:
+        enc, dec = r.get("encode_mbps"), r.get("decode_mbps")
+        rows.append(
+            [
+                r["payload"],
+                r["codec"],
+                f"{r['store_per_payload_byte']:.4f}",
+                "n/a" if enc is None else f"{enc:.0f}",
+                "n/a" if dec is None else f"{dec:.0f}",
+            ]
+        )
+    env = data["env"]
+    by = {(r["payload"], r["codec"]): r for r in data["rows"]}
+    lines = [
+        "## Compression: `reference.compression`",
+        "",
+        f"From `benchmarks/results/compression.json` (`gateway bench --suite compression`, or `python -m "
+        f"benchmarks.compression`, {data['started']}): {_bytes(data['size'])} of each payload, best of "
+        f"{data['repeat']}, cramjam {env['cramjam']} on one of {env['cpus']} CPUs. Store bytes per payload byte is "
+        "what the store holds for each payload byte (codec frame included); encode is what the producer adds per "
+        "message, decode what the consumer adds, with the bounded decoders. No codec stores the payload as it is: "
+        "nothing to time.",
+        "",
+        _table(["payload", "codec", "store bytes per payload byte", "encode MB/s", "decode MB/s"], rows),
+    ]
+    zstd_text, lz4_text = by.get(("JSON-like", "zstd")), by.get(("JSON-like", "lz4"))
+    zstd_random = by.get(("random", "zstd"))
+    if zstd_text and lz4_text and zstd_random and zstd_text["encode_mbps"] and zstd_random["encode_mbps"]:
+        lines += [
+            "",
+            f"zstd is the one to choose: {1 / zstd_text['store_per_payload_byte']:.0f}x fewer store bytes for "
+            f"JSON-like text at {zstd_text['encode_mbps']:.0f} MB/s, and on random bytes it notices they do not "
+            f"compress and stores them (almost) as they are at {zstd_random['encode_mbps']:.0f} MB/s. gzip costs "
+            f"most CPU for no gain over zstd; lz4 stores "
+            f"{lz4_text['store_per_payload_byte'] / zstd_text['store_per_payload_byte']:.0f}x zstd's bytes on text. "
+            "The codecs run on one core per message.",
+        ]
+    routes = data.get("routes")
+    if routes:
+        lines += ["", *_compression_routes(routes)]
+    return "\n".join(lines)
 
 
 def section_spark(data: dict[str, Any] | None) -> str:
@@ -1069,6 +1301,8 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
         section_targets(data),
         section_throughput(data, img["throughput"]),
         section_ratio(data, img["ratio"]),
+        section_clouds(load_clouds()),
+        section_compression(load_compression()),
         section_latency(data, img["latency"]),
         section_mixes(data, img["mixes"]),
         section_memory(data),

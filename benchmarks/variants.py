@@ -20,7 +20,14 @@ Produce side (``run`` ends when every record is acknowledged):
 ``s3.raw``            boto3 ``put_object`` of each payload
 ``s3.raw+env``        ``put_object`` then a raw envelope-sized produce
 ``s3``                ``HybridProducer`` with ``route="reference:s3"`` (``S3Store``)
+``gcs.raw``,          google-cloud-storage ``upload_from_string`` of each payload, then (``+env``)
+``gcs.raw+env``       a raw envelope-sized produce; ``gcs``: ``route="reference:gcs"`` (``GCSStore``)
+``azure.raw``,        azure-storage-blob ``upload_blob`` of each payload, then (``+env``) a raw
+``azure.raw+env``     envelope-sized produce; ``azure``: ``route="reference:azure"`` (``AzureBlobStore``)
 ==================== ===========================================================================
+
+The GCS and Azure variants run in ``gateway bench --suite clouds`` (:mod:`benchmarks.clouds`), on the
+emulators, beside the Redis and S3 routes; the routes suite measures the others.
 
 The consume side of each variant reads back what its produce side wrote: raw consumers count raw
 records (the segments consumer does not reassemble), store baselines ``GET``/``get_object`` each
@@ -45,7 +52,7 @@ from gateway.protocol import split
 from gateway.protocol.envelope import Envelope, encode_envelope
 from gateway.protocol.headers import encode_timestamp
 from gateway.testing import KafkaService, RedisServer, S3Server
-from stores import RedisStore, S3Store
+from stores import AzureBlobStore, GCSStore, RedisStore, S3Store, Store
 
 SEGMENT = 800_000
 """LinkedIn's default ``max.message.segment.bytes``."""
@@ -91,6 +98,9 @@ CONSUME_VARIANTS = PRODUCE_VARIANTS
 KAFKA_VARIANTS = frozenset(v for v in PRODUCE_VARIANTS if v not in ("redis.raw", "s3.raw"))
 CEILING = {"chunked": "raw.segments", "redis": "redis.raw+env", "s3": "s3.raw+env"}
 """Each route and the baseline that bounds it."""
+CLOUD_CEILING = {"redis": "redis.raw+env", "s3": "s3.raw+env", "gcs": "gcs.raw+env", "azure": "azure.raw+env"}
+"""The four reference routes of ``gateway bench --suite clouds``, each with its ceiling."""
+REFERENCE_KINDS = ("redis", "s3", "gcs", "azure")
 LABELS = {
     "raw.record": "raw, one big record (limits raised)",
     "raw.segments": "raw, pre-built segments (client ceiling)",
@@ -101,6 +111,12 @@ LABELS = {
     "s3.raw": "boto3 put/get_object only (store ceiling)",
     "s3.raw+env": "put_object + raw envelope record (S3 ceiling)",
     "s3": "gateway: reference via S3",
+    "gcs.raw": "google-cloud-storage upload/download only (store ceiling)",
+    "gcs.raw+env": "upload + raw envelope record (GCS ceiling)",
+    "gcs": "gateway: reference via GCS",
+    "azure.raw": "azure-storage-blob upload/download only (store ceiling)",
+    "azure.raw+env": "upload + raw envelope record (Azure ceiling)",
+    "azure": "gateway: reference via Azure Blob",
 }
 
 
@@ -114,8 +130,15 @@ class Services:
     bucket: str
     redis_prefix: str = "bench"
     s3_prefix: str = "bench/"
+    gcs_server: Any = None
+    """A :class:`gateway.testing.GCSServer` (``--suite clouds`` only), its bucket, and Azurite and its container."""
+    gcs_bucket: str = ""
+    azure_server: Any = None
+    azure_container: str = ""
     _redis: redis.Redis | None = None
     _s3: Any = None
+    _gcs: Any = None
+    _azure: Any = None
 
     @property
     def redis(self) -> redis.Redis:
@@ -129,11 +152,41 @@ class Services:
             self._s3 = self.s3_server.client(max_pool_connections=16)
         return self._s3
 
+    @property
+    def gcs(self) -> Any:
+        """The google-cloud-storage bucket handle of the GCS variants (one client, as the store's)."""
+        if self._gcs is None:
+            self._gcs = self.gcs_server.client().bucket(self.gcs_bucket)
+        return self._gcs
+
+    @property
+    def azure(self) -> Any:
+        """The azure-storage-blob container client of the Azure variants."""
+        if self._azure is None:
+            self._azure = self.azure_server.client().get_container_client(self.azure_container)
+        return self._azure
+
     def redis_store(self) -> RedisStore:
         return RedisStore(self.redis, prefix=self.redis_prefix)
 
     def s3_store(self) -> S3Store:
         return S3Store(self.s3, bucket=self.bucket, prefix=self.s3_prefix)
+
+    def gcs_store(self) -> GCSStore:
+        return GCSStore(self.gcs.client, bucket=self.gcs_bucket, prefix=self.s3_prefix)
+
+    def azure_store(self) -> AzureBlobStore:
+        return AzureBlobStore(self.azure_server.client(), container=self.azure_container, prefix=self.s3_prefix)
+
+    def store(self, kind: str) -> Store:
+        """The gateway's store of a reference route, a fresh one per client as an application would make."""
+        makers: dict[str, Callable[[], Store]] = {
+            "redis": self.redis_store,
+            "s3": self.s3_store,
+            "gcs": self.gcs_store,
+            "azure": self.azure_store,
+        }
+        return makers[kind]()
 
     def producer_conf(self, **extra: Any) -> dict[str, Any]:
         return self.kafka.client_conf(**{**PRODUCER_CONF, **extra})
@@ -161,6 +214,12 @@ class Services:
             keys.extend({"Key": obj["Key"]} for obj in page.get("Contents", []))
         for i in range(0, len(keys), 1000):
             self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[i : i + 1000], "Quiet": True})
+        if self.gcs_server is not None:
+            for blob in list(self.gcs.list_blobs(prefix=self.s3_prefix)):
+                blob.delete()
+        if self.azure_server is not None:
+            for name in list(self.azure.list_blob_names(name_starts_with=self.s3_prefix)):
+                self.azure.delete_blob(name)
 
 
 @dataclass
@@ -256,7 +315,7 @@ def raw_names(svc: Services, store: str, topic: str, count: int) -> list[str]:
     """Keys of the raw store baselines, under this run's prefix so that clearing finds them."""
     if store == "redis":
         return [f"{svc.redis_prefix}raw:{topic}:{i}" for i in range(count)]
-    return [f"{svc.s3_prefix}raw/{topic}/{i}" for i in range(count)]
+    return [f"{svc.s3_prefix}raw/{topic}/{i}" for i in range(count)]  # S3, GCS and Azure: one prefix each run
 
 
 def _padded(name: str, length: int) -> bytes:
@@ -306,11 +365,10 @@ def hybrid_producer(svc: Services, kind: str, *, linger_ms: int | None = None) -
     if linger_ms is not None:
         extra["linger.ms"] = linger_ms
     stores: dict[str, Any] = {}
+    if kind in REFERENCE_KINDS:
+        stores[kind] = svc.store(kind)
     if kind == "redis":
-        stores["redis"] = svc.redis_store()
         extra["reference.write.window"] = REDIS_WRITE_WINDOW
-    elif kind == "s3":
-        stores["s3"] = svc.s3_store()
     return HybridProducer(svc.producer_conf(**extra), policy=hybrid_policy(kind), stores=stores)
 
 
@@ -341,7 +399,7 @@ def produce_job(svc: Services, variant: str, topic: str, work: Work, *, forced: 
             return Outcome(moved, len(values), kafka_bytes=sum(len(r["value"]) + len(r["key"]) for r in records))
 
         return Job(run_segments)
-    if variant in ("chunked", "redis", "s3"):
+    if variant == "chunked" or variant in REFERENCE_KINDS:
         hybrid = hybrid_producer(svc, variant)
         _warm(hybrid, topic)
         route = ("chunked" if variant == "chunked" else f"reference:{variant}") if forced else None
@@ -399,7 +457,50 @@ def produce_job(svc: Services, variant: str, topic: str, work: Work, *, forced: 
             return Outcome(moved, len(values), kafka_bytes=kafka, store_bytes=moved)
 
         return Job(run_s3)
+    if variant in ("gcs.raw", "gcs.raw+env", "azure.raw", "azure.raw+env"):
+        return _blob_produce_job(svc, variant, topic, work)
     raise ValueError(f"unknown variant {variant!r}")
+
+
+def _blob_put(svc: Services, kind: str) -> Callable[[str, bytes], None]:
+    """One SDK call per payload, each SDK's plain upload: what an application writes without the gateway."""
+    if kind == "gcs":
+        bucket = svc.gcs
+        return lambda name, value: bucket.blob(name).upload_from_string(value)
+    container = svc.azure
+    return lambda name, value: container.upload_blob(name, value, overwrite=True)
+
+
+def _blob_get(svc: Services, kind: str) -> Callable[[str], bytes]:
+    if kind == "gcs":
+        bucket = svc.gcs
+        return lambda name: bytes(bucket.blob(name).download_as_bytes())
+    container = svc.azure
+    return lambda name: bytes(container.download_blob(name).readall())
+
+
+def _blob_produce_job(svc: Services, variant: str, topic: str, work: Work) -> Job:
+    kind = variant.partition(".")[0]
+    values, keys = work.values, work.keys
+    put = _blob_put(svc, kind)
+    names = raw_names(svc, kind, topic, len(values))
+    env_producer = _envelope_producer(svc, topic) if variant.endswith("+env") else None
+    store = svc.gcs_store() if kind == "gcs" else svc.azure_store()
+    length = envelope_size(kind, store.locator_for(topic, uuid.uuid4()), 0)
+
+    def run_blob() -> Outcome:
+        kafka = 0
+        for name, key, value in zip(names, keys, values, strict=True):
+            put(name, value)
+            if env_producer is not None:
+                record = _padded(name, length)
+                _produce(env_producer, topic, value=record, key=key, partition=0)
+                kafka += len(record) + len(key)
+        if env_producer is not None:
+            _flush(env_producer)
+        return Outcome(work.total, len(values), kafka_bytes=kafka, store_bytes=work.total)
+
+    return Job(run_blob)
 
 
 # -- consume -----------------------------------------------------------------------------------
@@ -433,11 +534,7 @@ def _drain_raw(consumer: Any, topic: str, records: int, each: Callable[[Message]
 
 
 def hybrid_consumer(svc: Services, kind: str) -> HybridConsumer:
-    stores: dict[str, Any] = {}
-    if kind == "redis":
-        stores["redis"] = svc.redis_store()
-    elif kind == "s3":
-        stores["s3"] = svc.s3_store()
+    stores: dict[str, Any] = {kind: svc.store(kind)} if kind in REFERENCE_KINDS else {}
     return HybridConsumer(svc.consumer_conf(**HYBRID_CONSUMER), stores=stores)
 
 
@@ -477,7 +574,7 @@ def consume_job(svc: Services, variant: str, topic: str, work: Work) -> Job:
             return Outcome(moved, count)
 
         return Job(run_raw, consumer.close)
-    if variant in ("chunked", "redis", "s3"):
+    if variant == "chunked" or variant in REFERENCE_KINDS:
         hybrid = hybrid_consumer(svc, variant)
         _warm(hybrid, topic)
 
@@ -506,7 +603,16 @@ def consume_job(svc: Services, variant: str, topic: str, work: Work) -> Job:
             return Outcome(moved, count)
 
         return Job(run_get_object)
-    if variant in ("redis.raw+env", "s3.raw+env"):
+    if variant in ("gcs.raw", "azure.raw"):
+        get = _blob_get(svc, variant.partition(".")[0])
+        names = raw_names(svc, variant.partition(".")[0], topic, count)
+
+        def run_blob_get() -> Outcome:
+            _check(variant, sum(len(get(name)) for name in names), moved)
+            return Outcome(moved, count)
+
+        return Job(run_blob_get)
+    if variant in ("redis.raw+env", "s3.raw+env", "gcs.raw+env", "azure.raw+env"):
         consumer = _raw_consumer(svc, topic)
         fetched = [0]
         if variant == "redis.raw+env":
@@ -514,6 +620,11 @@ def consume_job(svc: Services, variant: str, topic: str, work: Work) -> Job:
 
             def fetch(msg: Message) -> None:
                 fetched[0] += len(client.get((msg.value() or b"").rstrip(b" ")) or b"")
+        elif variant != "s3.raw+env":
+            get = _blob_get(svc, variant.partition(".")[0])
+
+            def fetch(msg: Message) -> None:
+                fetched[0] += len(get((msg.value() or b"").rstrip(b" ").decode()))
         else:
             s3 = svc.s3
 
