@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +34,12 @@ class TlsFiles:
         return self.server_cert.read_text() + self.ca_cert.read_text()
 
 
-def make_tls_files(folder: Path, *, days: int = 2) -> TlsFiles:
-    """A new CA and a server certificate it signed, valid for ``days`` from an hour ago, written to ``folder``."""
+def make_tls_files(folder: Path, *, days: int = 2, hosts: Sequence[str] = ()) -> TlsFiles:
+    """A new CA and a server certificate it signed, valid for ``days`` from an hour ago, written to ``folder``.
+
+    The certificate names ``127.0.0.1`` and ``localhost``, and ``hosts`` besides (a test that stands in
+    for a cloud endpoint names the endpoint's host).
+    """
     folder.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)  # a clock a little behind still accepts them
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -47,7 +52,8 @@ def make_tls_files(folder: Path, *, days: int = 2) -> TlsFiles:
     )
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    alt_names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    alt_names: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    alt_names += [x509.DNSName(host) for host in hosts]
     server_cert = (
         _builder(server_name, ca_name, server_key.public_key(), now, days)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

@@ -1,9 +1,10 @@
 """bakdata's gs:// and abs:// pointers, written by bakdata's own serde (tests/peerwriters, from Maven Central) into
 fake-gcs-server and Azurite, read back byte-identical through a GCSStore and an AzureBlobStore.
 
-bakdata's Java client finds fake-gcs-server through ``STORAGE_EMULATOR_HOST``; Google's credential
-lookup is pointed at a closed loopback port and told not to probe for a cloud metadata server, so
-nothing leaves the machine. Azurite gets bakdata's own setting, ``large.message.abs.connection.string``.
+bakdata's Google client, left at its defaults, reaches fake-gcs-server through a loopback proxy that
+answers for Google's hosts only (tests/google_endpoint.py); Google's credential lookup is told not to
+probe for a cloud metadata server, so nothing leaves the machine. Azurite gets bakdata's own setting,
+``large.message.abs.connection.string``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import cramjam
 import pytest
 
 from gateway import HybridConsumer
 from gateway.errors import LocatorError
-from gateway.protocol.peers import BAKDATA_COMPRESSION_HEADERS, BAKDATA_VALUE_HEADER
 from gateway.testing import AzuriteServer, KafkaService
 from stores import AzureBlobStore, GCSStore
+from tests.google_endpoint import GoogleEndpoint
 
 PEERS_DIR = Path(__file__).resolve().parents[1] / "peerwriters"
 _NO_CLOUD = {
@@ -40,14 +40,16 @@ def _payload(tag: str, size: int) -> bytes:
     return bytes(b ^ (i * 31 % 251) for i, b in enumerate(seed))
 
 
-def _write_bakdata(spec: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+def _write_bakdata(
+    spec: dict[str, Any], env: dict[str, str], tmp_path: Path, *, jvm_options: list[str] | None = None
+) -> None:
     if not (PEERS_DIR / "target" / "lib").is_dir():
         pytest.fail("tests/peerwriters is not built: run `make peer-writers` (make test does)")
     spec_file = tmp_path / f"bakdata-{uuid.uuid4().hex[:6]}.json"
     spec_file.write_text(json.dumps(spec))
     classpath = f"{PEERS_DIR / 'target' / 'classes'}{os.pathsep}{PEERS_DIR / 'target' / 'lib' / '*'}"
     done = subprocess.run(
-        ["java", "-cp", classpath, "gateway.peers.BakdataWriter", str(spec_file)],
+        ["java", *(jvm_options or []), "-cp", classpath, "gateway.peers.BakdataWriter", str(spec_file)],
         capture_output=True,
         text=True,
         timeout=180,
@@ -93,35 +95,24 @@ def _read(kafka: KafkaService, topic: str, stores: dict[str, Any], count: int) -
     return got
 
 
+@pytest.mark.requires("java_clients")
 def test_bakdata_gs_records_read_back_byte_identical(
-    kafka: KafkaService, topic: str, gcs_client: Any, gcs_bucket: str
+    kafka: KafkaService, topic: str, gcs_server: Any, gcs_client: Any, gcs_bucket: str, tmp_path: Path
 ) -> None:
-    """gs:// records in bakdata's wire format, their objects uploaded with Google's client.
-
-    Not bakdata's own writer: its Java GCS client (google-cloud-storage 2.62.1, built by
-    ``StorageOptions.getDefaultInstance()``) has no setting for an endpoint and does not honour
-    ``STORAGE_EMULATOR_HOST``, so it cannot reach fake-gcs-server; the abs:// test below runs bakdata's own code.
-    """
-    from confluent_kafka import Producer
-
-    bucket = gcs_client.bucket(gcs_bucket)
-    producer = Producer(kafka.producer_config())
-    expected = []
-    for key, value, _, codec in CASES:
-        if len(value) < 10_000:
-            producer.produce(topic, value, key=key, partition=0, headers=[(BAKDATA_VALUE_HEADER, b"\x00")])
-        else:
-            name = f"bakdata/{topic}/values/{uuid.uuid4()}"
-            blob = bytes(cramjam.zstd.compress(value)) if codec == "zstd" else value
-            bucket.blob(name).upload_from_string(blob)
-            headers = [(BAKDATA_VALUE_HEADER, b"\x01")]
-            if codec == "zstd":
-                headers.append((BAKDATA_COMPRESSION_HEADERS[0], b"\x04"))
-            producer.produce(topic, f"gs://{gcs_bucket}/{name}".encode(), key=key, partition=0, headers=headers)
-        expected.append((key, value))
-    producer.flush(30)
+    """gs:// records written by bakdata's own serde, its Google client at its defaults (tests/google_endpoint.py)."""
+    if gcs_server.external:
+        pytest.skip("bakdata's writer reaches fake-gcs-server through a loopback proxy; GCS_ENDPOINT_URL is set")
+    endpoint = GoogleEndpoint(gcs_server.port, tmp_path / "google")
+    try:
+        spec = _spec(kafka, topic, f"gs://{gcs_bucket}/bakdata/", gs_key_path=str(endpoint.key_path))
+        _write_bakdata(spec, {}, tmp_path, jvm_options=endpoint.jvm_options())
+    finally:
+        endpoint.close()
+    assert endpoint.refused == [], "bakdata's writer tried to reach somewhere else"
+    written = [blob.name for blob in gcs_client.list_blobs(gcs_bucket, prefix="bakdata/")]
+    assert len(written) == 3, written  # the three values over max_byte_size, in bakdata's own layout
     store = GCSStore(gcs_client, bucket=gcs_bucket, prefix="bakdata/", name="peers")
-    assert _read(kafka, topic, {"peers": store}, len(CASES)) == expected
+    assert _read(kafka, topic, {"peers": store}, len(CASES)) == [(k, v) for k, v, *_ in CASES]
     assert store.metrics()["gets"] == 3, "the three stored values, through the store"
     elsewhere = GCSStore(gcs_client, bucket=gcs_bucket, prefix="other/", name="peers")
     with pytest.raises(LocatorError, match="outside every configured store"):

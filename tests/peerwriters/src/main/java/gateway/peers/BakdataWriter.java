@@ -35,7 +35,9 @@ public final class BakdataWriter {
                 if (spec.root.hasNonNull("abs_connection_string")) { // abs:// base paths: Azurite
                     config.put("large.message.abs.connection.string", spec.text("abs_connection_string"));
                 }
-                // gs:// base paths: Google's client finds fake-gcs-server through STORAGE_EMULATOR_HOST
+                if (spec.root.hasNonNull("gs_key_path")) { // gs:// base paths: a service-account key file
+                    config.put("large.message.gs.key.path", spec.text("gs_key_path"));
+                }
                 RecordHeaders headers = new RecordHeaders();
                 byte[] key = Spec.bytes(record, "key_b64");
                 byte[] value = Spec.bytes(record, "value_b64");
