@@ -86,11 +86,11 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
     """Bytes both ways until either side closes."""
     peers = {a: b, b: a}
     with selectors.DefaultSelector() as selector:
-        for sock in peers:
-            selector.register(sock, selectors.EVENT_READ)
+        for end in peers:
+            selector.register(end, selectors.EVENT_READ)
         while events := selector.select(timeout=60):  # a minute idle: the client has gone
             for key, _ in events:
-                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                sock = peers[peers[key.fileobj]]  # type: ignore[index]  # the socket itself, typed
                 data = sock.recv(65536)
                 if not data:
                     return
