@@ -247,7 +247,7 @@ def test_gc_sweeps_orphans_of_both_tls_stores_with_credentials_from_a_file(
     assert_no_secret(out.stdout, out.stderr)
 
     no_ca = gc(*store_args, "--no-verify", "--command-config", command_config(tmp_path, tls_s3, ca_bundle=False))
-    assert no_ca.returncode != 0 and "SSL" in no_ca.stderr and BUCKET in no_ca.stderr, no_ca.stderr
+    assert no_ca.returncode == 3 and "SSL" in no_ca.stderr and BUCKET in no_ca.stderr, no_ca.stderr
     wrong_config = command_config(tmp_path, tls_s3, password=WRONG_PASSWORD)
     wrong = gc(*store_args, "--no-verify", "--command-config", wrong_config)
     assert wrong.returncode == 1, wrong.stderr
