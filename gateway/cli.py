@@ -226,16 +226,23 @@ def _redis_kwargs(stores: dict[str, str]) -> dict[str, str]:
 
 
 def _with_credentials(url: str, kwargs: dict[str, str]) -> str:
-    """``url`` with the user and password of ``kwargs`` in it, for the Spark options (which take one URL)."""
+    """``url`` with the user and password of ``kwargs`` in it, for the Spark options (which take one URL).
+
+    What the URL names itself wins, part by part, as with redis-py's ``from_url(url, **kwargs)`` that
+    ``gateway gc`` uses: ``rediss://gateway@host`` keeps its user and takes the password from ``kwargs``.
+    """
     from urllib.parse import quote, urlsplit, urlunsplit
 
     if not kwargs.get("password"):
         return url
     parts = urlsplit(url)
-    if "@" in parts.netloc:
-        return url  # the URL's own credentials win, as redis-py's from_url lets them
-    userinfo = f"{quote(kwargs.get('username', ''), safe='')}:{quote(kwargs['password'], safe='')}@"
-    return urlunsplit((parts.scheme, userinfo + parts.netloc, parts.path, parts.query, parts.fragment))
+    userinfo, at, host = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if colon:
+        return url  # the URL has its own password
+    user = user if at else quote(kwargs.get("username", ""), safe="")
+    netloc = f"{user}:{quote(kwargs['password'], safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _kafka_options(items: Sequence[str]) -> dict[str, str]:

@@ -82,14 +82,16 @@ class RedisServer(LocalServer):
         return self.url_for(password=self.password)
 
     def url_for(self, *, username: str | None = None, password: str | None = None, ca_certs: bool = True) -> str:
-        """This server's URL with other credentials, or (``ca_certs=False``) without the CA a TLS client needs."""
+        """This server's URL with other credentials (a user without a password: ``rediss://user@...``, the password
+        given apart), or (``ca_certs=False``) without the CA a TLS client needs."""
         from urllib.parse import quote
 
         if self._port is None:
             raise RuntimeError("RedisServer has not been started")
-        userinfo = ""
+        userinfo = "" if username is None else quote(username, safe="")
         if password is not None:
-            userinfo = f"{quote(username or '', safe='')}:{quote(password, safe='')}@"
+            userinfo += f":{quote(password, safe='')}"
+        userinfo += "@" if userinfo else ""
         if self.tls is None:
             return f"redis://{userinfo}{LOOPBACK}:{self._port}/0"
         query = f"?ssl_ca_certs={quote(str(self.tls.ca_cert), safe='/')}" if ca_certs else ""

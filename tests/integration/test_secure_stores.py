@@ -368,7 +368,8 @@ def test_spark_sink_reader_and_reconcile_with_the_tls_stores(
     orphans = {name: store.put(topic, uuid.uuid4(), b"orphaned", pending_since_ms=1) for name, store in stores.items()}
     args = [
         "reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--grace", "0", "--delete",
-        "--redis-url", tls_redis.url_for(), "--redis-prefix", stores["redis"].prefix,
+        "--redis-url", tls_redis.url_for(username=USER),  # the user in the URL, the password in the file
+        "--redis-prefix", stores["redis"].prefix,
         "--s3-endpoint", str(tls_s3.endpoint_url), "--s3-bucket", BUCKET, "--s3-prefix", stores["s3"].prefix,
         "--s3-region", tls_s3.region, "--command-config", command_config(tmp_path, tls_s3),
     ]  # fmt: skip
