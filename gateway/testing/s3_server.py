@@ -17,6 +17,7 @@ from gateway.testing.processes import (
     LOOPBACK,
     LocalServer,
     ServerProcess,
+    ServiceStartError,
     ServiceUnavailable,
     start_with_port_retry,
 )
@@ -111,6 +112,25 @@ class S3Server(LocalServer):
         self.client().create_bucket(**params)
         return name
 
+    def require_authentication(self) -> None:
+        """From now on every request must be signed by an IAM user of this server and allowed by its policies.
+
+        moto authorizes nothing by default; after this, S3 requests are checked against the IAM users,
+        access keys and policies made on this server so far (through :meth:`service_client` ``("iam")``),
+        and the dummy keys of :meth:`client` stop working. There is no way back for this server.
+        """
+        if self._external or self._endpoint_url is None:
+            raise ServiceUnavailable("only a local moto server started here can be made to require authentication")
+        conn = self._connection(int(self._endpoint_url.rpartition(":")[2]), timeout=10)
+        try:
+            conn.request("POST", "/moto-api/reset-auth", body=b"0", headers={"Content-Type": "text/plain"})
+            reply = conn.getresponse()
+            body = reply.read()
+        finally:
+            conn.close()
+        if reply.status != 200:
+            raise ServiceStartError(f"moto refused to require authentication: {reply.status} {body[:200]!r}")
+
     def _argv(self, port: int) -> list[str]:
         tls = [] if self.tls is None else ["-c", str(self.tls.server_cert), "-k", str(self.tls.server_key)]
         script = Path(sys.executable).parent / "moto_server"
@@ -122,15 +142,15 @@ class S3Server(LocalServer):
             )
         return [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port), *tls]
 
+    def _connection(self, port: int, timeout: float) -> http.client.HTTPConnection:
+        if self.tls is None:
+            return http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
+        context = ssl.create_default_context(cafile=str(self.tls.ca_cert))
+        return http.client.HTTPSConnection(LOOPBACK, port, timeout=timeout, context=context)
+
     def _await_ready(self, proc: ServerProcess, port: int) -> None:
         def answers() -> bool:
-            conn = (
-                http.client.HTTPConnection(LOOPBACK, port, timeout=2)
-                if self.tls is None
-                else http.client.HTTPSConnection(
-                    LOOPBACK, port, timeout=2, context=ssl.create_default_context(cafile=str(self.tls.ca_cert))
-                )
-            )
+            conn = self._connection(port, timeout=2)
             try:
                 conn.request("GET", "/")
                 conn.getresponse().read()

@@ -11,11 +11,14 @@ authentication and shows no password, and the consumer goes on to the next recor
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ from confluent_kafka import KafkaException
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.aio import AIOHybridConsumer, AIOHybridProducer
-from gateway.errors import PayloadNotFoundError, StoreUnavailableError
+from gateway.errors import PayloadNotFoundError, StoreError, StoreUnavailableError
 from gateway.testing import KafkaService
 from gateway.testing.redis_server import RedisServer
 from gateway.testing.s3_server import S3Server
@@ -37,12 +40,13 @@ from tests.helpers import consume_all, payload, sha
 from tests.integration.test_redis_acl import PASSWORD, documented_rules
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "security.md"
 USER = "gateway"
 ADMIN_PASSWORD = "admin-pw-Vb62"
 WRONG_PASSWORD = "wrong-pw-Kd07"
 BUCKET = "secure-payloads"
-ACCESS_KEY, SECRET_KEY = "AKIASECURESTORES", "s3-secret-Wt48"
-SECRETS = (PASSWORD, ADMIN_PASSWORD, WRONG_PASSWORD, SECRET_KEY)
+SECRETS = [PASSWORD, ADMIN_PASSWORD, WRONG_PASSWORD]
+"""Known secrets, and the S3 secret key once moto made it: none may show in an error, a log or a ``repr``."""
 SEGMENT = 100_000
 
 
@@ -70,13 +74,49 @@ def tls_redis(tls: TlsFiles) -> Iterator[RedisServer]:
         yield server
 
 
+@dataclass(frozen=True)
+class SecureS3:
+    """moto over HTTPS that authorizes only ``key_id``'s signed requests, and only what its policy allows."""
+
+    server: S3Server
+    key_id: str
+    secret: str = field(repr=False)
+
+
+def documented_s3_actions() -> list[str]:
+    """Every ``s3:`` action of the "S3 IAM" table in docs/security.md (the producer, consumer, gc and reconcile
+    rows and the administrator's), for one user that runs them all here."""
+    text = DOCS.read_text(encoding="utf-8")
+    table = text[text.index("### S3 IAM") : text.index("With SSE-KMS")]
+    return sorted({action for action in re.findall(r"`(s3:[A-Za-z]+)`", table) if action != "s3:prefix"})
+
+
 @pytest.fixture(scope="module")
-def tls_s3(tls: TlsFiles) -> Iterator[S3Server]:
+def tls_s3(tls: TlsFiles) -> Iterator[SecureS3]:
+    """HTTPS only; once the bucket and the IAM user exist, every request must be signed by that user's key
+    and allowed by a policy of the documented actions on the bucket's ``gw*`` keys."""
     server = S3Server(tls=tls, from_env=False)
     server.start()
     with server:
         server.create_bucket(BUCKET)
-        yield server
+        iam = server.service_client("iam")
+        iam.create_user(UserName=USER)
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    # moto checks HeadBucket as an action of its own; AWS authorizes it with s3:ListBucket
+                    "Action": [*documented_s3_actions(), "s3:HeadBucket"],
+                    "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/gw*"],
+                }
+            ],
+        }
+        iam.put_user_policy(UserName=USER, PolicyName="gateway-payloads", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=USER)["AccessKey"]
+        server.require_authentication()
+        SECRETS.append(key["SecretAccessKey"])
+        yield SecureS3(server, key["AccessKeyId"], key["SecretAccessKey"])
 
 
 def acl_url(server: RedisServer, *, password: str = PASSWORD, ca_certs: bool = True) -> str:
@@ -84,14 +124,14 @@ def acl_url(server: RedisServer, *, password: str = PASSWORD, ca_certs: bool = T
     return server.url_for(username=USER, password=password, ca_certs=ca_certs)
 
 
-def s3_client(server: S3Server, *, ca_bundle: bool = True) -> Any:
+def s3_client(s3: SecureS3, *, ca_bundle: bool = True, secret: str | None = None) -> Any:
     return boto3.client(
         "s3",
-        endpoint_url=server.endpoint_url,
-        region_name=server.region,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-        verify=server.ca_bundle if ca_bundle else None,
+        endpoint_url=s3.server.endpoint_url,
+        region_name=s3.server.region,
+        aws_access_key_id=s3.key_id,
+        aws_secret_access_key=secret or s3.secret,
+        verify=s3.server.ca_bundle if ca_bundle else None,
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
     )
 
@@ -103,7 +143,7 @@ def prefix() -> str:
 
 
 @pytest.fixture
-def stores(tls_redis: RedisServer, tls_s3: S3Server, prefix: str) -> Iterator[dict[str, Any]]:
+def stores(tls_redis: RedisServer, tls_s3: SecureS3, prefix: str) -> Iterator[dict[str, Any]]:
     made = {
         "redis": RedisStore(redis_client_from_url(acl_url(tls_redis)), prefix=prefix, entry_bytes=64 * 1024),
         "s3": S3Store(s3_client(tls_s3), bucket=BUCKET, prefix=prefix.replace(":", "-") + "/"),
@@ -194,15 +234,15 @@ def test_the_aio_clients_round_trip_and_roll_back_over_tls(
 
 
 # -- gateway gc, credentials from a --command-config file ---------------------------------------
-def command_config(tmp_path: Path, server: S3Server, *, ca_bundle: bool = True, password: str = PASSWORD) -> str:
+def command_config(tmp_path: Path, s3: SecureS3, *, ca_bundle: bool = True, password: str = PASSWORD) -> str:
     lines = [
         f"redis.username={USER}",
         f"redis.password={password}",
-        f"s3.access.key={ACCESS_KEY}",
-        f"s3.secret.key={SECRET_KEY}",
+        f"s3.access.key={s3.key_id}",
+        f"s3.secret.key={s3.secret}",
     ]
     if ca_bundle:
-        lines.append(f"s3.ca.bundle={server.ca_bundle}")
+        lines.append(f"s3.ca.bundle={s3.server.ca_bundle}")
     path = tmp_path / f"client-{uuid.uuid4().hex[:6]}.properties"
     path.touch(mode=0o600)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -226,7 +266,7 @@ def test_gc_sweeps_orphans_of_both_tls_stores_with_credentials_from_a_file(
     topic: str,
     stores: dict[str, Any],
     tls_redis: RedisServer,
-    tls_s3: S3Server,
+    tls_s3: SecureS3,
     prefix: str,
     tmp_path: Path,
 ) -> None:
@@ -234,8 +274,8 @@ def test_gc_sweeps_orphans_of_both_tls_stores_with_credentials_from_a_file(
     store_args = [
         "--redis-url", tls_redis.url_for(),  # rediss://host:port/0?ssl_ca_certs=...: no secret in argv
         "--redis-prefix", prefix,
-        "--s3-endpoint", str(tls_s3.endpoint_url), "--s3-bucket", BUCKET, "--s3-prefix", stores["s3"].prefix,
-        "--s3-region", tls_s3.region,
+        "--s3-endpoint", str(tls_s3.server.endpoint_url), "--s3-bucket", BUCKET, "--s3-prefix", stores["s3"].prefix,
+        "--s3-region", tls_s3.server.region,
     ]  # fmt: skip
     out = gc(*store_args, "--bootstrap", kafka.bootstrap_servers, "--grace", "0", "--delete",
              "--command-config", command_config(tmp_path, tls_s3))  # fmt: skip
@@ -261,29 +301,38 @@ def test_gc_sweeps_orphans_of_both_tls_stores_with_credentials_from_a_file(
 
 # -- without the CA, or with a wrong password ---------------------------------------------------
 def test_without_the_ca_or_with_a_wrong_password_the_consumer_gets_typed_errors_and_goes_on(
-    kafka: KafkaService, topic: str, stores: dict[str, Any], tls_redis: RedisServer, tls_s3: S3Server
+    kafka: KafkaService, topic: str, stores: dict[str, Any], tls_redis: RedisServer, tls_s3: SecureS3
 ) -> None:
     _produce_references(kafka, topic, stores)
     prefix = stores["redis"].prefix
+    s3_prefix = stores["s3"].prefix
     cases = {
         "redis without the CA": (
             {"redis": RedisStore(redis.Redis.from_url(acl_url(tls_redis, ca_certs=False)), prefix=prefix)},
+            StoreUnavailableError,
             "TLS failed",
         ),
         "a wrong Redis password": (
             {"redis": RedisStore(redis.Redis.from_url(acl_url(tls_redis, password=WRONG_PASSWORD)), prefix=prefix)},
+            StoreUnavailableError,
             "authentication failed",
         ),
         "S3 without the CA": (
-            {"s3": S3Store(s3_client(tls_s3, ca_bundle=False), bucket=BUCKET, prefix=stores["s3"].prefix)},
+            {"s3": S3Store(s3_client(tls_s3, ca_bundle=False), bucket=BUCKET, prefix=s3_prefix)},
+            StoreUnavailableError,
             "TLS failed",
         ),
+        "a wrong S3 secret key": (  # a refusal that no retry changes: final at once
+            {"s3": S3Store(s3_client(tls_s3, secret=WRONG_PASSWORD), bucket=BUCKET, prefix=s3_prefix)},
+            StoreError,
+            "SignatureDoesNotMatch",
+        ),
     }
-    for case, (bad, reason) in cases.items():
+    for case, (bad, kind, reason) in cases.items():
         with HybridConsumer(kafka.consumer_config(), stores={**stores, **bad}) as consumer:
             consumer.subscribe([topic])
             messages, errors = consume_all(consumer, 3)
-        assert [type(e) for e in errors] == [StoreUnavailableError], f"{case}: {errors}"
+        assert [type(e) for e in errors] == [kind], f"{case}: {errors}"
         error = errors[0]
         assert reason in str(error), f"{case}: {error}"
         assert error.kafka_message is not None and error.kafka_message.key() == next(iter(bad)).encode(), case
@@ -307,18 +356,28 @@ def test_a_client_from_a_url_without_the_ca_or_with_a_wrong_password_fails_at_on
     assert_no_secret(no_ca.value, wrong.value)
 
 
+def test_the_s3_user_reaches_only_its_prefix_and_nothing_else_gets_in(tls_s3: SecureS3) -> None:
+    """The policy is really enforced: the user's key outside ``gw*`` and moto's default keys are refused."""
+    import botocore.exceptions
+
+    with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
+        s3_client(tls_s3).put_object(Bucket=BUCKET, Key="other-application/x", Body=b"x")
+    with pytest.raises(botocore.exceptions.ClientError, match="InvalidAccessKeyId"):
+        tls_s3.server.client().list_objects_v2(Bucket=BUCKET)
+
+
 # -- Spark: the sink writes to both TLS stores, the reader and reconcile read them ---------------
-def spark_store_options(tls_redis: RedisServer, tls_s3: S3Server, stores: dict[str, Any]) -> dict[str, str]:
+def spark_store_options(tls_redis: RedisServer, tls_s3: SecureS3, stores: dict[str, Any]) -> dict[str, str]:
     return {
         "redis.url": acl_url(tls_redis),
         "redis.prefix": stores["redis"].prefix,
-        "s3.endpoint": str(tls_s3.endpoint_url),
+        "s3.endpoint": str(tls_s3.server.endpoint_url),
         "s3.bucket": BUCKET,
         "s3.prefix": stores["s3"].prefix,
-        "s3.region": tls_s3.region,
-        "s3.access.key": ACCESS_KEY,
-        "s3.secret.key": SECRET_KEY,
-        "s3.ca.bundle": str(tls_s3.ca_bundle),
+        "s3.region": tls_s3.server.region,
+        "s3.access.key": tls_s3.key_id,
+        "s3.secret.key": tls_s3.secret,
+        "s3.ca.bundle": str(tls_s3.server.ca_bundle),
     }
 
 
@@ -327,7 +386,7 @@ def test_spark_sink_reader_and_reconcile_with_the_tls_stores(
     kafka: KafkaService,
     stores: dict[str, Any],
     tls_redis: RedisServer,
-    tls_s3: S3Server,
+    tls_s3: SecureS3,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -370,8 +429,8 @@ def test_spark_sink_reader_and_reconcile_with_the_tls_stores(
         "reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--grace", "0", "--delete",
         "--redis-url", tls_redis.url_for(username=USER),  # the user in the URL, the password in the file
         "--redis-prefix", stores["redis"].prefix,
-        "--s3-endpoint", str(tls_s3.endpoint_url), "--s3-bucket", BUCKET, "--s3-prefix", stores["s3"].prefix,
-        "--s3-region", tls_s3.region, "--command-config", command_config(tmp_path, tls_s3),
+        "--s3-endpoint", str(tls_s3.server.endpoint_url), "--s3-bucket", BUCKET, "--s3-prefix", stores["s3"].prefix,
+        "--s3-region", tls_s3.server.region, "--command-config", command_config(tmp_path, tls_s3),
     ]  # fmt: skip
     assert main(args) == 0
     report = capsys.readouterr().out
