@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--s3-bucket", help="S3 bucket of the store")
     reconcile.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
     reconcile.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
+    reconcile.add_argument("--s3-ca-bundle", metavar="PEM", help=_S3_CA_HELP)
     reconcile.add_argument(
         "--redis-name", default="redis", help="store name the producers gave the Redis store (default redis)"
     )
@@ -174,6 +175,12 @@ def _name(entry: EntryPoint) -> str:
     return entry.name
 
 
+_S3_CA_HELP = (
+    "CA certificates (PEM) to verify an HTTPS --s3-endpoint with, also s3.ca.bundle in --command-config "
+    "(default: boto3's, AWS_CA_BUNDLE)"
+)
+
+
 def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-url", help="Redis store to sweep, e.g. redis://127.0.0.1:6379/0")
     parser.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
@@ -182,6 +189,7 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-bucket", help="S3 bucket to sweep")
     parser.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
     parser.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
+    parser.add_argument("--s3-ca-bundle", metavar="PEM", help=_S3_CA_HELP)
     parser.add_argument("--s3-name", default="s3", help="label of the S3 store in the report (default s3)")
 
 
@@ -198,7 +206,7 @@ def _credential_args(parser: argparse.ArgumentParser) -> None:
         "--command-config",
         metavar="FILE",
         help="properties file (as Kafka's tools take): confluent-kafka settings such as sasl.password, and "
-        "store credentials redis.url, redis.username, redis.password, s3.access.key, s3.secret.key. "
+        "store settings redis.url, redis.username, redis.password, s3.access.key, s3.secret.key, s3.ca.bundle. "
         "Also read from the environment: GATEWAY_KAFKA_SASL_PASSWORD, GATEWAY_REDIS_PASSWORD, ...",
     )
 
@@ -208,6 +216,8 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]
     kafka, stores = client_settings(args.command_config, _kafka_options(args.kafka_option))
     if not args.redis_url and stores.get("redis.url"):
         args.redis_url = stores["redis.url"]
+    if not args.s3_ca_bundle and stores.get("s3.ca.bundle"):
+        args.s3_ca_bundle = stores["s3.ca.bundle"]
     return kafka, stores
 
 
@@ -216,16 +226,23 @@ def _redis_kwargs(stores: dict[str, str]) -> dict[str, str]:
 
 
 def _with_credentials(url: str, kwargs: dict[str, str]) -> str:
-    """``url`` with the user and password of ``kwargs`` in it, for the Spark options (which take one URL)."""
+    """``url`` with the user and password of ``kwargs`` in it, for the Spark options (which take one URL).
+
+    What the URL names itself wins, part by part, as with redis-py's ``from_url(url, **kwargs)`` that
+    ``gateway gc`` uses: ``rediss://gateway@host`` keeps its user and takes the password from ``kwargs``.
+    """
     from urllib.parse import quote, urlsplit, urlunsplit
 
     if not kwargs.get("password"):
         return url
     parts = urlsplit(url)
-    if "@" in parts.netloc:
-        return url  # the URL's own credentials win, as redis-py's from_url lets them
-    userinfo = f"{quote(kwargs.get('username', ''), safe='')}:{quote(kwargs['password'], safe='')}@"
-    return urlunsplit((parts.scheme, userinfo + parts.netloc, parts.path, parts.query, parts.fragment))
+    userinfo, at, host = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if colon:
+        return url  # the URL has its own password
+    user = user if at else quote(kwargs.get("username", ""), safe="")
+    netloc = f"{user}:{quote(kwargs['password'], safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _kafka_options(items: Sequence[str]) -> dict[str, str]:
@@ -260,7 +277,8 @@ def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
     """
     import boto3
 
-    kwargs = {k: v for k, v in (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region)) if v}
+    named = (("endpoint_url", args.s3_endpoint), ("region_name", args.s3_region), ("verify", args.s3_ca_bundle))
+    kwargs = {k: v for k, v in named if v}
     if stores.get("s3.access.key") and stores.get("s3.secret.key"):
         kwargs.update(aws_access_key_id=stores["s3.access.key"], aws_secret_access_key=stores["s3.secret.key"])
     client = boto3.client("s3", **kwargs)
@@ -350,6 +368,8 @@ def _reconcile(args: argparse.Namespace) -> int:
             options["s3.endpoint"] = args.s3_endpoint
         if args.s3_region:
             options["s3.region"] = args.s3_region
+        if args.s3_ca_bundle:
+            options["s3.ca.bundle"] = args.s3_ca_bundle
         options.update({key: credentials[key] for key in ("s3.access.key", "s3.secret.key") if key in credentials})
     from pyspark.sql import SparkSession
 

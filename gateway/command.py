@@ -134,8 +134,8 @@ def check_bucket(client: Any, bucket: str, where: str) -> None:
         fail(f"cannot reach S3 at {where} for bucket {bucket!r}: {exc}", EXIT_UNREACHABLE)
 
 
-STORE_SETTINGS = ("redis.url", "redis.username", "redis.password", "s3.access.key", "s3.secret.key")
-"""Store credentials a ``--command-config`` file or the environment may hold; every other key is a Kafka setting."""
+STORE_SETTINGS = ("redis.url", "redis.username", "redis.password", "s3.access.key", "s3.secret.key", "s3.ca.bundle")
+"""Store settings a ``--command-config`` file or the environment may hold; every other key is a Kafka setting."""
 
 ENV_PREFIX = "GATEWAY_"
 """``GATEWAY_KAFKA_SASL_PASSWORD`` is ``sasl.password``; ``GATEWAY_REDIS_PASSWORD`` is ``redis.password``."""

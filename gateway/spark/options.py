@@ -291,6 +291,8 @@ class SourceOptions:
     s3_secret_key: str | None = field(default=None, repr=False)
     s3_name: str = "s3"
     s3_path_style: bool = True
+    s3_ca_bundle: str | None = None
+    """``s3.ca.bundle``: the PEM CA file an HTTPS endpoint is verified with on every executor (boto3's ``verify=``)."""
     gcs_endpoint: str | None = None
     gcs_bucket: str | None = None
     gcs_prefix: str = "gw/"
@@ -484,6 +486,7 @@ STORE_OPTIONS = (
     "s3.secret.key",
     "s3.name",
     "s3.path.style",
+    "s3.ca.bundle",
     *CLOUD_STORE_OPTIONS,
     "encryption.keyring",
     "encryption.kms.key",
@@ -525,6 +528,7 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
         "s3_secret_key": _str(opts, "s3.secret.key"),
         "s3_name": _str(opts, "s3.name", "s3") or "s3",
         "s3_path_style": _bool(opts, "s3.path.style", True),
+        "s3_ca_bundle": _str(opts, "s3.ca.bundle"),
         "keyring": _str(opts, "encryption.keyring"),
         "kms": _kms_options(opts),
     }

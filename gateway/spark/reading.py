@@ -47,6 +47,8 @@ def _s3_client_args(options: SourceOptions) -> dict[str, Any]:
     if options.s3_access_key is not None:
         kwargs["aws_access_key_id"] = options.s3_access_key
         kwargs["aws_secret_access_key"] = options.s3_secret_key
+    if options.s3_ca_bundle:
+        kwargs["verify"] = options.s3_ca_bundle
     if options.s3_path_style:
         kwargs["config"] = Config(s3={"addressing_style": "path"})
     return kwargs

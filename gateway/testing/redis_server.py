@@ -22,6 +22,8 @@ from gateway.testing.processes import (
 if TYPE_CHECKING:
     import redis
 
+    from gateway.testing.tls import TlsFiles
+
 _RedisT = TypeVar("_RedisT", bound="RedisServer")
 
 
@@ -50,11 +52,18 @@ class RedisServer(LocalServer):
         from_env: bool = True,
         start_timeout: float = 15.0,
         password: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         """``password`` makes the server require it (``requirepass``, from a config file only its owner reads,
-        never the command line); :attr:`url` then carries it, as a client needs it."""
-        env_url = os.environ.get("REDIS_URL") if from_env and password is None else None
+        never the command line); :attr:`url` then carries it, as a client needs it.
+
+        ``tls`` makes the server speak TLS only (``port 0``, ``tls-port``), with that certificate and
+        without client certificates; :attr:`url` is then ``rediss://...?ssl_ca_certs=CA``, the form a
+        user gives the library, and :attr:`ca_certs` the CA's path.
+        """
+        env_url = os.environ.get("REDIS_URL") if from_env and password is None and tls is None else None
         self.password = password
+        self.tls = tls
         self._external_url: str | None = url or env_url or None
         self.start_timeout = start_timeout
         self._proc: ServerProcess | None = None
@@ -70,13 +79,28 @@ class RedisServer(LocalServer):
     def url(self) -> str:
         if self._external_url is not None:
             return self._external_url
+        return self.url_for(password=self.password)
+
+    def url_for(self, *, username: str | None = None, password: str | None = None, ca_certs: bool = True) -> str:
+        """This server's URL with other credentials (a user without a password: ``rediss://user@...``, the password
+        given apart), or (``ca_certs=False``) without the CA a TLS client needs."""
+        from urllib.parse import quote
+
         if self._port is None:
             raise RuntimeError("RedisServer has not been started")
-        if self.password is not None:
-            from urllib.parse import quote
+        userinfo = "" if username is None else quote(username, safe="")
+        if password is not None:
+            userinfo += f":{quote(password, safe='')}"
+        userinfo += "@" if userinfo else ""
+        if self.tls is None:
+            return f"redis://{userinfo}{LOOPBACK}:{self._port}/0"
+        query = f"?ssl_ca_certs={quote(str(self.tls.ca_cert), safe='/')}" if ca_certs else ""
+        return f"rediss://{userinfo}{LOOPBACK}:{self._port}/0{query}"
 
-            return f"redis://:{quote(self.password, safe='')}@{LOOPBACK}:{self._port}/0"
-        return f"redis://{LOOPBACK}:{self._port}/0"
+    @property
+    def ca_certs(self) -> str | None:
+        """The path of the CA certificate that signed a TLS server's certificate; ``None`` without TLS."""
+        return None if self.tls is None else str(self.tls.ca_cert)
 
     @property
     def port(self) -> int | None:
@@ -124,14 +148,26 @@ class RedisServer(LocalServer):
 
     def _launch(self, port: int) -> ServerProcess:
         assert self._binary is not None and self._workdir is not None
-        config: list[str] = []
+        lines: list[str] = []
         if self.password is not None:
+            lines.append(f'requirepass "{self.password}"')
+        ports = ["--port", str(port)]
+        if self.tls is not None:
+            ports = ["--port", "0", "--tls-port", str(port)]
+            lines += [
+                f'tls-cert-file "{self.tls.server_cert}"',
+                f'tls-key-file "{self.tls.server_key}"',
+                f'tls-ca-cert-file "{self.tls.ca_cert}"',
+                "tls-auth-clients no",
+            ]
+        config: list[str] = []
+        if lines:
             conf = self._workdir / "redis.conf"
             conf.touch(mode=0o600)
-            conf.write_text(f'requirepass "{self.password}"\n', encoding="utf-8")
+            conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
             config = [str(conf)]
         argv = [
-            self._binary, *config, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
+            self._binary, *config, *ports, "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
             "--dir", str(self._workdir), "--daemonize", "no",
         ]  # fmt: skip
         return ServerProcess("redis-server", argv, self._workdir)
@@ -139,8 +175,9 @@ class RedisServer(LocalServer):
     def _await_ready(self, proc: ServerProcess, port: int) -> None:
         import redis as redis_mod
 
+        tls: dict[str, Any] = {} if self.tls is None else {"ssl": True, "ssl_ca_certs": str(self.tls.ca_cert)}
         probe = redis_mod.Redis(
-            host=LOOPBACK, port=port, password=self.password, socket_connect_timeout=0.5, socket_timeout=1
+            host=LOOPBACK, port=port, password=self.password, socket_connect_timeout=0.5, socket_timeout=1, **tls
         )
 
         def pings() -> bool:

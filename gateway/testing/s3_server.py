@@ -7,6 +7,7 @@ import importlib.metadata
 import importlib.util
 import os
 import signal
+import ssl
 import sys
 import tempfile
 from pathlib import Path
@@ -16,12 +17,13 @@ from gateway.testing.processes import (
     LOOPBACK,
     LocalServer,
     ServerProcess,
+    ServiceStartError,
     ServiceUnavailable,
     start_with_port_retry,
 )
 
 if TYPE_CHECKING:
-    pass
+    from gateway.testing.tls import TlsFiles
 
 _S3T = TypeVar("_S3T", bound="S3Server")
 
@@ -36,8 +38,17 @@ class S3Server(LocalServer):
 
     _DUMMY_KEY = "testing"
 
-    def __init__(self, endpoint_url: str | None = None, *, from_env: bool = True, start_timeout: float = 30.0) -> None:
-        env_set = from_env and "S3_ENDPOINT_URL" in os.environ
+    def __init__(
+        self,
+        endpoint_url: str | None = None,
+        *,
+        from_env: bool = True,
+        start_timeout: float = 30.0,
+        tls: TlsFiles | None = None,
+    ) -> None:
+        """``tls`` serves HTTPS only, with that certificate; clients need :attr:`ca_bundle` (boto3's ``verify=``)."""
+        env_set = from_env and tls is None and "S3_ENDPOINT_URL" in os.environ
+        self.tls = tls
         self._external = endpoint_url is not None or env_set
         env_url = os.environ.get("S3_ENDPOINT_URL") if env_set else None
         self._endpoint_url: str | None = endpoint_url or env_url or None
@@ -58,6 +69,11 @@ class S3Server(LocalServer):
         if not self._external and self._endpoint_url is None:
             raise RuntimeError("S3Server has not been started")
         return self._endpoint_url
+
+    @property
+    def ca_bundle(self) -> str | None:
+        """The CA certificate's path a client verifies an HTTPS server with; ``None`` without TLS."""
+        return None if self.tls is None else str(self.tls.ca_cert)
 
     def client(self, **config: Any) -> Any:
         return self.service_client("s3", **config)
@@ -85,6 +101,8 @@ class S3Server(LocalServer):
         if not self._external:
             kwargs["aws_access_key_id"] = self._DUMMY_KEY
             kwargs["aws_secret_access_key"] = self._DUMMY_KEY
+        if self.ca_bundle is not None:
+            kwargs["verify"] = self.ca_bundle
         return boto3.client(service, **kwargs)
 
     def create_bucket(self, name: str) -> str:
@@ -94,19 +112,45 @@ class S3Server(LocalServer):
         self.client().create_bucket(**params)
         return name
 
+    def require_authentication(self) -> None:
+        """From now on every request must be signed by an IAM user of this server and allowed by its policies.
+
+        moto authorizes nothing by default; after this, S3 requests are checked against the IAM users,
+        access keys and policies made on this server so far (through :meth:`service_client` ``("iam")``),
+        and the dummy keys of :meth:`client` stop working. There is no way back for this server.
+        """
+        if self._external or self._endpoint_url is None:
+            raise ServiceUnavailable("only a local moto server started here can be made to require authentication")
+        conn = self._connection(int(self._endpoint_url.rpartition(":")[2]), timeout=10)
+        try:
+            conn.request("POST", "/moto-api/reset-auth", body=b"0", headers={"Content-Type": "text/plain"})
+            reply = conn.getresponse()
+            body = reply.read()
+        finally:
+            conn.close()
+        if reply.status != 200:
+            raise ServiceStartError(f"moto refused to require authentication: {reply.status} {body[:200]!r}")
+
     def _argv(self, port: int) -> list[str]:
+        tls = [] if self.tls is None else ["-c", str(self.tls.server_cert), "-k", str(self.tls.server_key)]
         script = Path(sys.executable).parent / "moto_server"
         if os.access(script, os.X_OK):
-            return [str(script), "-H", LOOPBACK, "-p", str(port)]
+            return [str(script), "-H", LOOPBACK, "-p", str(port), *tls]
         if importlib.util.find_spec("moto") is None:
             raise ServiceUnavailable(
                 "moto is not installed (pip install 'moto[server]'), and S3_ENDPOINT_URL is not set"
             )
-        return [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
+        return [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port), *tls]
+
+    def _connection(self, port: int, timeout: float) -> http.client.HTTPConnection:
+        if self.tls is None:
+            return http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
+        context = ssl.create_default_context(cafile=str(self.tls.ca_cert))
+        return http.client.HTTPSConnection(LOOPBACK, port, timeout=timeout, context=context)
 
     def _await_ready(self, proc: ServerProcess, port: int) -> None:
         def answers() -> bool:
-            conn = http.client.HTTPConnection(LOOPBACK, port, timeout=2)
+            conn = self._connection(port, timeout=2)
             try:
                 conn.request("GET", "/")
                 conn.getresponse().read()
@@ -147,5 +191,5 @@ class S3Server(LocalServer):
         self._proc, port = start_with_port_retry(
             lambda p: ServerProcess("moto_server", self._argv(p), workdir, env=env), self._await_ready
         )
-        self._endpoint_url = f"http://{LOOPBACK}:{port}"
+        self._endpoint_url = f"{'http' if self.tls is None else 'https'}://{LOOPBACK}:{port}"
         return self

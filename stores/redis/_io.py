@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import ssl
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -48,7 +49,7 @@ def mapped_errors(metrics: StoreMetrics, fn: Callable[[], _T]) -> _T:
         return fn()
     except (rex.ConnectionError, rex.TimeoutError, rex.SlotNotCoveredError) as exc:
         metrics.add("errors")
-        raise StoreUnavailableError(f"Redis is unreachable: {exc}") from exc
+        raise StoreUnavailableError(f"Redis is unreachable: {unreachable_reason(exc)}") from exc
     except rex.ResponseError as exc:
         metrics.add("errors")
         text = str(exc)
@@ -58,6 +59,24 @@ def mapped_errors(metrics: StoreMetrics, fn: Callable[[], _T]) -> _T:
     except (rex.RedisError, rex.RedisClusterException) as exc:
         metrics.add("errors")
         raise StoreError(f"Redis error: {exc}") from exc
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    """redis-py's text, prefixed with what an operator must fix when the cause is TLS or the credentials.
+
+    redis-py reports both as connection errors: a refused password as ``AuthenticationError``, a
+    certificate it cannot verify as a ``ConnectionError`` over the ``ssl.SSLError``.
+    """
+    if isinstance(exc, rex.AuthenticationError):
+        return f"authentication failed (wrong user or password, or the ACL user is disabled): {exc}"
+    seen: BaseException | None = exc
+    for _ in range(5):  # the SSL error sits a link or two down redis-py's chain
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLError) or "[SSL" in str(seen):
+            return f"TLS failed (for rediss:// give the server's CA, e.g. ?ssl_ca_certs=/path/ca.pem): {exc}"
+        seen = seen.__cause__ or seen.__context__
+    return str(exc)
 
 
 def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster:
@@ -71,7 +90,7 @@ def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster
     try:
         cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
     except rex.RedisError as exc:
-        raise StoreUnavailableError(f"Redis at {mask_url(url)!r} does not answer: {exc}") from exc
+        raise StoreUnavailableError(f"Redis at {mask_url(url)!r} does not answer: {unreachable_reason(exc)}") from exc
     finally:
         probe.close()
     if not cluster:

@@ -51,6 +51,10 @@ def translate(exc: BaseException) -> StoreError:
         if status >= 500 or code(exc) in _RETRY_LATER:
             return StoreUnavailableError(f"S3 is failing: {exc}")
         return StoreError(f"S3 refused the request: {exc}")
+    if isinstance(exc, bex.SSLError):
+        return StoreUnavailableError(
+            f"S3 endpoint TLS failed (give the endpoint's CA bundle: boto3 verify=, s3.ca.bundle): {exc}"
+        )
     if isinstance(exc, (bex.ConnectionError, bex.HTTPClientError, bex.IncompleteReadError, OSError)):
         return StoreUnavailableError(f"S3 endpoint unreachable: {exc}")
     cause = exc.__cause__ or exc.__context__

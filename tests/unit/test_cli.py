@@ -47,3 +47,19 @@ def test_a_command_whose_module_is_missing_names_the_extra_to_install() -> None:
     assert command.command is None
     with pytest.raises(CommandError, match=r"pip install 'kafka-hybrid-gateway\[bench\]'"):
         command.run(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("rediss://h:6380/0?ssl_ca_certs=/ca.pem", "rediss://file-user:p%40ss@h:6380/0?ssl_ca_certs=/ca.pem"),
+        ("rediss://gateway@h:6380/0", "rediss://gateway:p%40ss@h:6380/0"),  # it dropped the password
+        ("rediss://gateway:own@h:6380/0", "rediss://gateway:own@h:6380/0"),
+        ("rediss://:own@h:6380/0", "rediss://:own@h:6380/0"),
+    ],
+)
+def test_reconcile_puts_the_file_credentials_in_the_url_where_the_url_has_none(url: str, expected: str) -> None:
+    """As gc's ``from_url(url, username=, password=)``: the URL's own user or password wins, part by part."""
+    from gateway.cli import _with_credentials
+
+    assert _with_credentials(url, {"username": "file-user", "password": "p@ss"}) == expected
