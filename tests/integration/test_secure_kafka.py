@@ -296,10 +296,9 @@ def test_the_spark_sink_reader_and_reconcile_work_over_sasl_ssl(
 
     orphan = stores.s3.put(topic, uuid.uuid4(), b"no envelope points here")
     time.sleep(0.01)  # --grace 0: written strictly before "now"
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", stores.options.get("s3.access.key", os.environ.get("AWS_ACCESS_KEY_ID", "")))
-    monkeypatch.setenv(
-        "AWS_SECRET_ACCESS_KEY", stores.options.get("s3.secret.key", os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
-    )
+    for env, key in (("AWS_ACCESS_KEY_ID", "s3.access.key"), ("AWS_SECRET_ACCESS_KEY", "s3.secret.key")):
+        if key in stores.options:  # the CLI takes S3 credentials from the environment, as boto3 does
+            monkeypatch.setenv(env, stores.options[key])
     config = _properties(tmp_path, scram)
     args = [
         "reconcile", "--bootstrap", secure.bootstrap_servers, "--topic", topic, "--grace", "0",
@@ -317,29 +316,114 @@ def test_the_spark_sink_reader_and_reconcile_work_over_sasl_ssl(
 # -- without credentials, or with a wrong password ---------------------------------------------------
 
 
-def _refused(secure: ApacheKafka) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        ("no SASL credentials", {"bootstrap.servers": secure.bootstrap_servers}),
-        ("a wrong password", secure.client_conf(**{"sasl.password": WRONG})),
-    ]
+def _codes(heard: list[KafkaError]) -> set[int]:
+    return {err.code() for err in heard}
 
 
-def test_producer_and_consumer_report_a_wrong_password(
+def test_a_wrong_password_reaches_the_applications_error_cb_as_an_authentication_failure(
     secure: ApacheKafka, topic: str, stores: Stores, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """librdkafka retries a refused login (a rotated password may arrive): what the application hears is
+    ``_AUTHENTICATION`` in its ``error_cb``, and a delivery report that fails once ``message.timeout.ms`` passes."""
     caplog.set_level(logging.DEBUG)
     heard: list[KafkaError] = []
-    conf = {**secure.producer_config(**{"sasl.password": WRONG}), "error_cb": heard.append}
     delivered: list[Any] = []
-    with HybridProducer({**conf, "message.timeout.ms": 4000}, stores=stores.as_dict()) as producer:
+    conf = secure.producer_config(**{"sasl.password": WRONG, "error_cb": heard.append, "message.timeout.ms": 3000})
+    with HybridProducer(conf, stores=stores.as_dict()) as producer:
         producer.produce(topic, b"small", on_delivery=lambda err, msg: delivered.append(err))
-        producer.flush(10)
-    print(heard, delivered)
-    consumer = HybridConsumer(secure.consumer_config(**{"sasl.password": WRONG}), stores=stores.as_dict())
+        assert producer.flush(10) == 0
+    assert [err.code() for err in delivered] == [KafkaError._MSG_TIMED_OUT]
+    assert KafkaError._AUTHENTICATION in _codes(heard)
+    assert _codes(heard) <= {KafkaError._AUTHENTICATION, KafkaError._ALL_BROKERS_DOWN}, heard
+
+    told: list[KafkaError] = []
+    conf = {**secure.consumer_config(), "sasl.password": WRONG, "error_cb": told.append}
+    consumer = HybridConsumer(conf, stores=stores.as_dict())
     try:
         consumer.subscribe([topic])
-        got, errors = consume_all(consumer, 1, timeout=4)
-        print(got, errors)
+        got, errors = consume_all(consumer, 1, timeout=3)
     finally:
         consumer.close()
-    _ = KafkaException
+    assert got == [] and errors == []
+    assert KafkaError._AUTHENTICATION in _codes(told)
+    assert _codes(told) <= {KafkaError._AUTHENTICATION, KafkaError._ALL_BROKERS_DOWN}, told
+    texts = [err.str() for err in heard + told]
+    assert all("SASL authentication error" in e.str() for e in heard + told if e.code() == KafkaError._AUTHENTICATION)
+    assert_no_secret(*texts, *(r.getMessage() for r in caplog.records))
+
+
+def test_the_aio_clients_hear_a_wrong_password_as_an_authentication_failure(
+    secure: ApacheKafka, topic: str, stores: Stores
+) -> None:
+    heard: list[KafkaError] = []
+    conf = secure.producer_config(**{"sasl.password": WRONG, "error_cb": heard.append, "message.timeout.ms": 3000})
+
+    async def main() -> None:
+        async with AIOHybridProducer(conf, stores=stores.as_dict()) as producer:
+            with pytest.raises(KafkaException) as refused:
+                await producer.produce(topic, b"small")
+            assert refused.value.args[0].code() == KafkaError._MSG_TIMED_OUT
+            assert_no_secret(refused.value)
+
+    asyncio.run(main())
+    assert KafkaError._AUTHENTICATION in _codes(heard)
+    assert_no_secret(*(err.str() for err in heard))
+
+
+def test_sasl_without_a_username_and_password_is_refused_at_construction(secure: ApacheKafka) -> None:
+    """A config that asks for SCRAM but carries no credentials fails at once, not at the first send."""
+    conf = {k: v for k, v in secure.client_conf().items() if k not in ("sasl.username", "sasl.password")}
+    makers = (
+        lambda: HybridProducer(dict(conf)),
+        lambda: HybridConsumer({**conf, "group.id": "g"}),
+        lambda: AIOHybridProducer(dict(conf)),
+        lambda: AIOHybridConsumer({**conf, "group.id": "g"}),
+    )
+    for make in makers:
+        with pytest.raises(KafkaException) as refused:
+            make()
+        err = refused.value.args[0]
+        assert err.code() == KafkaError._INVALID_ARG and "sasl.username and sasl.password must be set" in err.str()
+
+
+def test_gc_and_reconcile_name_a_wrong_password_in_one_line(
+    secure: ApacheKafka, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Before: ``cannot reach Kafka at ...: Broker transport failure``, which sends the operator to the network."""
+    wrong = _properties(tmp_path, _security(secure, **{"sasl.password": WRONG}))
+    kafka = ("--bootstrap", secure.bootstrap_servers, "--redis-url", redis_server.url)
+    runs = {
+        "gc": _cli("gc", *kafka, "--command-config", wrong),
+        "reconcile": _cli("reconcile", *kafka, "--topic", "t", "--command-config", wrong),
+    }
+    for name, out in runs.items():
+        assert out.returncode == 3, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1, out.stderr
+        assert lines[0].startswith(f"gateway {name}: error: Kafka at {secure.bootstrap_servers} refused the client's")
+        assert "SASL authentication error" in lines[0] and "invalid credentials" in lines[0], lines[0]
+        assert_no_secret(out.stdout, out.stderr)
+
+    plain = _properties(tmp_path, {"client.id": "no-security"})  # a client that speaks PLAINTEXT to the TLS port
+    out = _cli("gc", *kafka, "--command-config", plain)
+    assert out.returncode == 3 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert f"cannot reach Kafka at {secure.bootstrap_servers}" in out.stderr
+
+
+@pytest.mark.spark
+def test_a_spark_read_with_a_wrong_password_fails_naming_authentication(
+    spark: Any, secure: ApacheKafka, topic: str, stores: Stores
+) -> None:
+    """Before: the planning failed after 30 s with ``Broker transport failure``."""
+    options = {f"kafka.{k}": v for k, v in _security(secure, **{"sasl.password": WRONG}).items()}
+    reader = (
+        spark.read.format("hybrid-kafka")
+        .option("kafka.bootstrap.servers", secure.bootstrap_servers)
+        .option("subscribe", topic)
+        .options(**options, **stores.options)
+    )
+    with pytest.raises(Exception) as failed:  # Spark wraps the Python source's error in its own
+        reader.load().collect()
+    text = str(failed.value)
+    assert "_AUTHENTICATION" in text and "SASL authentication error" in text, text[-3000:]
+    assert_no_secret(text)
