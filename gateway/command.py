@@ -109,14 +109,35 @@ def probe_kafka(bootstrap: str, client_config: dict[str, Any] | None = None, tim
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    conf = {**(client_config or {}), "bootstrap.servers": bootstrap, "logger": kafka_logger(),
+    from gateway.librdkafka.refusals import AUTHENTICATION_CODES, ConnectionRefusals
+
+    refusals = ConnectionRefusals()
+    conf = {**(client_config or {}), "bootstrap.servers": bootstrap, "logger": _probe_logger(), "error_cb": refusals,
             "socket.connection.setup.timeout.ms": int(timeout * 1000)}  # fmt: skip
+    admin = None
     try:
-        metadata = AdminClient(conf).list_topics(timeout=timeout)
+        admin = AdminClient(conf)
+        metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        fail(f"cannot reach Kafka at {bootstrap} within {timeout:.0f} s: {exc.args[0].str()}", EXIT_UNREACHABLE)
+        err = (exc if admin is None else refusals.explain(admin, exc)).args[0]
+        if err.code() in AUTHENTICATION_CODES:  # a wrong password is not a network problem: say which it is
+            fail(f"Kafka at {bootstrap} refused the client's credentials: {err.str()}", EXIT_UNREACHABLE)
+        fail(f"cannot reach Kafka at {bootstrap} within {timeout:.0f} s: {err.str()}", EXIT_UNREACHABLE)
     if not metadata.brokers:
         fail(f"Kafka at {bootstrap} answered with no brokers", EXIT_UNREACHABLE)
+
+
+def _probe_logger() -> logging.Logger:
+    """Where the probe's librdkafka log lines go: nowhere, since its failure is the one line they would repeat.
+
+    Serving the probe's error reports (to name a refused password) also serves the log lines queued
+    with them, a dozen ``SASL authentication error`` lines on stderr before the one that matters.
+    """
+    quiet = logging.getLogger("gateway.kafka.probe")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+    return quiet
 
 
 def check_bucket(client: Any, bucket: str, where: str) -> None:

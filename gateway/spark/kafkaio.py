@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from gateway.librdkafka.refusals import ConnectionRefusals
 from gateway.protocol.records import Record, TopicPartitionKey
 from gateway.spark.options import SourceOptions
 from gateway.spark.planning import DataLossError
@@ -38,7 +39,27 @@ def open_consumer(options: SourceOptions) -> Any:
     """
     conf = options.consumer_config()
     conf.setdefault("logger", logging.getLogger("gateway.kafka"))
-    return Consumer(conf)
+    refusals = ConnectionRefusals()
+    consumer = _Consumer({**conf, "error_cb": refusals})
+    consumer.refusals = refusals
+    return consumer
+
+
+class _Consumer(Consumer):
+    """A consumer whose failed metadata request names the authentication failure librdkafka reported.
+
+    Without it a Spark job given a wrong password fails planning with ``Broker transport failure``.
+    Metadata is asked on the driver, by a consumer that holds no assignment, so the poll that serves
+    the queued error reports takes no record.
+    """
+
+    refusals: ConnectionRefusals
+
+    def list_topics(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().list_topics(*args, **kwargs)
+        except KafkaException as exc:
+            raise self.refusals.explain(self, exc) from exc
 
 
 def topic_partitions(consumer: Any, topics: Sequence[str], *, must_exist: bool = True) -> list[TopicPartitionKey]:

@@ -10,7 +10,7 @@ the same suite can be aimed at a real cluster: ``KAFKA_TEST_BACKEND`` / ``KAFKA_
 ``SPARK_KAFKA_LIB_DIR`` for Spark's own Kafka source.
 """
 
-from gateway.testing.apache_kafka import ApacheKafka, ApacheKafkaCluster, KafkaNode, kafka_lib_dir
+from gateway.testing.apache_kafka import ApacheKafka, ApacheKafkaCluster, KafkaNode, ScramTls, kafka_lib_dir
 from gateway.testing.backends import ExternalKafka, MockKafka, NoidaKafka, TansuKafka, start_kafka
 from gateway.testing.cloud_emulators import AzuriteServer, GCSServer
 from gateway.testing.kafka_service import (
@@ -47,6 +47,7 @@ __all__ = [
     "RedisClusterServer",
     "RedisServer",
     "S3Server",
+    "ScramTls",
     "ServiceStartError",
     "ServiceUnavailable",
     "SparkStandaloneCluster",

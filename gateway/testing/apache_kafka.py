@@ -26,6 +26,7 @@ from gateway.testing.processes import (
     log_tail,
     start_with_port_retry,
 )
+from gateway.testing.tls import TlsFiles
 
 
 def repo_root() -> Path:
@@ -141,8 +142,14 @@ class KafkaNode:
     def pid(self) -> int | None:
         return self.proc.pid if self.running and self.proc is not None else None
 
-    def configure(self, jvm: _Jvm, heap: str, props: Mapping[str, str], cluster_id: str) -> None:
-        """Write the node's properties and format its storage (once: a restart keeps the data)."""
+    def configure(
+        self, jvm: _Jvm, heap: str, props: Mapping[str, str], cluster_id: str, format_args: Iterable[str] = ()
+    ) -> None:
+        """Write the node's properties and format its storage (once: a restart keeps the data).
+
+        ``format_args`` go to ``StorageTool format``: in KRaft, SCRAM users are records of the
+        bootstrap metadata (``--add-scram``), so they exist before the first client connects.
+        """
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -150,7 +157,8 @@ class KafkaNode:
         shutil.rmtree(self.workdir / "data", ignore_errors=True)
         fmt = subprocess.run(
             # "=": a random id may start with "-", which would read as an option
-            [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "--config", str(config)],
+            [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "--config", str(config),
+             *format_args],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         if fmt.returncode != 0:
@@ -227,6 +235,60 @@ def _node_properties(node: KafkaNode, voters: str, replicas: int) -> dict[str, s
     }
 
 
+@dataclass(frozen=True)
+class ScramTls:
+    """A SASL_SSL listener with SCRAM-SHA-512 for clients: one user, the server certificate of ``tls``.
+
+    The broker keeps a PLAINTEXT listener of its own for the inter-broker traffic and the readiness
+    probe; clients are given only the SASL_SSL address, whose metadata names only SASL_SSL endpoints,
+    so nothing a client learns leads it to the plaintext port.
+    """
+
+    tls: TlsFiles
+    username: str
+    password: str
+    mechanism: str = "SCRAM-SHA-512"
+
+    def client_config(self) -> dict[str, str]:
+        """The confluent-kafka keys an application sets for this listener."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+            "ssl.ca.location": str(self.tls.ca_cert),
+        }
+
+    def listener_properties(self, listeners: Mapping[str, str], port: int) -> dict[str, str]:
+        """The node's ``listeners`` keys with a SASL_SSL listener on ``port`` added beside PLAINTEXT and CONTROLLER."""
+        return {
+            "listeners": f"{listeners['listeners']},SASL_SSL://{LOOPBACK}:{port}",
+            "advertised.listeners": f"{listeners['advertised.listeners']},SASL_SSL://{LOOPBACK}:{port}",
+            "listener.security.protocol.map": f"{listeners['listener.security.protocol.map']},SASL_SSL:SASL_SSL",
+            **self.broker_properties(),
+        }
+
+    def broker_properties(self) -> dict[str, str]:
+        """The listener's broker keys; the PEM key and chain go inline (``\\n`` is a newline to Java's parser)."""
+        login = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": self.mechanism,
+            f"listener.name.sasl_ssl.{self.mechanism.lower()}.sasl.jaas.config": login,
+            "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.keystore.certificate.chain": _inline(self.tls.server_chain),
+            "listener.name.sasl_ssl.ssl.keystore.key": _inline(self.tls.server_key.read_text()),
+        }
+
+    def format_args(self) -> list[str]:
+        """``StorageTool format`` arguments that create the user (Kafka parses the brackets itself)."""
+        return ["--add-scram", f"{self.mechanism}=[name={self.username},password={self.password}]"]
+
+
+def _inline(pem: str) -> str:
+    """A multi-line value as one properties line: Java's ``Properties.load`` reads ``\\n`` as a newline."""
+    return pem.strip().replace("\n", "\\n")
+
+
 class ApacheKafka(KafkaService):
     """Apache Kafka itself: one KRaft node (broker and controller) as a JVM child process.
 
@@ -246,17 +308,26 @@ class ApacheKafka(KafkaService):
     start_timeout: float = 90.0
     stop_grace: float = 15.0
 
-    def __init__(self, *, heap: str | None = None, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, *, heap: str | None = None, overrides: Mapping[str, str] | None = None, secure: ScramTls | None = None
+    ) -> None:
+        """``secure`` adds a SASL_SSL listener, and clients (``client_conf()``) are given only that one."""
         jvm = _Jvm.find()
         heap = heap or os.environ.get("KAFKA_HEAP", "768m")
         self._workdir = Path(tempfile.mkdtemp(prefix="gw-kafka-"))
         self.node = KafkaNode(1, 0, 0, self._workdir)
+        self.secure_port: int | None = None
 
         def launch(port: int) -> ServerProcess:
             self.node.port, self.node.controller_port = port, free_port()
             voters = f"1@{LOOPBACK}:{self.node.controller_port}"
-            props = {**_node_properties(self.node, voters, replicas=1), **(overrides or {})}
-            self.node.configure(jvm, heap, props, new_cluster_id())
+            props = _node_properties(self.node, voters, replicas=1)
+            format_args: list[str] = []
+            if secure is not None:
+                self.secure_port = free_port()
+                props.update(secure.listener_properties(props, self.secure_port))
+                format_args = secure.format_args()
+            self.node.configure(jvm, heap, {**props, **(overrides or {})}, new_cluster_id(), format_args)
             return self.node.start()
 
         try:
@@ -264,8 +335,12 @@ class ApacheKafka(KafkaService):
         except BaseException:
             shutil.rmtree(self._workdir, ignore_errors=True)
             raise
+        port = self.node.port if secure is None else self.secure_port
         super().__init__(
-            version=f"Apache Kafka {jvm.version}", bootstrap_servers=f"{LOOPBACK}:{self.node.port}", pid=self.node.pid
+            version=f"Apache Kafka {jvm.version}",
+            bootstrap_servers=f"{LOOPBACK}:{port}",
+            client_config=None if secure is None else secure.client_config(),
+            pid=self.node.pid,
         )
 
     @property
