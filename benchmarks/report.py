@@ -1074,7 +1074,8 @@ def section_clouds(data: dict[str, Any] | None) -> str:
             "raw client is the official SDK with one call per object (large objects in 8 MiB parts, and 8 MiB "
             "ranges 4 at a time for the ranged read); the store adds its SHA-256, the object's metadata and the "
             "journal (here one marker per payload, `journal_batch=1`, the slowest setting), and reads a payload "
-            "of 16 MiB or more in ranges.",
+            "of 16 MiB or more in ranges. Each store read is given the payload's size, as a consumer gives it from "
+            "the envelope: one ranged GET, no request for the size first.",
             "",
             _clients_table(clients),
             "",
