@@ -417,48 +417,25 @@ def produce_job(svc: Services, variant: str, topic: str, work: Work, *, forced: 
         return Job(run_hybrid)
     if variant in ("redis.raw", "redis.raw+env"):
         client = svc.redis
-        names = raw_names(svc, "redis", topic, len(values))
-        env_producer = _envelope_producer(svc, topic) if variant.endswith("+env") else None
-        length = envelope_size(
-            "redis",
-            RedisStore(client, prefix=svc.redis_prefix).locator_for(topic, uuid.uuid4(), max(map(len, values))),
-            0,
-        )
-
-        def run_redis() -> Outcome:
-            kafka = 0
-            for name, key, value in zip(names, keys, values, strict=True):
-                client.set(name, value)
-                if env_producer is not None:
-                    record = _padded(name, length)
-                    _produce(env_producer, topic, value=record, key=key, partition=0)
-                    kafka += len(record) + len(key)
-            if env_producer is not None:
-                _flush(env_producer)
-            return Outcome(moved, len(values), kafka_bytes=kafka, store_bytes=moved)
-
-        return Job(run_redis)
+        store = RedisStore(client, prefix=svc.redis_prefix)
+        length = envelope_size("redis", store.locator_for(topic, uuid.uuid4(), max(map(len, values))), 0)
+        return _raw_writes_job(svc, variant, topic, work, client.set, length)
     if variant in ("s3.raw", "s3.raw+env"):
         s3 = svc.s3
-        names = raw_names(svc, "s3", topic, len(values))
-        env_producer = _envelope_producer(svc, topic) if variant.endswith("+env") else None
         length = envelope_size("s3", svc.s3_store().locator_for(topic, uuid.uuid4()), 0)
-
-        def run_s3() -> Outcome:
-            kafka = 0
-            for name, key, value in zip(names, keys, values, strict=True):
-                s3.put_object(Bucket=svc.bucket, Key=name, Body=value)
-                if env_producer is not None:
-                    record = _padded(name, length)
-                    _produce(env_producer, topic, value=record, key=key, partition=0)
-                    kafka += len(record) + len(key)
-            if env_producer is not None:
-                _flush(env_producer)
-            return Outcome(moved, len(values), kafka_bytes=kafka, store_bytes=moved)
-
-        return Job(run_s3)
+        return _raw_writes_job(
+            svc,
+            variant,
+            topic,
+            work,
+            lambda name, value: s3.put_object(Bucket=svc.bucket, Key=name, Body=value),
+            length,
+        )
     if variant in ("gcs.raw", "gcs.raw+env", "azure.raw", "azure.raw+env"):
-        return _blob_produce_job(svc, variant, topic, work)
+        kind = variant.partition(".")[0]
+        blob_store = svc.gcs_store() if kind == "gcs" else svc.azure_store()
+        length = envelope_size(kind, blob_store.locator_for(topic, uuid.uuid4()), 0)
+        return _raw_writes_job(svc, variant, topic, work, _blob_put(svc, kind), length)
     raise ValueError(f"unknown variant {variant!r}")
 
 
@@ -479,16 +456,16 @@ def _blob_get(svc: Services, kind: str) -> Callable[[str], bytes]:
     return lambda name: bytes(container.download_blob(name).readall())
 
 
-def _blob_produce_job(svc: Services, variant: str, topic: str, work: Work) -> Job:
+def _raw_writes_job(
+    svc: Services, variant: str, topic: str, work: Work, put: Callable[[str, bytes], object], length: int
+) -> Job:
+    """A store's ceiling: one raw write per payload, then (``+env``) a record of an envelope's size naming it."""
     kind = variant.partition(".")[0]
     values, keys = work.values, work.keys
-    put = _blob_put(svc, kind)
     names = raw_names(svc, kind, topic, len(values))
     env_producer = _envelope_producer(svc, topic) if variant.endswith("+env") else None
-    store = svc.gcs_store() if kind == "gcs" else svc.azure_store()
-    length = envelope_size(kind, store.locator_for(topic, uuid.uuid4()), 0)
 
-    def run_blob() -> Outcome:
+    def run_raw_writes() -> Outcome:
         kafka = 0
         for name, key, value in zip(names, keys, values, strict=True):
             put(name, value)
@@ -500,7 +477,7 @@ def _blob_produce_job(svc: Services, variant: str, topic: str, work: Work) -> Jo
             _flush(env_producer)
         return Outcome(work.total, len(values), kafka_bytes=kafka, store_bytes=work.total)
 
-    return Job(run_blob)
+    return Job(run_raw_writes)
 
 
 # -- consume -----------------------------------------------------------------------------------
