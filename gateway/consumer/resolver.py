@@ -113,7 +113,11 @@ class Resolver:
     def _fetch(self, envelope: Envelope) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
         store = self._store(envelope)
-        return self.encryption.open(envelope, store, store.get(envelope.locator, envelope.stored_size))
+        return self._open(envelope, store, store.get(envelope.locator, envelope.stored_size))
+
+    def _open(self, envelope: Envelope, store: Store, stored: bytes) -> bytes:
+        """What the store returned, opened (sealed), decoded (compressed) and checked: every read ends here."""
+        return self.encryption.open(envelope, store, stored, limit=self.rules.max_payload_bytes)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -200,7 +204,7 @@ class Resolver:
                 future.set_exception(outcome)
                 continue
             try:
-                payload = self.encryption.open(envelope, store, outcome)
+                payload = self._open(envelope, store, outcome)
             except GatewayError as exc:
                 future.set_exception(exc)
             else:

@@ -18,6 +18,7 @@ from gateway.encryption._sealer import open_sealed, seal
 from gateway.errors import ConfigurationError, KeyUnavailableError
 from gateway.protocol.encryption import ALGORITHMS_BY_NAME, DEFAULT_SEGMENT_LOG2, Binding, Encryption, sealed_size
 from gateway.protocol.envelope import Envelope
+from gateway.protocol.payload_encoding import decode_payload
 from gateway.store import Store, locator_topic
 
 ENCRYPTION_KEY = "reference.encryption"
@@ -97,8 +98,11 @@ class ReferenceEncryption:
         sealed = seal(self.provider, binding, payload, segment_log2=self.segment_log2)
         return SealedWrite(sealed.payload, sealed.encryption, locator)
 
-    def open(self, envelope: Envelope, store: Store, stored: bytes) -> bytes:
+    def open(self, envelope: Envelope, store: Store, stored: bytes, *, limit: int) -> bytes:
         """The application's payload, checked against ``envelope``, or a typed error.
+
+        ``limit`` (the reader's ``reference.max.payload.bytes``) bounds the decoding of a payload that
+        was compressed before it was sealed: its envelope declares the sealed size only.
 
         A clear payload is decoded (``reference.compression``) and checked by its digest. A sealed
         one is checked by AES-GCM alone, while it is opened: its tags authenticate every byte under
@@ -121,4 +125,5 @@ class ReferenceEncryption:
                 f"store {envelope.store!r} names no topic in its locators: cannot open a sealed payload"
             )
         binding = Binding(topic, envelope.message_id, envelope.store, envelope.locator)
-        return open_sealed(self.provider, encryption, binding, stored)
+        opened = open_sealed(self.provider, encryption, binding, stored)
+        return opened if envelope.compression is None else decode_payload(opened, envelope.compression, limit)

@@ -34,7 +34,9 @@ and ``payload_size`` / ``checksum`` describe the *stored* (sealed) bytes, so eve
 plaintext beyond its size. An encrypted envelope is at most 1 000 bytes (a KMS one with a 100-byte
 locator is about 450). A reader from before encryption refuses it by its flag, by name, rather than
 handing the ciphertext to the application; unencrypted envelopes are byte for byte what they were.
-Compression and encryption are not combined yet: an envelope with both is refused.
+With both flags (``reference.compression`` and ``reference.encryption``) the payload was compressed,
+then sealed: ``payload_size`` and ``checksum`` still describe the sealed bytes, and the opened bytes
+are the compressed stream, decoded no further than the reader's ``reference.max.payload.bytes``.
 
 The record also carries the header ``_gw.ref`` whose value is the version byte. The header is the
 primary marker (cheap, and invisible to code that only reads values); the magic and version in the
@@ -214,8 +216,6 @@ class Envelope:
     def _check_encryption(self, encryption: Encryption) -> None:
         if not isinstance(encryption, Encryption):
             raise EnvelopeFormatError(f"encryption must be an Encryption, got {type(encryption).__name__}")
-        if self.compression is not None:
-            raise EnvelopeFormatError("a payload both compressed and encrypted is not supported yet")
         if plaintext_size_of(self.size, encryption.segment_log2) is None:
             raise EnvelopeFormatError(
                 f"{self.size} bytes cannot be a sealed payload in 2**{encryption.segment_log2}-byte segments"
@@ -229,7 +229,8 @@ class Envelope:
 
     @property
     def payload_size(self) -> int:
-        """The application's payload size: ``size`` less the tags when the stored payload is sealed."""
+        """The application's payload size: ``size`` less the tags when the stored payload is sealed (then, if
+        it is compressed too, the compressed size: the application's is known once decoded)."""
         if self.encryption is None:
             return self.size
         plaintext = plaintext_size_of(self.size, self.encryption.segment_log2)
@@ -254,8 +255,11 @@ class Envelope:
 
     @property
     def stored_size(self) -> int | None:
-        """The size to ask the store for: the payload's, or ``None`` when compressed (bounded by :meth:`open`)."""
-        return self.size if self.compression is None else None  # a sealed payload's size is the stored one
+        """The size to ask the store for: the payload's, or ``None`` when compressed (bounded by :meth:`open`).
+
+        A sealed payload's size is the stored one, compressed or not.
+        """
+        return self.size if self.compression is None or self.encryption is not None else None
 
     def open(self, stored: bytes) -> bytes:
         """The application's payload from what the store returned: decoded (never past ``size``), then verified."""

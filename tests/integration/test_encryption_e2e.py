@@ -259,10 +259,38 @@ def test_the_aio_clients_seal_and_open(kafka: KafkaService, topic: str, stores: 
     assert value[:64] not in stored_bytes(store)
 
 
-def test_compression_and_encryption_together_are_refused_at_construction(
-    kafka: KafkaService, stores: dict[str, Any]
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "gzip"])
+@pytest.mark.parametrize("store", STORES)
+def test_compressed_then_sealed_the_store_holds_fewer_bytes_of_ciphertext(
+    kafka: KafkaService, topic: str, consumer_config: Any, stores: dict[str, Any], store: str, codec: str
 ) -> None:
-    from gateway.errors import ConfigurationError
-
-    with pytest.raises(ConfigurationError, match="cannot be combined"):
-        producer(kafka, stores, "redis", **{"reference.compression": "zstd"})
+    """Compression first (ciphertext does not compress), then sealing: the envelope declares the sealed bytes."""
+    text = b"".join(
+        b'{"order": %d, "sku": "A-%05d", "qty": %d, "note": "ok"},' % (i, i % 977, i % 13) for i in range(60_000)
+    )
+    values = [text, payload(300_000, 9)]  # JSON-like text, and random bytes that do not compress
+    with producer(kafka, stores, store, **{"reference.compression": codec}) as sending:
+        for i, value in enumerate(values):
+            sending.produce(topic, value, key=f"k{i}".encode())
+        assert sending.flush(60) == 0
+    raw = stored_bytes(stores[store])
+    assert len(raw) < len(text) // 3, f"{len(raw)} stored bytes: the text was not compressed before sealing"
+    assert b'"sku": "A-' not in raw and values[1][:64] not in raw, "plaintext in the store"
+    records = envelopes(consumer_config, topic, len(values))
+    declared = [decode_envelope(r.value()) for r in records]
+    assert all(e.compression == codec and e.encryption is not None for e in declared)
+    consumer = HybridConsumer(consumer_config(), stores={store: stores[store]}, key_provider=RING)
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, len(values))
+    consumer.close()
+    assert not errors and [sha(m.value()) for m in got] == [sha(v) for v in values]
+    small = HybridConsumer(
+        consumer_config(**{"reference.max.payload.bytes": len(text) // 2}),
+        stores={store: stores[store]},
+        key_provider=RING,
+    )
+    small.subscribe([topic])
+    got, errors = consume_all(small, len(values))
+    small.close()
+    assert len(errors) == 1 and isinstance(errors[0], PayloadIntegrityError), errors  # decoded past its limit
+    assert errors[0].kafka_message is not None and [m.value() for m in got] == [values[1]]

@@ -34,10 +34,14 @@ CHECKSUM_SETTINGS = ("auto", "sha256", "blake3")
 class PendingDigest:
     """A digest being computed, or already known, by algorithm ``checksum``."""
 
-    __slots__ = ("_digest", "_future", "checksum", "encryption")
+    __slots__ = ("_digest", "_future", "checksum", "encryption", "size")
 
-    def __init__(self, checksum: int, digest: bytes | None = None, future: Future[bytes] | None = None) -> None:
+    def __init__(
+        self, checksum: int, size: int, digest: bytes | None = None, future: Future[bytes] | None = None
+    ) -> None:
         self.checksum = checksum
+        self.size = size
+        """The digested bytes' size: what the envelope declares beside the digest."""
         self._digest = digest
         self._future = future
         self.encryption: Encryption | None = None
@@ -73,11 +77,12 @@ class PayloadDigester:
     def begin(self, payload: bytes | bytearray | memoryview, store: Store) -> PendingDigest:
         checksum = self.checksum
         store_takes_it = checksum == CHECKSUM_SHA256 and store.needs_digest_to_write
-        if len(payload) < self.overlap_from or store_takes_it:
-            return PendingDigest(checksum, digest_of(checksum, payload))
+        size = memoryview(payload).nbytes
+        if size < self.overlap_from or store_takes_it:
+            return PendingDigest(checksum, size, digest_of(checksum, payload))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-digest")
-        return PendingDigest(checksum, future=self._pool.submit(digest_of, checksum, payload))
+        return PendingDigest(checksum, size, future=self._pool.submit(digest_of, checksum, payload))
 
     def close(self) -> None:
         if self._pool is not None:

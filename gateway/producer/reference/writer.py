@@ -77,8 +77,6 @@ class ReferenceWriter:
         self._send_chunked = send_chunked or _no_chunking
         self._encryption = encryption if encryption is not None else ReferenceEncryption(None)
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
-        if self._encryption.enabled and compression is not None:
-            raise ConfigurationError("reference.compression and reference.encryption cannot be combined yet")
 
     @property
     def marks_to_clear(self) -> int:
@@ -94,13 +92,7 @@ class ReferenceWriter:
         ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
         window (:mod:`gateway.producer.reference.window`) the write may still be in flight on return.
         """
-        stored_size = self._encryption.stored_size(message.size)  # what the envelope will declare
-        if stored_size > self.max_payload:
-            raise MessageTooLargeError(
-                f"{stored_size} bytes exceed reference.max.payload.bytes={self.max_payload}: consumers refuse "
-                "envelopes that declare more than their own reference.max.payload.bytes (by default "
-                f"{DEFAULT_MAX_PAYLOAD_BYTES}); raise it on the producer and on every consumer together"
-            )
+        self._check_declared(self._encryption.stored_size(message.size))  # before any work on the payload
         name = route.store or ""
         store = self.stores.get(name)
         if store is None:
@@ -123,10 +115,13 @@ class ReferenceWriter:
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = store.next_message_id(message.topic, now)
-        sealed = self._encryption.seal(store, message.topic, message_id, payload)
+        encoded = encode_payload(payload, self.compression)  # compressed first: ciphertext does not compress
+        sealed = self._encryption.seal(store, message.topic, message_id, encoded)
         encryption = None if sealed is None else sealed.encryption
-        stored: Payload = encode_payload(payload, self.compression) if sealed is None else sealed.payload
+        stored: Payload = encoded if sealed is None else sealed.payload
         digested: Payload = payload if sealed is None else stored  # a sealed payload's envelope describes it
+        if sealed is not None and encoded is not payload:
+            self._check_declared(len(stored))  # compressed, then sealed: its size is known only now
         if pipeline is None:
             pending = self._digests.begin(digested, store)
             pending.encryption = encryption
@@ -153,6 +148,15 @@ class ReferenceWriter:
             WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
         )
         return route
+
+    def _check_declared(self, size: int) -> None:
+        """Refuse a payload whose envelope would declare more than consumers accept by default."""
+        if size > self.max_payload:
+            raise MessageTooLargeError(
+                f"{size} bytes exceed reference.max.payload.bytes={self.max_payload}: consumers refuse "
+                "envelopes that declare more than their own reference.max.payload.bytes (by default "
+                f"{DEFAULT_MAX_PAYLOAD_BYTES}); raise it on the producer and on every consumer together"
+            )
 
     def _probe_answered(self, name: str) -> bool:
         """Whether a probe of an unhealthy store, still in the window, was confirmed just now.
@@ -227,7 +231,7 @@ class ReferenceWriter:
             Envelope(
                 name,
                 locator,
-                payload_size if sealed is None else sealed.sealed_size(payload_size),
+                pending.size,  # the application's size, or the sealed bytes' when sealed
                 pending.result(),
                 message_id,
                 checksum=pending.checksum,

@@ -47,7 +47,7 @@ def test_round_trip_at_segment_boundaries(size: int) -> None:
     stored = sealed(payload)
     assert len(stored) == sealed_size(size, SMALL) == size + TAG_BYTES * segment_count(size, SMALL)
     assert plaintext_size_of(len(stored), SMALL) == size
-    assert payload not in stored or size == 0
+    assert size < 8 or payload not in stored  # a byte or two of plaintext turns up in random ciphertext by chance
     assert opened(stored, size) == payload
 
 
