@@ -23,9 +23,10 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
-from gateway.errors import GatewayError
+from gateway.errors import ConfigurationError, GatewayError
 from gateway.policy import SizeThresholdPolicy
 from gateway.producer.outgoing import RESERVED_HEADERS
+from gateway.protocol.payload_encoding import parse_compression
 from gateway.spark.cloud_stores import cloud_store_names
 from gateway.spark.kafkaconf import SPARK_REFUSED_SINK, KafkaOptionError, translate
 from gateway.spark.options import (
@@ -47,6 +48,7 @@ SINK_OPTIONS = (
     "reference.above",
     "reference.store",
     "reference.encryption",
+    "reference.compression",
     *STORE_OPTIONS,
 )
 """Options the sink takes beside ``kafka.*``."""
@@ -73,6 +75,8 @@ class SinkOptions:
     encryption: str = "none"
     """``reference.encryption``: ``aes256-gcm`` seals payloads under the ``encryption.keyring`` key ring or
     the ``encryption.kms.key`` KMS key."""
+    compression: str | None = None
+    """``reference.compression``: the codec of stored payloads (``None`` stores them as they are)."""
 
     def policy(self) -> SizeThresholdPolicy:
         store = self.reference_store
@@ -99,6 +103,7 @@ class SinkOptions:
         if self.segment_bytes is not None:
             conf["max.message.segment.bytes"] = self.segment_bytes
         conf["reference.encryption"] = self.encryption
+        conf["reference.compression"] = self.compression or "none"
         from gateway.spark.reading import key_provider
 
         return HybridProducer(conf, policy=self.policy(), stores=stores, key_provider=key_provider(self.stores))
@@ -133,6 +138,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         reference_store=_str(opts, "reference.store"),
         stores=stores,
         encryption=(_str(opts, "reference.encryption") or "none").lower(),
+        compression=_compression(opts),
     )
     if result.encryption not in ("none", "aes256-gcm"):
         raise OptionError(f"reference.encryption must be none or aes256-gcm, got {result.encryption!r}")
@@ -255,3 +261,10 @@ class HybridKafkaStreamWriter(DataSourceStreamWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("hybrid-kafka micro-batch %d aborted; delivered rows stay in Kafka (at least once)", batchId)
+
+
+def _compression(opts: Mapping[str, str]) -> str | None:
+    try:
+        return parse_compression(_str(opts, "reference.compression"))
+    except ConfigurationError as exc:
+        raise OptionError(str(exc)) from None

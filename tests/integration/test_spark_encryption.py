@@ -125,15 +125,17 @@ def test_the_sink_seals_and_the_reader_opens_with_kms(
         .option("topic", topic)
         .option("reference.above", "1000000")
         .option("reference.encryption", "aes256-gcm")
+        .option("reference.compression", "zstd")
         .options(**stores, **kms)
         .save()
     )
     records = read_partition(kafka.consumer_config(), topic, 0, len(rows))
     sealed = [decode_envelope(r.value()) for r in records]
     assert all(e.encryption is not None and e.encryption.key_id == key_arn for e in sealed), sealed
+    assert all(e.compression == "zstd" for e in sealed), "compressed, then sealed"
     client = redis_server.client()
     raw = b"".join(client.get(k) or b"" for k in client.scan_iter(match=f"{prefix}:*") if client.type(k) == b"string")
-    assert rows[0][1][:64] not in raw and len(raw) >= 4_000_000, "ciphertext, not the payload, is stored"
+    assert rows[0][1][:64] not in raw and 0 < len(raw) < 100_000, "the compressed payloads, sealed, are stored"
 
     def read(options: dict[str, str]) -> Any:
         return (
@@ -159,6 +161,8 @@ def test_kms_options_are_checked_on_the_driver() -> None:
         parse_sink_options({**sealed, "encryption.kms.key": "alias/k", "encryption.keyring": "env"})
     with pytest.raises(OptionError, match="go together"):
         parse_sink_options({**sealed, "encryption.kms.key": "alias/k", "encryption.kms.access.key": "a"})
+    with pytest.raises(OptionError, match=r"reference\.compression must be one of"):
+        parse_sink_options({**sealed, "encryption.kms.key": "k", "reference.compression": "brotli"})
     with pytest.raises(OptionError, match=r"without encryption\.kms\.key"):
         parse_sink_options({**sealed, "encryption.keyring": "env", "encryption.kms.region": "eu-west-1"})
     secret = parse_sink_options(
