@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
@@ -17,6 +18,7 @@ from gateway.command import (
     Command,
     OneLineParser,
     check_bucket,
+    check_container,
     client_settings,
     exit_status_text,
     fail,
@@ -107,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis-name", default="redis", help="store name the producers gave the Redis store (default redis)"
     )
     reconcile.add_argument("--s3-name", default="s3", help="store name the producers gave the S3 store (default s3)")
+    _cloud_args(reconcile, "store name the producers gave")
     reconcile.add_argument(
         "--grace",
         type=float,
@@ -191,6 +194,22 @@ def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
     parser.add_argument("--s3-ca-bundle", metavar="PEM", help=_S3_CA_HELP)
     parser.add_argument("--s3-name", default="s3", help="label of the S3 store in the report (default s3)")
+    _cloud_args(parser, "label in the report of")
+
+
+def _cloud_args(parser: argparse.ArgumentParser, name_help: str) -> None:
+    """The GCS and Azure Blob stores' flags; the Azure connection string (it holds the account key) is not one."""
+    parser.add_argument("--gcs-bucket", help="GCS bucket of the store (Google credentials as the environment gives)")
+    parser.add_argument("--gcs-prefix", default="gw/", help="key prefix of the GCS store (default gw/)")
+    parser.add_argument("--gcs-endpoint", help="GCS endpoint URL, for an emulator (then without credentials)")
+    parser.add_argument("--gcs-name", default="gcs", help=f"{name_help} the GCS store (default gcs)")
+    parser.add_argument(
+        "--azure-container",
+        help="Azure Blob container of the store; its connection string from azure.connection.string in "
+        "--command-config, GATEWAY_AZURE_CONNECTION_STRING or AZURE_STORAGE_CONNECTION_STRING",
+    )
+    parser.add_argument("--azure-prefix", default="gw/", help="key prefix of the Azure store (default gw/)")
+    parser.add_argument("--azure-name", default="azure", help=f"{name_help} the Azure store (default azure)")
 
 
 def _credential_args(parser: argparse.ArgumentParser) -> None:
@@ -206,7 +225,8 @@ def _credential_args(parser: argparse.ArgumentParser) -> None:
         "--command-config",
         metavar="FILE",
         help="properties file (as Kafka's tools take): confluent-kafka settings such as sasl.password, and "
-        "store settings redis.url, redis.username, redis.password, s3.access.key, s3.secret.key, s3.ca.bundle. "
+        "store settings redis.url, redis.username, redis.password, s3.access.key, s3.secret.key, s3.ca.bundle, "
+        "azure.connection.string. "
         "Also read from the environment: GATEWAY_KAFKA_SASL_PASSWORD, GATEWAY_REDIS_PASSWORD, ...",
     )
 
@@ -255,18 +275,66 @@ def _kafka_options(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _check_store_args(args: argparse.Namespace) -> None:
+def _check_store_args(args: argparse.Namespace, credentials: dict[str, str]) -> None:
     """What gc and reconcile share, checked before any connection: a bad value is exit 2, not a traceback."""
-    if not args.redis_url and not args.s3_bucket:
-        fail("name a store with --redis-url or --s3-bucket", EXIT_USAGE)
+    if not (args.redis_url or args.s3_bucket or args.gcs_bucket or args.azure_container):
+        fail("name a store with --redis-url, --s3-bucket, --gcs-bucket or --azure-container", EXIT_USAGE)
     if args.grace < 0:
         fail(f"--grace must be at least 0 seconds, got {args.grace:g}", EXIT_USAGE)
     if args.redis_url and not args.redis_url.startswith(("redis://", "rediss://", "unix://")):
         fail(
             f"--redis-url must start with redis://, rediss:// or unix://, got {mask_url(args.redis_url)!r}", EXIT_USAGE
         )
-    if args.redis_url and args.s3_bucket and args.redis_name == args.s3_name:
-        fail("--redis-name and --s3-name must differ", EXIT_USAGE)
+    named = [
+        (flag, name)
+        for flag, name, given in (
+            ("--redis-name", args.redis_name, args.redis_url),
+            ("--s3-name", args.s3_name, args.s3_bucket),
+            ("--gcs-name", args.gcs_name, args.gcs_bucket),
+            ("--azure-name", args.azure_name, args.azure_container),
+        )
+        if given
+    ]
+    for i, (flag, name) in enumerate(named):
+        for other, same in named[i + 1 :]:
+            if name == same:
+                fail(f"{flag} and {other} must differ (both {name!r})", EXIT_USAGE)
+    if args.azure_container and not _azure_connection(credentials):
+        fail(
+            "--azure-container needs the account's connection string: azure.connection.string in "
+            "--command-config, GATEWAY_AZURE_CONNECTION_STRING or AZURE_STORAGE_CONNECTION_STRING",
+            EXIT_USAGE,
+        )
+
+
+def _azure_connection(credentials: dict[str, str]) -> str | None:
+    return credentials.get("azure.connection.string") or os.environ.get("AZURE_STORAGE_CONNECTION_STRING") or None
+
+
+def _cloud_settings(args: argparse.Namespace, credentials: dict[str, str]) -> dict[str, str]:
+    """The ``gcs.*`` / ``azure.*`` settings of the flags, which Spark and stores.blob.settings take."""
+    settings: dict[str, str] = {}
+    if args.gcs_bucket:
+        settings.update({"gcs.bucket": args.gcs_bucket, "gcs.prefix": args.gcs_prefix, "gcs.name": args.gcs_name})
+        if args.gcs_endpoint:
+            settings["gcs.endpoint"] = args.gcs_endpoint
+    if args.azure_container:
+        connection = _azure_connection(credentials) or ""
+        settings.update({"azure.container": args.azure_container, "azure.prefix": args.azure_prefix})
+        settings.update({"azure.name": args.azure_name, "azure.connection.string": connection})
+    return settings
+
+
+def _cloud_stores(args: argparse.Namespace, credentials: dict[str, str]) -> dict[str, object]:
+    """The GCS and Azure stores of the flags, each checked to exist (one line and exit 3 if not)."""
+    from types import SimpleNamespace
+
+    from stores.blob.settings import build_cloud_stores, cloud_store_fields
+
+    opened = build_cloud_stores(SimpleNamespace(**cloud_store_fields(_cloud_settings(args, credentials))))
+    for store in opened.values():
+        check_container(store)
+    return dict(opened)
 
 
 def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
@@ -291,7 +359,7 @@ def _gc(args: argparse.Namespace) -> int:
     from stores import RedisStore, S3Store
 
     options, credentials = _settings(args)
-    _check_store_args(args)
+    _check_store_args(args, credentials)
     if args.scan_timeout < 0:
         fail(f"--scan-timeout must be at least 0 seconds, got {args.scan_timeout:g}", EXIT_USAGE)
     if args.delete and not args.bootstrap and not args.no_verify:
@@ -315,6 +383,7 @@ def _gc(args: argparse.Namespace) -> int:
     if args.s3_bucket:
         client = _s3_client(args, credentials)
         stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
+    stores.update(_cloud_stores(args, credentials))
     verifier = (
         kafka_verifier(
             {**options, "bootstrap.servers": args.bootstrap, "logger": kafka_logger()}, timeout_s=args.scan_timeout
@@ -353,10 +422,12 @@ def _gc_lines(report: Any) -> list[str]:
 
 def _reconcile(args: argparse.Namespace) -> int:
     extra, credentials = _settings(args)
-    _check_store_args(args)
+    _check_store_args(args, credentials)
     probe_kafka(args.bootstrap, extra)
     if args.s3_bucket:
         _s3_client(args, credentials)
+    for store in _cloud_stores(args, credentials).values():  # checked here: one line, not a Spark job's failure
+        store.close()  # type: ignore[attr-defined]
     options = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": ",".join(args.topic)}
     options.update({f"kafka.{key}": value for key, value in extra.items()})
     if args.redis_url:
@@ -371,6 +442,7 @@ def _reconcile(args: argparse.Namespace) -> int:
         if args.s3_ca_bundle:
             options["s3.ca.bundle"] = args.s3_ca_bundle
         options.update({key: credentials[key] for key in ("s3.access.key", "s3.secret.key") if key in credentials})
+    options.update(_cloud_settings(args, credentials))
     from pyspark.sql import SparkSession
 
     from gateway.spark import local_session, reconcile

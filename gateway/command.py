@@ -155,7 +155,28 @@ def check_bucket(client: Any, bucket: str, where: str) -> None:
         fail(f"cannot reach S3 at {where} for bucket {bucket!r}: {exc}", EXIT_UNREACHABLE)
 
 
-STORE_SETTINGS = ("redis.url", "redis.username", "redis.password", "s3.access.key", "s3.secret.key", "s3.ca.bundle")
+def check_container(store: Any) -> None:
+    """One line when a GCS bucket or Azure container is missing or unreachable, before any work depends on it."""
+    from gateway.errors import StoreError, StoreUnavailableError
+
+    where = f"{store.scheme}://{store.bucket}/{store.prefix}"
+    try:
+        next(iter(store.list_locators()), None)
+    except StoreUnavailableError as exc:
+        fail(f"cannot reach {where}: {exc}", EXIT_UNREACHABLE)
+    except StoreError as exc:
+        fail(f"{where}: {exc}")
+
+
+STORE_SETTINGS = (
+    "redis.url",
+    "redis.username",
+    "redis.password",
+    "s3.access.key",
+    "s3.secret.key",
+    "s3.ca.bundle",
+    "azure.connection.string",
+)
 """Store settings a ``--command-config`` file or the environment may hold; every other key is a Kafka setting."""
 
 ENV_PREFIX = "GATEWAY_"

@@ -66,10 +66,20 @@ def peek_int(conf: MutableMapping[str, Any], key: str, default: int) -> int:
         raise ValueError(f"{key} must be an integer, got {value!r}") from exc
 
 
-SECRET_KEY_PARTS = ("password", "secret", "token", "credential", "private.key", "key.pem", "sasl.jaas.config")
+SECRET_KEY_PARTS = (
+    "password",
+    "secret",
+    "token",
+    "credential",
+    "private.key",
+    "key.pem",
+    "sasl.jaas.config",
+    "connection.string",
+)
 """Config keys whose values are secrets wherever they are shown: librdkafka's ``sasl.password``,
 ``ssl.key.password``, ``ssl.keystore.password``, ``sasl.oauthbearer.client.secret``,
-``ssl.key.pem``, AWS's ``secret.access.key`` and ``session.token``, and the like."""
+``ssl.key.pem``, AWS's ``secret.access.key`` and ``session.token``, an Azure connection string (it holds
+the account key), and the like."""
 
 MASK = "***"
 

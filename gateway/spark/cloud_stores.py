@@ -1,52 +1,10 @@
-"""The GCS and Azure Blob stores of the Spark reader, sink and reconcile: their options, and opening them.
-
-Every executor opens its own clients from these options (clients do not pickle), as for Redis and S3:
-
-* ``gcs.bucket`` (+ ``gcs.prefix``, default ``gw/``; ``gcs.name``, default ``gcs``; ``gcs.endpoint`` for an
-  emulator, then without credentials; otherwise the environment's Google credentials);
-* ``azure.container`` with ``azure.connection.string`` (+ ``azure.prefix``, ``azure.name``, default ``azure``).
-"""
+"""The GCS and Azure Blob stores of the Spark reader, sink and reconcile (settings in :mod:`stores.blob.settings`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from gateway.errors import ConfigurationError
-
-CLOUD_STORE_OPTIONS = (
-    "gcs.endpoint",
-    "gcs.bucket",
-    "gcs.prefix",
-    "gcs.name",
-    "azure.connection.string",
-    "azure.container",
-    "azure.prefix",
-    "azure.name",
-)
-"""Store options beside ``redis.*`` and ``s3.*``, the same for the reader and the sink."""
-
-
-def cloud_store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
-    """The :class:`~gateway.spark.options.SourceOptions` fields of the GCS and Azure stores."""
-
-    def text(key: str, default: str | None = None) -> str | None:
-        value = opts.get(key)
-        return value.strip() if value is not None and value.strip() else default
-
-    fields = {
-        "gcs_endpoint": text("gcs.endpoint"),
-        "gcs_bucket": text("gcs.bucket"),
-        "gcs_prefix": opts.get("gcs.prefix", "gw/"),
-        "gcs_name": text("gcs.name", "gcs"),
-        "azure_connection_string": text("azure.connection.string"),
-        "azure_container": text("azure.container"),
-        "azure_prefix": opts.get("azure.prefix", "gw/"),
-        "azure_name": text("azure.name", "azure"),
-    }
-    if (fields["azure_container"] is None) != (fields["azure_connection_string"] is None):
-        raise ConfigurationError("azure.container and azure.connection.string go together")
-    return fields
+from stores.blob.settings import CLOUD_STORE_OPTIONS, build_cloud_stores, cloud_store_fields
 
 
 def cloud_store_names(options: Any) -> list[str]:
@@ -58,37 +16,4 @@ def cloud_store_names(options: Any) -> list[str]:
     ]
 
 
-def build_cloud_stores(options: Any) -> dict[str, Any]:
-    """The GCS and Azure stores named in the options, opened in this process with clients of their own."""
-    stores: dict[str, Any] = {}
-    if options.gcs_bucket:
-        from google.cloud import storage
-
-        from stores import GCSStore
-
-        if options.gcs_endpoint:
-            from google.auth.credentials import AnonymousCredentials
-
-            client = storage.Client(
-                project="emulator",
-                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
-                client_options={"api_endpoint": options.gcs_endpoint},
-            )
-        else:
-            client = storage.Client()
-        stores[options.gcs_name] = GCSStore(
-            client, bucket=options.gcs_bucket, prefix=options.gcs_prefix, name=options.gcs_name, close_client=True
-        )
-    if options.azure_container:
-        from azure.storage.blob import BlobServiceClient
-
-        from stores import AzureBlobStore
-
-        stores[options.azure_name] = AzureBlobStore(
-            BlobServiceClient.from_connection_string(options.azure_connection_string),
-            container=options.azure_container,
-            prefix=options.azure_prefix,
-            name=options.azure_name,
-            close_client=True,
-        )
-    return stores
+__all__ = ["CLOUD_STORE_OPTIONS", "build_cloud_stores", "cloud_store_fields", "cloud_store_names"]

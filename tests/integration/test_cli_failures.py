@@ -116,9 +116,9 @@ BAD: list[tuple[list[str], str]] = [
     (["gc", "--redis-url", "bogus://nowhere"], "--redis-url"),
     (["gc", "--redis-url", "redis://127.0.0.1:1/0", "--scan-timeout", "-1"], "--scan-timeout must be at least 0"),
     (["gc", "--redis-url", "redis://h/0", "--kafka-option", "novalue"], "--kafka-option needs KEY=VALUE"),
-    (["gc"], "name a store with --redis-url or --s3-bucket"),
+    (["gc"], "name a store with --redis-url, --s3-bucket, --gcs-bucket or --azure-container"),
     (["reconcile", "--bootstrap", "x:1", "--topic", "t", "--redis-url", "r://", "--grace", "-5"], "--grace"),
-    (["reconcile", "--bootstrap", "x:1", "--topic", "t"], "name a store with --redis-url or --s3-bucket"),
+    (["reconcile", "--bootstrap", "x:1", "--topic", "t"], "name a store with --redis-url, --s3-bucket, --gcs-bucket"),
     (["reconcile", "--bootstrap", "x:1", "--topic", "t", "--redis-url", "bogus://nowhere"], "--redis-url"),
     (["bench", "--backend", "bogus"], "--backend"),
 ]
