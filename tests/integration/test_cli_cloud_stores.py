@@ -32,6 +32,14 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
+def send_by_reference(kafka: KafkaService, topic: str, store: Any, value: bytes) -> None:
+    """One message whose payload lands in ``store`` and whose envelope lands in ``topic``."""
+    policy = SizeThresholdPolicy(reference_above=0, store=store.name)
+    with HybridProducer(kafka.producer_config(), policy=policy, stores={store.name: store}) as producer:
+        producer.produce(topic, value, key=b"landed")
+        assert producer.flush(30) == 0
+
+
 @pytest.fixture(params=KINDS)
 def cloud(request: pytest.FixtureRequest, tmp_path: Path, s3_prefix: str) -> dict[str, Any]:
     """A store of the kind in a fresh bucket or container, and the gc flags that name the same store."""
@@ -59,13 +67,7 @@ def test_gc_deletes_the_orphan_and_keeps_the_landed_payload(
     store = cloud["store"]
     if cloud["server"].external:
         pytest.skip("the flags name the emulator's endpoint")
-    with HybridProducer(
-        kafka.producer_config(),
-        policy=SizeThresholdPolicy(reference_above=0, store=store.name),
-        stores={store.name: store},
-    ) as producer:
-        producer.produce(topic, payload(20_000, 1), key=b"landed")
-        assert producer.flush(30) == 0
+    send_by_reference(kafka, topic, store, payload(20_000, 1))
     (landed,) = [locator for locator, _ in store.list_locators(topic)]
     orphan = store.put(topic, store.next_message_id(topic, 0), b"never enveloped", pending_since_ms=0)
     store.mark_pending(landed, 0)  # a producer that died between the write and clearing its mark
@@ -107,13 +109,7 @@ def test_reconcile_finds_and_deletes_the_orphan(
     from gateway.cli import main
 
     store = cloud["store"]
-    with HybridProducer(
-        kafka.producer_config(),
-        policy=SizeThresholdPolicy(reference_above=0, store=store.name),
-        stores={store.name: store},
-    ) as producer:
-        producer.produce(topic, payload(5_000, 2), key=b"live")
-        assert producer.flush(30) == 0
+    send_by_reference(kafka, topic, store, payload(5_000, 2))
     orphan = store.put(topic, uuid.uuid4(), b"nobody points here")
     argv = ["reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--grace", "0", "--delete"]
     assert main([*argv, "--command-config", cloud["config"], *cloud["flags"]]) == 0
