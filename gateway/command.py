@@ -85,10 +85,15 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
 
 
 @contextmanager
-def signals_unwind() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise ``SystemExit`` so every ``with`` block runs its clean-up on the way out."""
+def signals_unwind(caught: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``SystemExit`` so every ``with`` block runs its clean-up on the way out.
+
+    Each signal is also appended to ``caught``: a clean-up that raises on the way out replaces the
+    ``SystemExit``, and the command must still end as a terminated one (128 + the signal).
+    """
 
     def unwind(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
         raise SystemExit(128 + signum)
 
     previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -236,12 +241,13 @@ def run(prog: str, action: Callable[[], int]) -> int:
     ``GATEWAY_DEBUG=1`` lets the traceback through, for bug reports.
     """
     logging.basicConfig(level=logging.WARNING, format=f"{prog}: %(levelname)s %(name)s: %(message)s")
+    caught: list[int] = []
     try:
-        with signals_unwind():
+        with signals_unwind(caught):
             return action()
     except CommandError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return exc.code
+        return 128 + caught[0] if caught else exc.code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
@@ -250,4 +256,4 @@ def run(prog: str, action: Callable[[], int]) -> int:
             raise
         text = " ".join(str(exc).split()) or "(no message)"
         print(f"{prog}: error: {type(exc).__name__}: {text}", file=sys.stderr)
-        return EXIT_FAILED
+        return 128 + caught[0] if caught else EXIT_FAILED  # terminated, whatever the clean-up then raised

@@ -198,7 +198,8 @@ def test_sigterm_stops_the_servers_the_demo_started_and_removes_their_folders() 
         folders = [Path(os.readlink(f"/proc/{pid}/cwd")) for pid in servers]
         assert all(f.name.startswith(("gw-redis-", "gw-moto-")) for f in folders), folders
         demo.send_signal(signal.SIGTERM)
-        assert demo.wait(30) == 128 + signal.SIGTERM
+        code = demo.wait(30)
+        assert code == 128 + signal.SIGTERM, demo.stdout.read()[-3000:]  # what it printed on the way out
     finally:
         if demo.poll() is None:
             demo.kill()

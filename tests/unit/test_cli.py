@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from importlib import import_module
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -63,3 +64,32 @@ def test_reconcile_puts_the_file_credentials_in_the_url_where_the_url_has_none(u
     from gateway.cli import _with_credentials
 
     assert _with_credentials(url, {"username": "file-user", "password": "p@ss"}) == expected
+
+
+@pytest.mark.parametrize("cleanup_raises", [False, True])
+def test_a_terminated_command_exits_128_plus_the_signal_whatever_its_clean_up_raises(
+    cleanup_raises: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM unwinds the command; a clean-up that then raises (a client closed mid-call) must not turn the
+    terminated command into a failed one (exit 1), which a supervisor would treat differently."""
+    import os
+    import signal
+
+    from gateway.command import run
+
+    def action() -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises SystemExit here
+            return 0
+        finally:
+            if cleanup_raises:
+                raise RuntimeError("closing a client interrupted mid-call")
+
+    if cleanup_raises:
+        assert run("gateway test", action) == 128 + signal.SIGTERM
+        assert "RuntimeError" in capsys.readouterr().err
+    else:
+        with pytest.raises(SystemExit) as exited:
+            run("gateway test", action)
+        assert exited.value.code == 128 + signal.SIGTERM
