@@ -85,8 +85,8 @@ class ChunkedWriter:
                 del record, kwargs  # librdkafka has its copy: let the segment go before the next is built
         except BaseException as exc:
             self.in_flight.abandon(fold, sent)
-            if sent == 0:
-                raise
+            if sent == 0 or not isinstance(exc, Exception):
+                raise  # nothing queued; or Ctrl-C / SIGTERM, which the caller must get as itself
             raise LargeMessageSendError(
                 f"Error when sending large message. Queued {sent} of {count} segments; "
                 "consumers will expire the partial message.",

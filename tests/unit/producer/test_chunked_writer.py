@@ -111,6 +111,24 @@ def test_a_message_queued_in_part_says_how_much_went_out_and_gets_no_callback() 
     assert seen == [] and (w.in_flight.messages, w.in_flight.segments) == (0, 0)
 
 
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_mid_message_reaches_the_caller_as_itself(interrupt: type[BaseException]) -> None:
+    """Ctrl-C or a SIGTERM handler's ``SystemExit`` after two segments went out is not a send failure: wrapped in
+    ``LargeMessageSendError`` (an ``Exception``) it would be caught as one, and the process would not stop."""
+    queue = Queue()
+
+    def send(topic: str, kwargs: dict[str, Any]) -> None:
+        if len(queue.records) == 2:
+            raise interrupt()
+        queue(topic, kwargs)
+
+    w = writer(queue)
+    w._send = send  # type: ignore[method-assign]
+    with pytest.raises(interrupt):
+        w.send(OutgoingMessage.of("t", b"x" * 400))
+    assert (w.in_flight.messages, w.in_flight.segments) == (1, 2), "the two queued segments' reports are still due"
+
+
 def test_wrapping_sends_a_small_value_as_one_segment() -> None:
     queue = Queue()
     writer(queue, config={"li.large.message.segment.wrapping.required": True}).send(OutgoingMessage.of("t", b"tiny"))
