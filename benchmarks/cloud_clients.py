@@ -147,6 +147,11 @@ class AzureSDK(Client):
         return bytes(self.container.download_blob(key, offset=start, length=end - start).readall())
 
 
+def _emulator_token() -> dict[str, Any]:
+    """obstore's GCS credentials for fake-gcs-server, which checks none."""
+    return {"token": "emulator", "expires_at": None}
+
+
 class Obstore(Client):
     def __init__(self, store: Any, name: str) -> None:
         self.store, self.name = store, name
@@ -227,11 +232,9 @@ def measure_all(sizes: list[int], repeat: int, with_obstore: bool) -> dict[str, 
         if with_obstore:
             from obstore.store import GCSStore
 
+            token: Any = _emulator_token  # never the metadata server
             ob_gcs = GCSStore(
-                bucket,
-                base_url=gcs.endpoint_url,
-                credential_provider=lambda: {"token": "emulator", "expires_at": None},  # type: ignore[arg-type]  # never the metadata server
-                client_options={"allow_http": True},
+                bucket, base_url=gcs.endpoint_url, credential_provider=token, client_options={"allow_http": True}
             )
             gcs_clients.append(Obstore(ob_gcs, "obstore (GCS)"))
         gcs_clients.append(StoreRoute(stores.GCSStore(gcs.client(), bucket=bucket, journal_batch=1)))
