@@ -1,12 +1,12 @@
 """Whether a message whose store is down may go inline instead, and the one account of every fallback.
 
-Inline (chunked, or one plain record with ``large.message.enabled=false``) puts the payload in Kafka
-itself. Against what the store route gives, per guarantee:
+Inline (chunked, as the writer's ``send_chunked`` sends it) puts the payload in Kafka itself. Against
+what the store route gives, per guarantee:
 
 * **encryption** (``reference.encryption``): lost. Inline records are LinkedIn's format, read byte for
   byte by other clients, and never sealed; so a producer that seals never falls back inline, it
-  refuses (``FallbackRefusedError``, reason ``encrypted``). Sending to *another store* instead keeps
-  it, since the setting seals on every store of the producer; that is the policy's choice, not a fallback.
+  refuses (``FallbackRefusedError``, reason ``encrypted``). Another store would keep it (the setting
+  seals on every store of the producer), but choosing one is a policy's business, not this fallback's.
 * **topic binding**: kept by nature: the records are the topic's own, there is no locator to move.
 * **compression** (``reference.compression``): not applied inline. It shrinks the store's bytes, an
   optimisation and not a promise (librdkafka's ``compression.type`` still compresses the batches);
