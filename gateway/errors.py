@@ -153,6 +153,21 @@ class StoreUnavailableError(StoreError):
     """The store could not be reached, or is marked unhealthy by the policy layer."""
 
 
+class FallbackRefusedError(StoreUnavailableError):
+    """The store is down and the message may not go inline instead, so nothing of it was sent anywhere.
+
+    ``reason`` says which guarantee the fallback would have broken: ``"encrypted"`` (``reference.encryption``
+    is set and an inline record is never sealed), ``"forced"`` (the route was forced with ``route=``, or the
+    topic is compacted and must not be chunked) or ``"oversize"`` (above ``reference.fallback.inline.max.bytes``).
+    A :class:`StoreUnavailableError` still, so code written for the store being down handles it unchanged.
+    """
+
+    def __init__(self, message: str, *, store: str, reason: str, kafka_message: Any = None) -> None:
+        super().__init__(message, kafka_message=kafka_message)
+        self.store = store
+        self.reason = reason
+
+
 class StoreNotConfiguredError(ConfigurationError, StoreError):
     """A record names a store this client was not given (``stores=``): its configuration, not an outage.
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Producer
 
 from gateway.errors import ConfigurationError, GatewayError, StoreUnavailableError
+from gateway.telemetry.logs import RateLimitedLog as RateLimitedLog  # its home before the producer shared it
 
 log = logging.getLogger(__name__)
 
@@ -114,34 +115,3 @@ class DeadLetters:
         if self._producer is not None:
             self._producer.flush(30)
             self._producer = None
-
-
-class RateLimitedLog:
-    """At most one line per ``interval_s`` per kind; the lines left out are counted and summed up.
-
-    An expiry storm (thousands of incomplete messages) then costs a few log lines, and
-    ``suppressed`` (exposed in the consumer's metrics) says how many were left out.
-    """
-
-    def __init__(
-        self, logger: logging.Logger, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._log = logger
-        self._interval = interval_s
-        self._clock = clock
-        self._next: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-        self.suppressed = 0
-
-    def warning(self, kind: str, message: str, *args: Any) -> None:
-        now = self._clock()
-        if now < self._next.get(kind, float("-inf")):
-            self._held[kind] = self._held.get(kind, 0) + 1
-            self.suppressed += 1
-            return
-        self._next[kind] = now + self._interval
-        held = self._held.pop(kind, 0)
-        if held:
-            message += " (and %d more like it since the last such line)"
-            args = (*args, held)
-        self._log.warning(message, *args)

@@ -72,6 +72,8 @@ class ProducerSettings:
     """``reference.max.payload.bytes``: the largest payload written to a store; the default consumer's limit."""
     compression: str | None = None
     """``reference.compression``: how stored payloads are encoded (:mod:`gateway.protocol.payload_encoding`)."""
+    warning_interval_s: float = 10.0
+    """``log.warning.interval.ms``: at most one warning line per store and fallback outcome per interval."""
 
     @property
     def overhead(self) -> int:
@@ -144,6 +146,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     max_chunked = pop_int(conf, "large.message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES, minimum=1)
     max_reference = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
     compression = parse_compression(conf.pop("reference.compression", None))
+    warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -167,6 +170,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         max_chunked,
         max_reference,
         compression,
+        warning_interval_s,
     )
     return settings, conf
 

@@ -123,6 +123,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
             window=window,
             send_chunked=self._chunks.send,
             encryption=encryption,
+            warning_interval_s=self.settings.warning_interval_s,
         )
         self._outbox.listener = self._references
 

@@ -36,6 +36,13 @@ class ProducerMetrics:
     store_put_failures: int = 0
     fallbacks: int = 0
     fallback_refused: int = 0
+    #: ``fallback_refused`` by reason (gateway.producer.reference._fallback): the route was forced, the payload
+    #: would have gone inline unencrypted, or it is above ``reference.fallback.inline.max.bytes``.
+    fallback_refused_forced: int = 0
+    fallback_refused_encrypted: int = 0
+    fallback_refused_oversize: int = 0
+    #: Rate-limited warnings (one per store and outcome per ``log.warning.interval.ms``) not logged.
+    warnings_suppressed: int = 0
     reference_kafka_bytes_by_store: dict[str, int] = field(default_factory=dict)
     #: Message sizes by (route, store); store is "" off the reference route.
     message_sizes: HistogramSet = field(default_factory=lambda: HistogramSet(SIZE_BUCKETS))

@@ -6,7 +6,8 @@ report that leaves the envelope possibly written, the payload and its pending ma
 The write is journalled as pending (atomically with it, or before it) and the mark is cleared only
 once Kafka acknowledged the envelope, so a crash in between, or a rollback that itself fails,
 leaves something ``gateway gc`` can find. A store that keeps failing is skipped (one probe per
-interval, see :mod:`gateway.health`) and the message goes chunked instead when it is small enough.
+interval, see :mod:`gateway.health`) and the message goes chunked instead when it is small enough
+and nothing it was promised is lost on the way (:mod:`gateway.producer.reference._fallback`).
 
 No Kafka client here: records go out through the ``send`` callable the producer passes in, so the
 whole route is unit-tested with an in-memory store.
@@ -28,12 +29,14 @@ from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer.outgoing import OutgoingMessage, Send
 from gateway.producer.reference._envelope_delivery import EnvelopeDelivery
+from gateway.producer.reference._fallback import FallbackGuard
 from gateway.producer.reference.digests import PayloadDigester, PendingDigest
 from gateway.producer.reference.transactions import TransactionLedger, undo
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.payload_encoding import encode_payload
 from gateway.store import Payload, Store
+from gateway.telemetry.logs import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +59,10 @@ class ReferenceWriter:
         window: int | WriteWindow = 1,
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
         encryption: ReferenceEncryption | None = None,
+        warning_interval_s: float = 10.0,
     ) -> None:
         self.stores = stores
         self.health = health
-        self.fallback_cap = fallback_cap
         self.max_payload = max_payload
         """``reference.max.payload.bytes``: a larger payload is refused, as consumers would refuse its envelope."""
         self.metrics = metrics if metrics is not None else ProducerMetrics()
@@ -77,6 +80,13 @@ class ReferenceWriter:
         self._send_chunked = send_chunked or _no_chunking
         self._encryption = encryption if encryption is not None else ReferenceEncryption(None)
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
+        warnings = RateLimitedLog(log, warning_interval_s, clock.monotonic)
+        self._fallbacks = FallbackGuard(fallback_cap, self._encryption.enabled, self.metrics, warnings)
+
+    @property
+    def fallback_cap(self) -> int:
+        """``reference.fallback.inline.max.bytes``: the largest message sent inline when its store is down."""
+        return self._fallbacks.cap
 
     @property
     def marks_to_clear(self) -> int:
@@ -87,8 +97,9 @@ class ReferenceWriter:
         """Send ``message`` by reference; returns the route it took: ``route``, or ``CHUNKED`` after falling back.
 
         A store that is marked unhealthy, or whose write fails for want of a connection, sends a
-        message under ``fallback_cap`` chunked instead (``send_chunked``); a larger message, or one whose route
-        was forced, fails fast with :class:`StoreUnavailableError`. Other store errors propagate.
+        message under ``fallback_cap`` chunked instead (``send_chunked``); a larger message, one whose route
+        was forced, or any message when payloads are encrypted, fails fast with
+        :class:`~gateway.errors.FallbackRefusedError` (a :class:`StoreUnavailableError`). Other store errors propagate.
         ``persistent`` (a compact-only topic's message) asks the store for no expiry. With a write
         window (:mod:`gateway.producer.reference.window`) the write may still be in flight on return.
         """
@@ -257,18 +268,9 @@ class ReferenceWriter:
         """The one fallback path: the message goes chunked now, in its turn, or the refusal is raised.
 
         Whether the store was found down before the write (health), by the write in ``produce``, or
-        by a write confirmed later from the window, this is where it is decided and done.
+        by a write confirmed later from the window, this is where it is done; the guard decides.
         """
-        size = message.size
-        if forced or size > self.fallback_cap:
-            self.metrics.fallback_refused += 1
-            reason = (
-                "the route was forced"
-                if forced
-                else f"{size} bytes exceed reference.fallback.inline.max.bytes={self.fallback_cap}"
-            )
-            raise StoreUnavailableError(f"store {name!r} {why}; not chunking instead because {reason}") from cause
-        self.metrics.fallbacks += 1
+        self._fallbacks.check(name, forced, message.topic, message.size, why, cause)
         self._send_chunked(message)
         return CHUNKED
 
