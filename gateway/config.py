@@ -38,12 +38,27 @@ def pop_bool(conf: MutableMapping[str, Any], key: str, default: bool) -> bool:
     return parse_bool(key, conf.pop(key, default))
 
 
-def pop_int(conf: MutableMapping[str, Any], key: str, default: int, minimum: int | None = None) -> int:
-    value = conf.pop(key, default)
+def parse_int(key: str, value: Any) -> int:
+    """A config integer: an ``int``, a whole ``float`` or integer text; never a fraction silently cut.
+
+    ``int(800000.5)`` would quietly become 800000 and ``int(True)`` 1, so both are refused by name.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise ValueError(f"{key} must be a whole number, got {value!r}")
     try:
-        number = int(value)
-    except (TypeError, ValueError) as exc:
+        return int(str(value).strip())
+    except ValueError as exc:
         raise ValueError(f"{key} must be an integer, got {value!r}") from exc
+
+
+def pop_int(conf: MutableMapping[str, Any], key: str, default: int, minimum: int | None = None) -> int:
+    number = parse_int(key, conf.pop(key, default))
     if minimum is not None and number < minimum:
         raise ValueError(f"{key} must be >= {minimum}, got {number}")
     return number
@@ -59,11 +74,7 @@ def pop_choice(conf: MutableMapping[str, Any], key: str, default: str, choices: 
 
 def peek_int(conf: MutableMapping[str, Any], key: str, default: int) -> int:
     """A librdkafka key we need to know but must leave in place."""
-    value = conf.get(key, default)
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{key} must be an integer, got {value!r}") from exc
+    return parse_int(key, conf.get(key, default))
 
 
 SECRET_KEY_PARTS = (

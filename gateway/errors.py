@@ -7,6 +7,8 @@ carries the record it concerns so that nothing is lost when a loop catches and c
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -27,6 +29,32 @@ class GatewayError(Exception):
 
 class ConfigurationError(GatewayError, ValueError):
     """A setting that cannot work: a route to a store that was never given, an impossible size."""
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it.
+
+    An ``ImportError`` (not a :class:`GatewayError`), so ``except ImportError`` around an optional
+    feature keeps working; the extra in the text is what a user can act on, where a bare
+    ``No module named 'pyarrow'`` names a package they never chose.
+    """
+
+
+@contextmanager
+def extra_required(extra: str, feature: str) -> Iterator[None]:
+    """Turn a third-party module missing inside the block into :class:`MissingExtraError` naming ``extra``.
+
+    Our own modules missing is a broken install, not a missing extra, and propagates as it is.
+    """
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] in ("gateway", "stores"):
+            raise
+        raise MissingExtraError(
+            f"{feature} needs the {exc.name.split('.')[0]!r} package: pip install 'kafka-hybrid-gateway[{extra}]'",
+            name=exc.name,
+        ) from exc
 
 
 class ProtocolError(GatewayError, ValueError):

@@ -16,10 +16,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
-
+from gateway.errors import extra_required
 from gateway.histogram import HistogramSnapshot
+
+with extra_required("prometheus", "gateway.prometheus"):
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+    from prometheus_client.registry import Collector
 from gateway.telemetry.statistics import LibrdkafkaStatistics, statistics_points
 
 

@@ -46,6 +46,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.errors import extra_required
+
+with extra_required("spark", "The hybrid-kafka Spark data source"):
+    import pyarrow  # type: ignore[import-untyped]  # noqa: F401  # PySpark's Python data sources need it too
+    import pyspark  # noqa: F401
+
 from gateway.spark.options import OptionError, SourceOptions, network_timeout_ms, parse_options
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.reconcile import Dangling, Orphan, ReconcileReport, reconcile

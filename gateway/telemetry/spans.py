@@ -77,7 +77,7 @@ class ProduceSpan:
         self.message = traced.with_callback(self._on_delivery(message.topic, message.on_delivery))
 
     def routed(self, route: str, store: str | None, segments: int) -> None:
-        self.span.set_attributes({"gateway.route": route, "gateway.store": store or "", "gateway.segments": segments})
+        self.span.set_attributes(_route_attributes(route, store, segments))
 
     def failed(self, exc: BaseException) -> None:
         """``produce`` raised: nothing was sent."""
@@ -131,7 +131,7 @@ class ConsumerSpans:
         )
         self.client.names.put(attrs, "partition", message.partition())
         self.client.names.put(attrs, "offset", message.offset())
-        attrs.update({"gateway.route": route, "gateway.store": store or "", "gateway.segments": segments})
+        attrs.update(_route_attributes(route, store, segments))
         parent = propagate.extract(carrier(message.headers()))
         span = tracer.start_span(
             self.client.names.span_name("process", topic), context=parent, kind=SpanKind.CONSUMER, attributes=attrs
@@ -168,3 +168,15 @@ class ConsumerSpans:
             span.end()
             if points is not None and instruments is not None:
                 instruments.process_duration.record(now - started, points)
+
+
+def _route_attributes(route: str, store: str | None, segments: int) -> dict[str, str | int]:
+    """The gateway's own span attributes; ``gateway.store`` only where a store holds the payload.
+
+    An empty string would read as "a store with no name" in a trace backend's filters, so routes
+    with no store leave the attribute out, as OpenTelemetry's conventions do for what does not apply.
+    """
+    attributes: dict[str, str | int] = {"gateway.route": route, "gateway.segments": segments}
+    if store:
+        attributes["gateway.store"] = store
+    return attributes

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.testing.kafka_service import KafkaService
 from gateway.testing.processes import (
@@ -26,7 +26,9 @@ from gateway.testing.processes import (
     log_tail,
     start_with_port_retry,
 )
-from gateway.testing.tls import TlsFiles
+
+if TYPE_CHECKING:
+    from gateway.testing.tls import TlsFiles  # cryptography: only the SASL_SSL listener's caller needs it
 
 
 def repo_root() -> Path:

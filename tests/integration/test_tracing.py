@@ -70,7 +70,7 @@ def test_each_route_has_linked_producer_and_consumer_spans(
             assert span.attributes["messaging.system"] == "kafka"
             assert span.attributes["messaging.destination.name"] == topic
             assert span.attributes["messaging.message.body.size"] == size
-            assert span.attributes["gateway.store"] == ("redis" if route == "reference" else "")
+            assert span.attributes.get("gateway.store") == ("redis" if route == "reference" else None)
         assert out.attributes["messaging.kafka.message.offset"] >= 0  # set by the delivery report (older names)
         assert (
             back.attributes["messaging.kafka.destination.partition"]
