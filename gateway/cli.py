@@ -356,7 +356,6 @@ def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
 
 def _gc(args: argparse.Namespace) -> int:
     from gateway.gc.sweeper import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
-    from stores import RedisStore, S3Store
 
     options, credentials = _settings(args)
     _check_store_args(args, credentials)
@@ -372,7 +371,7 @@ def _gc(args: argparse.Namespace) -> int:
         probe_kafka(args.bootstrap, options)
     stores: dict[str, object] = {}
     if args.redis_url:
-        from stores import redis_client_from_url
+        from stores import RedisStore, redis_client_from_url  # each store's client only when it is named
 
         stores[args.redis_name] = RedisStore(
             redis_client_from_url(args.redis_url, **_redis_kwargs(credentials)),
@@ -381,6 +380,8 @@ def _gc(args: argparse.Namespace) -> int:
             close_client=True,
         )
     if args.s3_bucket:
+        from stores import S3Store
+
         client = _s3_client(args, credentials)
         stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
     stores.update(_cloud_stores(args, credentials))
@@ -421,6 +422,9 @@ def _gc_lines(report: Any) -> list[str]:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
+    from gateway.errors import check_extra
+
+    check_extra("spark", "gateway reconcile", "pyspark", "pyarrow")  # before any connection, naming the extra
     extra, credentials = _settings(args)
     _check_store_args(args, credentials)
     probe_kafka(args.bootstrap, extra)

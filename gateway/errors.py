@@ -40,6 +40,17 @@ class MissingExtraError(ImportError):
     """
 
 
+def check_extra(extra: str, feature: str, *packages: str) -> None:
+    """:class:`MissingExtraError` unless every package is installed, without importing any (PySpark takes seconds)."""
+    import importlib.util  # only the commands that check an extra pay for it
+
+    for package in packages:
+        if importlib.util.find_spec(package) is None:
+            raise MissingExtraError(
+                f"{feature} needs the {package!r} package: pip install 'kafka-hybrid-gateway[{extra}]'", name=package
+            )
+
+
 @contextmanager
 def extra_required(extra: str, feature: str) -> Iterator[None]:
     """Turn a third-party module missing inside the block into :class:`MissingExtraError` naming ``extra``.

@@ -141,3 +141,35 @@ def test_unknown_flag_is_refused_by_the_top_level_parser() -> None:
 def test_every_subcommand_has_a_bad_argument_case() -> None:
     covered: set[str] = {args[0] for args, _ in BAD}
     assert covered == {"demo", "gc", "reconcile", "bench"}
+
+
+_WITHOUT = """
+import sys
+for name in {blocked!r}:
+    sys.modules[name] = None  # as if that extra were not installed
+from gateway.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+def run_cli_without(blocked: tuple[str, ...], *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command in an install that lacks some packages (blocked the way an absent one fails)."""
+    script = _WITHOUT.format(blocked=blocked, argv=list(args))
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, env=dict(os.environ)
+    )
+
+
+@pytest.mark.redis
+def test_gc_on_redis_alone_needs_no_s3_client(redis_server: RedisServer) -> None:
+    out = run_cli_without(("boto3", "botocore"), "gc", "--redis-url", redis_server.url, "--redis-prefix", "gwnone")
+    assert out.returncode == 0, out.stderr
+    assert "boto3" not in out.stderr
+
+
+def test_reconcile_without_pyspark_names_the_spark_extra() -> None:
+    out = run_cli_without(
+        ("pyspark", "pyarrow"), "reconcile", "--topic", "t", "--bootstrap", dead(), "--redis-url", "redis://127.0.0.1:1/0"
+    )
+    assert out.returncode != 0
+    assert "kafka-hybrid-gateway[spark]" in out.stderr, out.stderr
