@@ -26,7 +26,8 @@ from gateway.command import (
     probe_kafka,
     run,
 )
-from gateway.config import mask_url
+from gateway.config import check_url_userinfo, mask_url
+from gateway.errors import ConfigurationError
 
 #: What ``gateway gc`` returns (4 is :data:`gateway.gc.sweeper.EXIT_INCOMPLETE`).
 GC_EXIT_STATUSES = {
@@ -285,6 +286,10 @@ def _check_store_args(args: argparse.Namespace, credentials: dict[str, str]) -> 
         fail(
             f"--redis-url must start with redis://, rediss:// or unix://, got {mask_url(args.redis_url)!r}", EXIT_USAGE
         )
+    try:
+        check_url_userinfo(args.redis_url or "", "--redis-url")
+    except ConfigurationError as exc:
+        fail(str(exc), EXIT_USAGE)
     named = [
         (flag, name)
         for flag, name, given in (

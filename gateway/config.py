@@ -85,12 +85,13 @@ SECRET_KEY_PARTS = (
     "private.key",
     "key.pem",
     "sasl.jaas.config",
+    "oauthbearer.config",
     "connection.string",
 )
 """Config keys whose values are secrets wherever they are shown: librdkafka's ``sasl.password``,
 ``ssl.key.password``, ``ssl.keystore.password``, ``sasl.oauthbearer.client.secret``,
-``ssl.key.pem``, AWS's ``secret.access.key`` and ``session.token``, an Azure connection string (it holds
-the account key), and the like."""
+``ssl.key.pem``, ``sasl.oauthbearer.config`` (it holds ``clientSecret=``), AWS's ``secret.access.key`` and
+``session.token``, an Azure connection string (it holds the account key), and the like."""
 
 MASK = "***"
 
@@ -105,34 +106,55 @@ def mask_url(url: object) -> str:
     """``url`` with its password (and any ``password=`` / ``token=`` query value) replaced by ``***``.
 
     For every URL that reaches an error, a log line or a ``repr``: ``redis://user:pw@host`` becomes
-    ``redis://user:***@host``. Not a URL, or not parseable: shown with everything after a ``:``
-    up to the ``@`` masked, which is the only part of a DSN that can hold a password.
+    ``redis://user:***@host``. The password is everything from the first ``:`` after ``scheme://``
+    to the **last** ``@``, whatever it holds: a password with an unencoded ``/``, ``?`` or ``#``
+    ends a URL parser's authority early (urllib would call what follows a path, query or
+    fragment), so parsing first would leave part of it on show. An ``@`` further on (in a query)
+    only masks more. The user name before that first ``:`` stays; user info without a ``:`` is
+    masked whole, since some write a bare token there. Without ``scheme://``, the same from the start.
     """
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
     text = str(url)
-    try:
-        parts = urlsplit(text)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, host = netloc.rpartition("@")
-            user, colon, _ = userinfo.partition(":")
-            netloc = f"{user}{colon and ':' + MASK}@{host}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode([(k, MASK if is_secret_key(k) else v) for k, v in pairs], safe="*")
-        if "://" not in text:
-            return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-        tail = (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-        return f"{parts.scheme}://{netloc}{parts.path}{tail}"
-    except ValueError:
-        head, at, tail = text.rpartition("@")
-        if not at:
-            return text
-        scheme, sep, rest = head.partition("://")
-        user = rest.partition(":")[0] if sep else ""
-        return f"{scheme}{sep}{user}:{MASK}@{tail}"
+    scheme, sep, rest = text.partition("://")
+    prefix, rest = (f"{scheme}://", rest) if sep else ("", text)
+    userinfo, at, after = rest.rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        prefix += f"{user}:{MASK}@" if colon else f"{MASK}@"  # without a colon it may be a bare token
+    else:
+        after = rest
+    return prefix + _mask_query(after)
+
+
+def _mask_query(text: str) -> str:
+    """``host/path?query#fragment`` with secret-named query values masked."""
+    from urllib.parse import parse_qsl, urlencode
+
+    base, question, tail = text.partition("?")
+    if not question:
+        return text
+    query, hash_, fragment = tail.partition("#")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    masked = urlencode([(k, MASK if is_secret_key(k) else v) for k, v in pairs], safe="*")
+    return f"{base}?{masked}{hash_}{fragment}"
+
+
+def check_url_userinfo(url: str, what: str) -> None:
+    """Refuse a URL whose user name or password holds an unencoded ``/``, ``?`` or ``#``.
+
+    A URL parser ends the host part at the first of these, so the password is read as a host and
+    a port, and the parser's error quotes it (redis-py: "Port could not be cast to integer value as
+    'pa'"). Refused here, before any parser sees it, with the URL masked and the remedy named.
+    """
+    from gateway.errors import ConfigurationError
+
+    _, sep, rest = url.partition("://")
+    userinfo = rest.rpartition("@")[0] if sep and not rest.startswith("/") else ""  # unix:///a@b.sock: a path
+    if any(ch in userinfo for ch in "/?#"):
+        raise ConfigurationError(
+            f"{what} {mask_url(url)!r} cannot be parsed: its user name or password holds a '/', '?' or '#', "
+            "which ends the host part of a URL; percent-encode them (/ as %2F, ? as %3F, # as %23, and "
+            "@ as %40, : as %3A, % as %25), e.g. with urllib.parse.quote(password, safe='')"
+        )
 
 
 def redact_config(conf: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from gateway.consumer._errors import RateLimitedLog
 from gateway.core.commits import CommitTranslator
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.librdkafka.group_offsets import GroupOffsets, StoredOffset, binding_offsets, c_string, topic_partition
-from gateway.protocol.metadata import encode_metadata, read_metadata
+from gateway.protocol.metadata import CommitEncoding, commit_metadata, read_metadata
 from gateway.protocol.records import TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,10 @@ class GroupCommits:
         pipeline: ConsumerPipeline,
         on_commit: Callable[..., Any] | None,
         warnings: RateLimitedLog | None = None,
+        encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED,
     ) -> None:
         self.group = group
+        self._encoding = encoding
         self._pipeline = pipeline
         self._user_on_commit = on_commit
         self._warnings = warnings or RateLimitedLog(log)
@@ -114,8 +116,10 @@ class GroupCommits:
     def commit(
         self, translated: dict[TopicPartitionKey, tuple[int, str]], asynchronous: bool
     ) -> list[TopicPartition] | None:
-        """Commit broker offsets with their ``"<HW>,<meta>"`` metadata, sent as its exact UTF-8 bytes."""
-        to_commit = [StoredOffset(t, p, off, encode_metadata(meta)) for (t, p), (off, meta) in translated.items()]
+        """Commit broker offsets with their ``"<HW>,<meta>"`` metadata, sent as ``commit.metadata.encoding`` says."""
+        to_commit = [
+            StoredOffset(t, p, off, commit_metadata(meta, self._encoding)) for (t, p), (off, meta) in translated.items()
+        ]
         result = self.group.commit(to_commit, asynchronous)
         return None if result is None else self.user_view(result)
 

@@ -80,7 +80,13 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
             self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes, self._pipeline
         )
         self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._queue.refs, auditor, log)
-        commits = GroupCommits(group_offsets(self._consumer), self._pipeline, settings.on_commit, self._events.warnings)
+        commits = GroupCommits(
+            group_offsets(self._consumer),
+            self._pipeline,
+            settings.on_commit,
+            self._events.warnings,
+            encoding=settings.commit_encoding,
+        )
         self._offsets = OffsetDriver(
             self._consumer, self._pipeline, self._queue, commits, auto_offset_store=settings.auto_offset_store
         )

@@ -43,6 +43,9 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
   ``reference.error.max.attempts`` (1), ``reference.error.retry.backoff.ms`` (100) and
   ``reference.dead.letter.topic``: what happens to a record that keeps failing to resolve
   (see :mod:`gateway.consumer._errors`);
+* ``commit.metadata.encoding`` (``nul-terminated``; or ``java``): how the ``"<HW>,<metadata>"`` of
+  every commit goes on the wire (see :class:`~gateway.protocol.metadata.CommitEncoding` and
+  docs/protocol.md §7);
 * ``log.warning.interval.ms`` (10 000): at most one warning line of a kind (dropped messages,
   skipped records) per interval; the others are counted in ``warnings.suppressed``.
 """
@@ -67,6 +70,8 @@ from gateway.core.offsets import DeliveredOffsetTracker
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError
+from gateway.librdkafka.group_offsets import pop_commit_encoding
+from gateway.protocol.metadata import CommitEncoding
 from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
 from gateway.store import Store
 
@@ -101,6 +106,7 @@ class ConsumerSettings:
     peers: PeerReader | None = None
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
+    commit_encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED
 
     def resolver(self, stores: Mapping[str, Store], encryption: ReferenceEncryption | None = None) -> Resolver:
         """The payload fetcher these settings describe, over ``stores``; ``encryption`` opens sealed payloads."""
@@ -159,6 +165,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
     peers = peer_reader(conf)
     peer_max_bytes = pop_int(conf, "large.message.peer.max.bytes", DEFAULT_PEER_MAX_BYTES, minimum=1)
+    commit_encoding = pop_commit_encoding(conf)
     conf["enable.auto.commit"] = False
     settings = ConsumerSettings(
         capacity,
@@ -182,6 +189,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         peers,
         peer_max_bytes,
         rules,
+        commit_encoding=commit_encoding,
     )
     return settings, conf
 

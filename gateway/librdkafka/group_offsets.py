@@ -10,18 +10,23 @@ append a NUL to every commit (see :mod:`gateway.librdkafka.binding`). :class:`Ex
 librdkafka on the consumer's own handle instead. Where that handle cannot be confirmed,
 :class:`BindingGroupOffsets` keeps confluent-kafka's calls, says so once, and never lets
 unreadable metadata raise.
+
+What a commit's metadata text becomes on the wire is ``commit.metadata.encoding`` (see
+:class:`~gateway.protocol.metadata.CommitEncoding`), read by :func:`pop_commit_encoding` for the
+consumer's commits and for :class:`ExactProducer`'s transaction offsets alike.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Producer, TopicPartition
 
+from gateway.config import pop_choice
 from gateway.librdkafka.binding import (
     CLOSED,
     COMMIT_CB,
@@ -36,12 +41,20 @@ from gateway.librdkafka.binding import (
     new_list,
     read_list,
 )
-from gateway.protocol.metadata import encode_metadata
+from gateway.protocol.metadata import CommitEncoding, commit_metadata, encode_metadata
 from gateway.protocol.records import TopicPartitionKey
 
 log = logging.getLogger(__name__)
 
 _WAIT_SLICE_MS = 200  # a synchronous commit waits in slices, so Ctrl-C gets in between
+
+COMMIT_ENCODING_KEY = "commit.metadata.encoding"
+
+
+def pop_commit_encoding(conf: MutableMapping[str, Any]) -> CommitEncoding:
+    """``commit.metadata.encoding`` popped from ``conf``: ``nul-terminated`` (the default) or ``java``."""
+    choices = tuple(e.value for e in CommitEncoding)
+    return CommitEncoding(pop_choice(conf, COMMIT_ENCODING_KEY, CommitEncoding.NUL_TERMINATED.value, choices))
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,8 +285,14 @@ def _cimpl_consumer() -> type:
     return confluent_kafka.cimpl.Consumer
 
 
-def send_offsets_to_transaction(producer: Any, positions: Sequence[TopicPartition], group: Any, timeout: float) -> None:
-    """``Producer.send_offsets_to_transaction`` with each offset's metadata sent as its exact UTF-8 bytes."""
+def send_offsets_to_transaction(
+    producer: Any,
+    positions: Sequence[TopicPartition],
+    group: Any,
+    timeout: float,
+    encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED,
+) -> None:
+    """``Producer.send_offsets_to_transaction`` with each offset's metadata sent as ``encoding`` says."""
     lib = Librdkafka.get()
     rk = None if lib is None else client_handle(lib, producer, RD_KAFKA_PRODUCER)
     if lib is None or rk is None or not isinstance(group, bytes):
@@ -286,7 +305,7 @@ def send_offsets_to_transaction(producer: Any, positions: Sequence[TopicPartitio
     cgmd = ctypes.c_void_p()
     _raise_error(lib, lib.consumer_group_metadata_read(ctypes.byref(cgmd), group, len(group)))
     entries = [
-        (tp.topic, tp.partition, tp.offset, None if tp.metadata is None else encode_metadata(tp.metadata))
+        (tp.topic, tp.partition, tp.offset, None if tp.metadata is None else commit_metadata(tp.metadata, encoding))
         for tp in positions
     ]
     plist, _buffers = new_list(lib, entries)
@@ -319,12 +338,18 @@ def _raise_error(lib: Librdkafka, error: int | None) -> None:
 class ExactProducer(Producer):
     """librdkafka's producer of a ``HybridProducer``, saying exactly what librdkafka says.
 
-    Transaction offsets carry their metadata's exact bytes, and a fatal error confluent-kafka's
-    ``flush`` loses (a bare ``SystemError``) is raised as the fatal ``KafkaException`` it is.
+    Transaction offsets carry their metadata as ``commit.metadata.encoding`` says (taken out of the
+    configuration here, before librdkafka sees it), and a fatal error confluent-kafka's ``flush``
+    loses (a bare ``SystemError``) is raised as the fatal ``KafkaException`` it is.
     """
 
+    def __init__(self, conf: dict[str, Any]) -> None:
+        conf = dict(conf)
+        self._commit_encoding = pop_commit_encoding(conf)
+        super().__init__(conf)
+
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
-        send_offsets_to_transaction(self, list(positions), group_metadata, timeout)
+        send_offsets_to_transaction(self, list(positions), group_metadata, timeout, self._commit_encoding)
 
     def flush(self, *args: Any, **kwargs: Any) -> int:
         try:

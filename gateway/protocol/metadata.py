@@ -5,9 +5,13 @@ watermark") in front of the user's metadata. Speaking the same form lets a Java 
 and a HybridConsumer take over each other's group without re-delivering or skipping.
 
 On the wire the metadata is a Kafka STRING: UTF-8 bytes with a length, no terminator. Java writes
-``String.getBytes(UTF_8)``; :func:`encode_metadata` writes the same. What comes back is read by
-:func:`read_metadata`, which takes any bytes a broker can hold: other clients commit other things
-(Kafka Streams base64, Flink, nothing at all), and only LinkedIn's form says where a restart stands.
+``String.getBytes(UTF_8)``; :func:`encode_metadata` writes the same. A commit is sent as
+:func:`commit_metadata` encodes it: by default with one NUL at its end, since confluent-kafka reads
+stored metadata as a C string out of a copy librdkafka leaves unterminated, and reads past the end
+of metadata that holds no NUL of its own. LinkedIn's parser never sees that NUL in the high
+watermark (it reads up to the first comma). What comes back is read by :func:`read_metadata`,
+which takes any bytes a broker can hold: other clients commit other things (Kafka Streams base64,
+Flink, nothing at all), and only LinkedIn's form says where a restart stands.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from enum import Enum
 
 from gateway.protocol.primitives import INT64_MAX, INT64_MIN
 
@@ -82,6 +87,24 @@ NO_METADATA = StoredMetadata(None, None, 0)
 def encode_metadata(text: str) -> bytes:
     """The bytes a Java client commits for ``text``: UTF-8, no terminator."""
     return text.encode("utf-8")
+
+
+class CommitEncoding(Enum):
+    """How a commit's ``"<HW>,<user metadata>"`` goes on the wire (``commit.metadata.encoding``)."""
+
+    NUL_TERMINATED = "nul-terminated"
+    """UTF-8 and one NUL: every reader reads it (confluent-kafka's ``committed()`` and
+    ``list_consumer_group_offsets`` stop at the NUL; LinkedIn's consumer takes the same high
+    watermark, and shows the user metadata with a trailing ``"\\u0000"``)."""
+    JAVA = "java"
+    """Exactly what LinkedIn's Java consumer commits: LinkedIn shows the user metadata as given, but
+    confluent-kafka's own readers read past the end (garbage or ``UnicodeDecodeError``)."""
+
+
+def commit_metadata(text: str, encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED) -> bytes:
+    """The bytes a commit of ``text`` sends."""
+    raw = encode_metadata(text)
+    return raw + b"\x00" if encoding is CommitEncoding.NUL_TERMINATED else raw
 
 
 def _user_text(raw: bytes) -> str:

@@ -14,10 +14,10 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES, parse_bool
+from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES, mask_url, parse_bool, redact_config
 from gateway.consumer.config import peer_reader
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.consumer.reference_rules import (
@@ -257,6 +257,25 @@ class KmsOptions:
         return {name: value for name, value in given.items() if value is not None}
 
 
+def options_repr(options: Any) -> str:
+    """A dataclass's repr with the secrets of its Kafka settings and its URLs' passwords masked.
+
+    Spark shows options objects in plans, task failures and logs; the Kafka settings there carry
+    ``sasl.password``, ``sasl.oauthbearer.config`` and the like, and ``redis.url`` may carry a password.
+    """
+    shown = []
+    for f in fields(options):
+        if not f.repr:
+            continue
+        value = getattr(options, f.name)
+        if isinstance(value, Mapping):
+            value = redact_config(value)
+        elif isinstance(value, str) and "://" in value:
+            value = mask_url(value)
+        shown.append(f"{f.name}={value!r}")
+    return f"{type(options).__name__}({', '.join(shown)})"
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Everything a planner or a range task needs to know, with defaults applied."""
@@ -323,6 +342,9 @@ class SourceOptions:
     poll_timeout_ms: int = DEFAULT_NETWORK_TIMEOUT_MS
     high_watermark_from: str = "listOffsets"
     group_id: str = field(default_factory=lambda: f"{BATCH_GROUP_ID_PREFIX}-{uuid.uuid4()}")
+
+    def __repr__(self) -> str:
+        return options_repr(self)
 
     @property
     def has_stores(self) -> bool:

@@ -37,6 +37,7 @@ from gateway.spark.options import (
     _bool,
     _int,
     _str,
+    options_repr,
     store_fields,
 )
 
@@ -77,6 +78,9 @@ class SinkOptions:
     the ``encryption.kms.key`` KMS key."""
     compression: str | None = None
     """``reference.compression``: the codec of stored payloads (``None`` stores them as they are)."""
+
+    def __repr__(self) -> str:
+        return options_repr(self)
 
     def policy(self) -> SizeThresholdPolicy:
         store = self.reference_store

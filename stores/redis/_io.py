@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import redis
 from redis import exceptions as rex
 
-from gateway.config import mask_url
+from gateway.config import check_url_userinfo, mask_url
 from gateway.core.buffers import BytesBuilder
-from gateway.errors import StoreError, StoreUnavailableError
+from gateway.errors import ConfigurationError, StoreError, StoreUnavailableError
 from stores.base import StoreMetrics
 from stores.redis._mget_reply import EntryShape, ReplyReader
 from stores.redis._wire import PackedTransaction, packed_command
@@ -84,9 +84,15 @@ def redis_client_from_url(url: str, **kwargs: Any) -> redis.Redis | RedisCluster
 
     For tools that take one ``--redis-url`` (gc, reconcile, Spark options): any node of a cluster
     then works as the URL, and the store picks its layout from the client. The probe is one
-    ``INFO cluster`` on a short-lived connection.
+    ``INFO cluster`` on a short-lived connection. A URL redis-py cannot parse raises
+    :class:`~gateway.errors.ConfigurationError` with the URL masked (redis-py's own text can quote
+    part of a password that an unencoded ``/``, ``?`` or ``#`` cut short).
     """
-    probe = redis.Redis.from_url(url, **kwargs)
+    check_url_userinfo(url, "Redis URL")
+    try:
+        probe = redis.Redis.from_url(url, **kwargs)
+    except ValueError as exc:
+        raise ConfigurationError(f"Redis URL {mask_url(url)!r} cannot be parsed: {exc}") from None
     try:
         cluster = str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
     except rex.RedisError as exc:

@@ -214,9 +214,18 @@ def test_hybrid_consumer_resumes_a_group_java_clients_committed(kafka: KafkaServ
         assert [o for o, _ in got[p]] == list(range(committed_at[p], 15)), p
 
 
+ENCODINGS = {"nul-terminated": b"\x00", "java": b""}
+"""``commit.metadata.encoding``: what each puts after the UTF-8 of ``"<high watermark>,<user metadata>"``."""
+
+
 @pytest.mark.requires("java_clients")
-def test_java_reads_back_exactly_what_hybrid_consumer_commits(kafka: KafkaService, java: JavaGroups) -> None:
-    """``"<high watermark>,<user metadata>"`` as UTF-8 with no trailing NUL, from every commit path."""
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_java_reads_back_exactly_what_hybrid_consumer_commits(
+    kafka: KafkaService, java: JavaGroups, encoding: str
+) -> None:
+    """``"<high watermark>,<user metadata>"`` as UTF-8, from every commit path: with one NUL at its end by
+    default, none with ``java``. LinkedIn's parser takes the same high watermark from both."""
+    end = ENCODINGS[encoding]
     topic, group = f"t-{uuid.uuid4().hex[:10]}", f"g-{uuid.uuid4().hex[:10]}"
     kafka.create_topic(topic, partitions=3)
     first, _rest = list(iter_split(topic, 0, None, uuid.uuid4(), None, bytes(9000), 4000))[:2]
@@ -229,7 +238,12 @@ def test_java_reads_back_exactly_what_hybrid_consumer_commits(kafka: KafkaServic
     _produce(kafka, records)
     reported: list[tuple[Any, list[TopicPartition]]] = []
     conf = kafka.consumer_config(
-        group, **{"enable.auto.commit": False, "on_commit": lambda err, parts: reported.append((err, parts))}
+        group,
+        **{
+            "enable.auto.commit": False,
+            "on_commit": lambda err, parts: reported.append((err, parts)),
+            "commit.metadata.encoding": encoding,
+        },
     )
     with HybridConsumer(conf) as consumer:
         consumer.subscribe([topic])
@@ -249,11 +263,11 @@ def test_java_reads_back_exactly_what_hybrid_consumer_commits(kafka: KafkaServic
         (None, [(2, 4, "é,ü")])
     ]
     back = java.read(group, topic, [0, 1, 2])
-    assert back == {0: (3, b"5,"), 1: (5, b"5,user-meta"), 2: (4, "4,é,ü".encode())}
-    for _, metadata in back.values():  # as LinkedIn's LiKafkaClientsUtils reads them
-        assert offset_from_metadata(metadata.decode()) is not None and "\x00" not in user_metadata_from(
-            metadata.decode()
-        )
+    assert back == {0: (3, b"5," + end), 1: (5, b"5,user-meta" + end), 2: (4, "4,é,ü".encode() + end)}
+    # as LinkedIn's LiKafkaClientsUtils reads them: the high watermark it resumes from, and the user metadata
+    linkedin = {p: (offset_from_metadata(m.decode()), user_metadata_from(m.decode())) for p, (_, m) in back.items()}
+    tail = end.decode()
+    assert linkedin == {0: (5, tail), 1: (5, "user-meta" + tail), 2: (4, "é,ü" + tail)}
 
 
 @pytest.mark.requires("commit_metadata")
@@ -288,11 +302,21 @@ def test_no_metadata_a_broker_holds_makes_poll_or_committed_raise(kafka: KafkaSe
 
 
 @pytest.mark.requires("commit_metadata")
-def test_commits_carry_no_trailing_nul(kafka: KafkaService, topic: str) -> None:
-    """Synchronous, asynchronous, stored-offset and close-time commits: exactly the UTF-8 of ``"<hw>,<user>"``."""
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_every_commit_path_writes_the_configured_encoding(kafka: KafkaService, topic: str, encoding: str) -> None:
+    """Synchronous, asynchronous, stored-offset and close-time commits: the UTF-8 of ``"<hw>,<user>"``, then
+    one NUL by default and nothing more with ``commit.metadata.encoding=java``."""
+    end = ENCODINGS[encoding]
     _produce(kafka, [(topic, 0, b"%d" % i, None) for i in range(6)])
     group = f"g-{uuid.uuid4().hex[:10]}"
-    conf = kafka.consumer_config(group, **{"enable.auto.offset.store": False, "auto.commit.interval.ms": 600_000})
+    conf = kafka.consumer_config(
+        group,
+        **{
+            "enable.auto.offset.store": False,
+            "auto.commit.interval.ms": 600_000,
+            "commit.metadata.encoding": encoding,
+        },
+    )
     seen: list[bytes | None] = []
     with HybridConsumer(conf) as consumer:
         consumer.subscribe([topic])
@@ -308,15 +332,23 @@ def test_commits_carry_no_trailing_nul(kafka: KafkaService, topic: str) -> None:
         consumer.commit(asynchronous=False)
         seen.append(_stored(kafka, group, topic, [0])[0].metadata)
     seen.append(_stored(kafka, group, topic, [0])[0].metadata)  # the commit on close: what was delivered
-    assert seen == [b"2,sync", b"3,async", b"5,stored", b"6,"]
+    assert seen == [m + end for m in (b"2,sync", b"3,async", b"5,stored", b"6,")]
 
 
 @pytest.mark.requires("transactions")
-def test_offsets_sent_to_a_transaction_carry_no_trailing_nul(kafka: KafkaService, topic: str) -> None:
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_offsets_sent_to_a_transaction_carry_the_configured_encoding(
+    kafka: KafkaService, topic: str, encoding: str
+) -> None:
+    """The producer takes ``commit.metadata.encoding`` too: a group it commits is read like the consumer's."""
     _produce(kafka, [(topic, 0, b"%d" % i, None) for i in range(4)])
     group = f"g-{uuid.uuid4().hex[:10]}"
     conf = kafka.consumer_config(group, **{"enable.auto.commit": False, "isolation.level": "read_committed"})
-    producer = HybridProducer(kafka.producer_config(**{"transactional.id": f"tx-{uuid.uuid4().hex[:8]}"}))
+    producer = HybridProducer(
+        kafka.producer_config(
+            **{"transactional.id": f"tx-{uuid.uuid4().hex[:8]}", "commit.metadata.encoding": encoding}
+        )
+    )
     with HybridConsumer(conf) as consumer, producer:
         consumer.subscribe([topic])
         _read(consumer, 4)
@@ -325,7 +357,10 @@ def test_offsets_sent_to_a_transaction_carry_no_trailing_nul(kafka: KafkaService
         producer.send_offsets_to_transaction(consumer.safe_offsets(), consumer.consumer_group_metadata(), 60)
         producer.commit_transaction(60)
     stored = _stored(kafka, group, topic, [0])[0]
-    assert (stored.offset, stored.metadata) == (4, b"4,")
+    assert (stored.offset, stored.metadata) == (4, b"4," + ENCODINGS[encoding])
+    if encoding == "nul-terminated":
+        reads = _confluent_reads(kafka, group, topic, [0], 5)
+        assert (reads["consumer_errors"], reads["admin_errors"], reads["seen"]) == ([], [], {((0, 4, "4,"),)})
 
 
 def test_a_commit_the_broker_refuses_raises_a_kafka_error(kafka: KafkaService, topic: str) -> None:
@@ -336,3 +371,69 @@ def test_a_commit_the_broker_refuses_raises_a_kafka_error(kafka: KafkaService, t
             group_offsets(consumer).commit([StoredOffset(f"no-such-{uuid.uuid4().hex[:8]}", 7, 1, b"1,")], False)
     finally:
         consumer.close()
+
+
+def _confluent_reads(kafka: KafkaService, group: str, topic: str, partitions: list[int], tries: int) -> dict[str, Any]:
+    """``tries`` reads each through confluent-kafka's own ``Consumer.committed()`` and
+    ``AdminClient.list_consumer_group_offsets``: how many raised, and every (offset, metadata) seen."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    out: dict[str, Any] = {"consumer_errors": [], "admin_errors": [], "seen": set()}
+    wanted = [TopicPartition(topic, p) for p in partitions]
+    consumer = Consumer(kafka.client_conf(**{"group.id": group}))
+    admin = AdminClient(kafka.client_conf())
+    try:
+        for _ in range(tries):
+            try:
+                got = consumer.committed(wanted, timeout=30)
+                out["seen"].add(tuple((tp.partition, tp.offset, tp.metadata) for tp in got))
+            except UnicodeDecodeError as exc:
+                out["consumer_errors"].append(repr(exc))
+            future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])[group]
+            try:
+                result = future.result(30)
+                listed = sorted(result.topic_partitions, key=lambda tp: tp.partition)
+                out["seen"].add(tuple((tp.partition, tp.offset, tp.metadata) for tp in listed))
+            except UnicodeDecodeError as exc:
+                out["admin_errors"].append(repr(exc))
+    finally:
+        consumer.close()
+    return out
+
+
+@pytest.mark.requires("commit_metadata")
+def test_confluent_kafka_reads_what_hybrid_consumer_commits(kafka: KafkaService, topic: str) -> None:
+    """Lag monitors and ops scripts read a group with confluent-kafka's own calls: none of 50 reads each raises.
+
+    librdkafka's ``rd_kafka_committed`` (and the admin result) hand confluent-kafka a copy of the
+    stored metadata sized exactly, with no terminator (librdkafka #4649's fix in 2.6.1 terminated
+    only the response parser's copy), and confluent-kafka copies it as a C string: metadata
+    without a NUL of its own was read past its end (Java's ``"5,"``: ``UnicodeDecodeError`` in 50
+    of 50 ``committed()`` calls and 41 of 50 ``list_consumer_group_offsets``, the rest returned
+    garbage such as ``"5,(Wu\x7f"``). The default commit ends in a NUL, after the comma, where
+    LinkedIn's parser never looks for the high watermark.
+    """
+    _produce(kafka, [(topic, 0, b"%d" % i, None) for i in range(5)])
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    with HybridConsumer(kafka.consumer_config(group, **{"enable.auto.commit": False})) as consumer:
+        consumer.subscribe([topic])
+        assert len(_read(consumer, 5)[0]) == 5
+        consumer.commit(asynchronous=False)
+        assert _stored(kafka, group, topic, [0])[0].metadata == b"5,\x00"
+        reads = _confluent_reads(kafka, group, topic, [0], 50)
+        assert (reads["consumer_errors"], reads["admin_errors"]) == ([], [])
+        assert reads["seen"] == {((0, 5, "5,"),)}
+
+        consumer.commit(offsets=[TopicPartition(topic, 0, 5, metadata="user-meta")], asynchronous=False)
+        reads = _confluent_reads(kafka, group, topic, [0], 10)
+        assert (reads["consumer_errors"], reads["admin_errors"]) == ([], [])
+        assert reads["seen"] == {((0, 5, "5,user-meta"),)}
+
+    # and the group resumes exactly for the library itself
+    _produce(kafka, [(topic, 0, b"5", None)])
+    with HybridConsumer(kafka.consumer_config(group, **{"enable.auto.commit": False})) as consumer:
+        shown = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        assert [(tp.offset, tp.metadata) for tp in shown] == [(5, "user-meta")]
+        consumer.subscribe([topic])
+        assert _read(consumer, 1) == {0: [(5, b"5")]}

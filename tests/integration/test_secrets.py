@@ -27,7 +27,12 @@ REDIS_SECRET = "redis-pw-Zq81xK"
 WRONG_SECRET = "wrong-pw-Lm02yV"
 SASL_SECRET = "sasl-pw-Hc73wB"
 AWS_SECRET = "aws-secret-Pn55tR"
-SECRETS = (REDIS_SECRET, WRONG_SECRET, SASL_SECRET, AWS_SECRET)
+OAUTH_SECRET = "oauth-secret-Dv19qM"
+# a password holding every character that ends a URL's host part early; no piece of it may show
+DELIMITED_PIECES = ("Tr58pw", "Gy31sx", "Ku72mq", "Wd90za")
+DELIMITED_SECRET = "Tr58pw/Gy31sx#Ku72mq?Wd90za"
+SECRETS = (REDIS_SECRET, WRONG_SECRET, SASL_SECRET, AWS_SECRET, OAUTH_SECRET, *DELIMITED_PIECES)
+OAUTH_CONFIG = f"clientId=gateway clientSecret={OAUTH_SECRET} scope=kafka"
 
 
 def assert_no_secret(*texts: object) -> None:
@@ -39,6 +44,17 @@ def assert_no_secret(*texts: object) -> None:
 @pytest.fixture(scope="module")
 def secret_redis() -> Iterator[RedisServer]:
     server = RedisServer(password=REDIS_SECRET, from_env=False)
+    try:
+        server.start()
+    except Exception as exc:
+        pytest.skip(f"redis-server: {exc}")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def delimited_redis() -> Iterator[RedisServer]:
+    server = RedisServer(password=DELIMITED_SECRET, from_env=False)
     try:
         server.start()
     except Exception as exc:
@@ -84,6 +100,28 @@ def test_a_malformed_url_is_refused_without_its_password() -> None:
     out = cli("gc", "--redis-url", f"http://:{REDIS_SECRET}@127.0.0.1:1/0")
     assert out.returncode == 2 and "***" in out.stderr, out.stderr
     assert_no_secret(out.stdout, out.stderr)
+
+
+def test_a_password_with_slash_hash_or_question_mark_is_never_shown_and_the_error_says_to_percent_encode(
+    delimited_redis: RedisServer,
+) -> None:
+    """Unencoded, redis-py read the password as a host and port and quoted part of it ("Port could not be cast to
+    integer value as 'Tr58pw'"); refused now, masked, naming the remedy. Percent-encoded, it works."""
+    from gateway.errors import ConfigurationError
+    from stores import redis_client_from_url
+
+    raw = f"redis://:{DELIMITED_SECRET}@127.0.0.1:{delimited_redis.port}/0"
+    given = cli("gc", "--redis-url", raw)
+    from_env = cli("gc", env={"GATEWAY_REDIS_URL": raw})
+    for out in (given, from_env):
+        assert out.returncode == 2, out.stderr
+        assert "percent-encode" in out.stderr and "'redis://:***@127.0.0.1:" in out.stderr, out.stderr
+    with pytest.raises(ConfigurationError) as caught:
+        redis_client_from_url(raw)
+    encoded = cli("gc", "--redis-url", delimited_redis.url, "--no-verify")
+    assert encoded.returncode == 0 and "examined 0 pending writes" in encoded.stdout, encoded.stderr
+    assert_no_secret(given.stdout, given.stderr, from_env.stdout, from_env.stderr, caught.value, repr(caught.value))
+    assert_no_secret(encoded.stdout, encoded.stderr)
 
 
 def test_gc_takes_every_credential_from_a_command_config_file(
@@ -149,6 +187,7 @@ def test_reprs_and_errors_in_process_show_no_secret(
         "sasl.mechanism": "PLAIN",
         "sasl.username": "gateway",
         "sasl.password": SASL_SECRET,
+        "sasl.oauthbearer.config": OAUTH_CONFIG,  # librdkafka keeps it; PLAIN never uses it
     }
     client = redis_client_from_url(secret_redis.url)
     store = RedisStore(client, prefix="gw")
@@ -158,7 +197,7 @@ def test_reprs_and_errors_in_process_show_no_secret(
         client,
         client.connection_pool,
         S3Store(boto3.client("s3", **keys), bucket="gw-bucket"),
-        redact_config({**conf, "x": secret_redis.url}),
+        redact_config({**conf, "x": secret_redis.url, "y": f"redis://:{DELIMITED_SECRET}@h:1/0"}),
         KmsKeyProvider("alias/k", client=boto3.client("kms", **keys)),
         LocalKeyRing({"k1": bytes(32)}, "k1"),
     ]
@@ -284,6 +323,7 @@ def test_a_spark_read_with_secrets_in_its_options_shows_none_in_its_plan_or_its_
         "kafka.bootstrap.servers": kafka.bootstrap_servers,
         "kafka.sasl.username": "gateway",
         "kafka.sasl.password": SASL_SECRET,
+        "kafka.sasl.oauthbearer.config": OAUTH_CONFIG,
         "subscribe": topic,
         "redis.url": f"redis://:{WRONG_SECRET}@127.0.0.1:{secret_redis.port}/0",
         "redis.prefix": "sp",

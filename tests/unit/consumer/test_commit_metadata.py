@@ -28,8 +28,17 @@ from gateway.librdkafka.group_offsets import (
     GroupOffsets,
     StoredOffset,
     group_offsets,
+    pop_commit_encoding,
 )
-from gateway.protocol.metadata import encode_metadata, offset_from_metadata, read_metadata, wrap_metadata
+from gateway.protocol.metadata import (
+    CommitEncoding,
+    commit_metadata,
+    encode_metadata,
+    offset_from_metadata,
+    read_metadata,
+    user_metadata_from,
+    wrap_metadata,
+)
 from gateway.protocol.primitives import INT64_MAX, INT64_MIN
 from tests.unit.fake_clock import ManualClock
 
@@ -55,12 +64,35 @@ def test_what_we_commit_reads_back_as_written(high_watermark: int, user: str) ->
     assert (got.high_watermark, got.user) == (high_watermark, user.split("\x00", 1)[0])
 
 
+@given(st.integers(INT64_MIN, INT64_MAX), texts, st.sampled_from(CommitEncoding))
+def test_every_encoding_we_commit_reads_back_and_gives_linkedin_the_same_high_watermark(
+    high_watermark: int, user: str, encoding: CommitEncoding
+) -> None:
+    user = user.split("\x00", 1)[0]  # a TopicPartition's metadata is a C string
+    raw = commit_metadata(wrap_metadata(high_watermark, user), encoding)
+    ends = {CommitEncoding.NUL_TERMINATED: b"\x00", CommitEncoding.JAVA: b""}[encoding]
+    assert raw == f"{high_watermark},{user}".encode() + ends
+    assert raw.split(b"\x00", 1)[0] == f"{high_watermark},{user}".encode()  # what a C-string reader stops at
+    got = read_metadata(raw)
+    assert (got.high_watermark, got.user) == (high_watermark, user)
+    text = raw.decode()  # as a Java client decodes it, then LinkedIn's LiKafkaClientsUtils
+    assert (offset_from_metadata(text), user_metadata_from(text)) == (high_watermark, user + ends.decode())
+
+
+def test_the_commit_encoding_is_nul_terminated_unless_configured() -> None:
+    conf: dict[str, Any] = {"commit.metadata.encoding": "JAVA", "other": 1}
+    assert pop_commit_encoding(conf) is CommitEncoding.JAVA and conf == {"other": 1}
+    assert pop_commit_encoding({}) is CommitEncoding.NUL_TERMINATED
+    with pytest.raises(ValueError, match=r"commit\.metadata\.encoding must be one of nul-terminated, java"):
+        pop_commit_encoding({"commit.metadata.encoding": "utf-8"})
+
+
 @pytest.mark.parametrize(
     ("raw", "high_watermark", "user"),
     [
-        (b"4,", 4, ""),  # LinkedIn's consumer with no user metadata
+        (b"4,", 4, ""),  # LinkedIn's consumer with no user metadata, and this library's ``java`` encoding
         (b"11,user-meta", 11, "user-meta"),
-        (b"9,\x00", 9, ""),  # what this library committed through confluent-kafka (a trailing NUL)
+        (b"9,\x00", 9, ""),  # this library's default encoding (and commits through confluent-kafka)
         (b"5,m\x00", 5, "m"),
         (b"", None, ""),  # a plain Java or librdkafka commit
         (STREAMS.encode(), None, STREAMS),
