@@ -2,6 +2,7 @@
 
 from gateway.consumer import HybridConsumer
 from gateway.errors import (
+    DeliveryError,
     GatewayError,
     InvalidSegmentError,
     LargeMessageDroppedError,
@@ -9,6 +10,7 @@ from gateway.errors import (
     LargeMessageSendError,
     MessageTooLargeError,
     OffsetNotTrackedError,
+    RecordTooLargeError,
 )
 from gateway.policy import MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy, TopicOverride
 from gateway.producer import HybridProducer
@@ -16,6 +18,7 @@ from gateway.producer import HybridProducer
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeliveryError",
     "GatewayError",
     "HybridConsumer",
     "HybridProducer",
@@ -27,6 +30,7 @@ __all__ = [
     "MessageTooLargeError",
     "OffsetNotTrackedError",
     "Policy",
+    "RecordTooLargeError",
     "Route",
     "RouteKind",
     "SizeThresholdPolicy",

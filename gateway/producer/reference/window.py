@@ -22,7 +22,8 @@ Two rules follow; the producer's outbox, which owns this window, is their one ow
 The price is when a failure is known. A write that fails once ``produce`` has returned takes the
 same turn it would have taken in ``produce`` (chunked instead when the store is unavailable and the
 message is small enough), and otherwise is reported to the message's ``on_delivery`` as
-``(error, None)`` with the typed store error, the way Kafka reports a record it could not deliver:
+``(err, None)``, ``err`` a ``KafkaError`` whose ``cause`` is the typed store error
+(:mod:`gateway.producer._delivery_error`), the way Kafka reports a record it could not deliver:
 from ``poll`` or ``flush``, like every delivery report, never from the window's own thread.
 """
 
@@ -36,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from gateway.producer._delivery_error import report
 from gateway.producer._queue_full import without_serving_reports
 from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer.reference.digests import PendingDigest
@@ -142,13 +144,14 @@ class WriteWindow:
                 self._failures.append((on_delivery, error))
 
     def report_failures(self) -> int:
-        """Call ``on_delivery(error, None)`` for each failure noted; how many were reported."""
+        """Call ``on_delivery(err, None)`` for each failure noted (``err`` a ``KafkaError`` whose ``cause`` is
+        the failure); how many were reported."""
         if not self._failures:
             return 0
         with self.lock:
             failures, self._failures = self._failures, deque()
         for on_delivery, error in failures:
-            on_delivery(error, None)
+            report(on_delivery, error, None)
         return len(failures)
 
     def _linger(self) -> None:
