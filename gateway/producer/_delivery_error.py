@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Message
 
 from gateway.errors import (
     ConfigurationError,
@@ -24,7 +24,7 @@ from gateway.errors import (
     PayloadTooLargeError,
     StoreUnavailableError,
 )
-from gateway.producer.outgoing import DeliveryCallback
+from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 
 
 def delivery_error(err: Any) -> KafkaError | None:
@@ -48,6 +48,22 @@ def delivery_error(err: Any) -> KafkaError | None:
 def report(on_delivery: DeliveryCallback, err: Any, msg: Any) -> None:
     """Call a caller's ``on_delivery`` with :func:`delivery_error` of ``err``."""
     on_delivery(delivery_error(err), msg)
+
+
+def failed_message(message: OutgoingMessage, err: KafkaError | None) -> Message:
+    """The ``msg`` of a failure reported without a record from librdkafka: the caller's own message, ``error()`` set.
+
+    librdkafka always passes the failed record, and callbacks read it (``msg.topic()``, ``msg.key()``)
+    to say which message failed; a store write that failed in the window never became a record.
+    """
+    fields: dict[str, Any] = {"topic": message.topic, "error": err, "value": message.payload, "key": message.key_bytes}
+    if message.partition >= 0:
+        fields["partition"] = message.partition
+    if message.header_items:
+        fields["headers"] = message.header_list
+    if message.timestamp > 0:
+        fields["timestamp"] = (TIMESTAMP_CREATE_TIME, message.timestamp)
+    return Message(**fields)
 
 
 def _kafka_error_in(err: Any) -> KafkaError | None:
@@ -93,4 +109,4 @@ def _timed_out(err: BaseException) -> bool:
     return False
 
 
-__all__ = ["delivery_error", "report"]
+__all__ = ["delivery_error", "failed_message", "report"]

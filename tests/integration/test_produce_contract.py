@@ -118,11 +118,15 @@ def test_a_store_failure_after_produce_returned_reaches_on_delivery_as_a_kafka_e
             producer.produce(
                 topic,
                 payload(10_000),
+                key=name.encode(),
                 route=f"reference:{name}",
-                on_delivery=lambda err, msg, n=name: reports.update({n: err}),
+                on_delivery=lambda err, msg, n=name: reports.update({n: (err, msg)}),
             )
         assert producer.flush(60) == 0
     assert sorted(reports) == ["dead", "mute"]
+    for name, (err, msg) in reports.items():  # what confluent-kafka's examples print on a failure
+        assert (msg.topic(), msg.key(), msg.value(), msg.error()) == (topic, name.encode(), payload(10_000), err)
+        reports[name] = err
     expected = {"dead": KafkaError._TRANSPORT, "mute": KafkaError._MSG_TIMED_OUT}
     for name, err in reports.items():
         seen = idioms(err)

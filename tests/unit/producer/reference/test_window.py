@@ -136,7 +136,8 @@ def test_a_failure_that_cannot_fall_back_is_reported_to_on_delivery(
     assert reports == [] and w.in_flight == 1, "reported by poll() or flush(), as librdkafka reports its own"
     assert w.window.report_failures() == 1
     [(err, msg)] = reports
-    assert isinstance(err, KafkaError) and isinstance(err.cause, StoreError) and msg is None
+    assert isinstance(err, KafkaError) and isinstance(err.cause, StoreError)
+    assert msg.topic() == "topic" and msg.value() == b"x" * size and msg.error() is err, "the caller's message"
     assert err.retriable() is isinstance(error, StoreUnavailableError), "an outage may pass; a refusal will not"
     assert "failed after produce() returned" in caplog.text
     assert chunked == [] and len(sent.records) == 1, "the next message still went"
