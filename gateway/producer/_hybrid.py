@@ -179,7 +179,8 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
     def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
         """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
         topic = message.topic
-        segment_size = self.settings.chunk_size_for(message.key_bytes, message.header_list)
+        plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
+        segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
         terms = self._compaction.terms(topic, message.size, chosen, segment_size)  # raises for lost chunks
         auditor = self._auditor
         if auditor is not None:
