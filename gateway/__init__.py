@@ -7,8 +7,10 @@ Every error the library raises on purpose is importable from here, so an applica
 from gateway.consumer import HybridConsumer
 from gateway.errors import (
     ConfigurationError,
+    DeliveryError,
     EncryptionError,
     EnvelopeFormatError,
+    FallbackRefusedError,
     GatewayError,
     HeaderFormatError,
     InvalidSegmentError,
@@ -27,6 +29,7 @@ from gateway.errors import (
     PayloadTooLargeError,
     PeerFormatError,
     ProtocolError,
+    RecordTooLargeError,
     StoreError,
     StoreNotConfiguredError,
     StoreUnavailableError,
@@ -38,8 +41,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "DeliveryError",
     "EncryptionError",
     "EnvelopeFormatError",
+    "FallbackRefusedError",
     "GatewayError",
     "HeaderFormatError",
     "HybridConsumer",
@@ -62,6 +67,7 @@ __all__ = [
     "PeerFormatError",
     "Policy",
     "ProtocolError",
+    "RecordTooLargeError",
     "Route",
     "RouteKind",
     "SizeThresholdPolicy",

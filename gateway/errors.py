@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 
 class GatewayError(Exception):
@@ -146,6 +146,75 @@ class LargeMessageSendError(LargeMessageError, KafkaException):
     def fatal(self) -> bool:
         error = self._kafka_error()
         return False if error is None else bool(error.fatal())
+
+
+class RecordTooLargeError(ConfigurationError, KafkaException):
+    """``produce`` refused a message whose key and headers leave its record no room, before any store write.
+
+    Each route refused this already, but as different types: librdkafka's ``KafkaException``
+    (``MSG_SIZE_TOO_LARGE``) for a plain record, :class:`ConfigurationError` for segments. It is both,
+    so code written against either route catches it on every route; ``args[0]`` is the
+    ``KafkaError``, as in every ``KafkaException``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, reason))
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.args[0].str(),))
+
+
+class DeliveryError(KafkaError):
+    """What ``on_delivery`` receives when the gateway, rather than librdkafka, failed a message.
+
+    confluent-kafka promises a ``KafkaError`` there, and callbacks rely on it (``err.code()``,
+    ``err.retriable()``, ``err == KafkaError._MSG_TIMED_OUT``); so a store outage, a chunked message
+    with a refused segment or a write that failed after ``produce`` returned is reported as one,
+    with a code chosen by :mod:`gateway.producer._delivery_error` (docs/consumer.md, "Producer
+    side"), and the gateway's own typed error as :attr:`cause`. It is not an ``Exception``
+    (``KafkaError`` is not one); ``KafkaException(err)`` raises it, as confluent-kafka's clients do.
+    """
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        *,
+        cause: BaseException | None = None,
+        fatal: bool = False,
+        retriable: bool = False,
+        txn_requires_abort: bool = False,
+    ) -> None:
+        super().__init__(code, reason, fatal=fatal, retriable=retriable, txn_requires_abort=txn_requires_abort)
+        self.cause = cause
+        """The typed error behind this report (a :class:`StoreError`, :class:`LargeMessageSendError`, ...)."""
+
+    # librdkafka's comparison takes only a plain KafkaError or an int as the other side, and fails on a subclass
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KafkaError):
+            return self.code() == other.code()
+        if isinstance(other, int):
+            return self.code() == other
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self.code())
+
+    def __repr__(self) -> str:
+        cause = type(self.cause).__name__
+        return f'DeliveryError{{code={self.name()},val={self.code()},str="{self.str()}",cause={cause}}}'
+
+    def __reduce__(self) -> Any:
+        flags = (self.fatal(), self.retriable(), self.txn_requires_abort())
+        return (_delivery_error, (self.code(), self.str(), self.cause, *flags))
+
+
+def _delivery_error(code: int, reason: str, cause: Any, fatal: bool, retriable: bool, abort: bool) -> DeliveryError:
+    return DeliveryError(code, reason, cause=cause, fatal=fatal, retriable=retriable, txn_requires_abort=abort)
 
 
 class OffsetNotTrackedError(LargeMessageError):

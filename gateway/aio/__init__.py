@@ -7,8 +7,9 @@ shared between threads), which also keeps delivery reports in the order librdkaf
 
 ``await producer.produce(...)`` resolves with the delivered message (the record that completes it)
 once the *whole* logical message is delivered; a failed delivery raises ``KafkaException`` with the
-error. The message is awaitable and gives itself, so ``confluent_kafka.aio.AIOProducer``'s two-step
-(``fut = await producer.produce(...); msg = await fut``) works as well.
+``KafkaError`` ``on_delivery`` gets (every route). The message is awaitable and gives itself, so
+``confluent_kafka.aio.AIOProducer``'s two-step (``fut = await producer.produce(...); msg = await fut``)
+works as well.
 
 Cancelling a call loses nothing: a ``poll``/``consume`` cancelled after its worker got messages
 hands them out on the next call and no commit covers them before (:mod:`gateway.consumer.handoff`); a

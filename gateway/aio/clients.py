@@ -14,7 +14,7 @@ from gateway.consumer import HybridConsumer
 from gateway.consumer.handoff import Loan
 from gateway.encryption import KeyProvider
 from gateway.policy import Policy
-from gateway.producer import HybridProducer
+from gateway.producer import HybridProducer, delivery_error
 from gateway.store import Store
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _settle(future: asyncio.Future[Message], err: Any, msg: Any) -> None:
     if future.done():
         return
     if err is not None:
-        future.set_exception(err if isinstance(err, BaseException) else KafkaException(err))
+        future.set_exception(KafkaException(delivery_error(err)))  # as confluent_kafka.aio raises it, on every route
     else:
         future.set_result(DeliveredMessage.of(msg))
 

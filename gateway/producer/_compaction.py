@@ -131,12 +131,14 @@ class CompactionGuard:
             return reference_route(self._policy, self._stores, topic, size, self._cleanup(topic))
         return route
 
-    def terms(self, topic: str, size: int, chosen: Route) -> ReferenceTerms:
+    def terms(self, topic: str, size: int, chosen: Route, segment_size: int | None = None) -> ReferenceTerms:
         """The terms of the chosen route; :class:`CompactedTopicError` for several segments on a compacted topic.
 
-        The brokers are asked only for references and for messages of several segments.
+        ``segment_size`` is what the message's key and headers leave of a segment (default: the
+        configured segment size). The brokers are asked only for references and for messages of
+        several segments.
         """
-        several = size > self._segment_bytes
+        several = size > (self._segment_bytes if segment_size is None else segment_size)
         if chosen.kind is RouteKind.PLAIN or (chosen.kind is RouteKind.CHUNKED and not several):
             return ORDINARY
         if not self._compacted(topic):

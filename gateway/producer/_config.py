@@ -19,11 +19,12 @@ from gateway.config import (
     pop_int,
 )
 from gateway.core.assembler import buffered_cost
-from gateway.errors import ConfigurationError, MessageTooLargeError
+from gateway.errors import MessageTooLargeError, RecordTooLargeError
 from gateway.health import StoreHealth
 from gateway.producer.outgoing import headers_size
 from gateway.producer.reference.digests import CHECKSUM_SETTINGS
-from gateway.protocol.headers import Headers
+from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
+from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
 from gateway.protocol.payload_encoding import parse_compression
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
@@ -88,8 +89,14 @@ class ProducerSettings:
         """The largest segment that still fits one record together with this key and these headers."""
         return max(1, min(self.segment_bytes, self.segment_room(key, headers)))
 
+    def chunk_size_for(self, key: bytes | None, headers: Headers) -> int:
+        """:meth:`segment_size_for` with the ``_t`` header the chunked route adds: the size its segments will have."""
+        if self.timestamp_header and not has_header(headers, TIMESTAMP_HEADER):
+            headers = [*headers, (TIMESTAMP_HEADER, encode_timestamp(0))]
+        return self.segment_size_for(key, headers)
+
     def check_segment_room(self, key: bytes | None, headers: Headers, size: int) -> None:
-        """:class:`ConfigurationError` when the key and headers leave too little room to chunk ``size`` bytes.
+        """:class:`RecordTooLargeError` when the key and headers leave too little room to chunk ``size`` bytes.
 
         Every segment repeats the key and headers, so tiny segments multiply them: a key a few bytes
         under the limit once turned a 50-byte value into 50 one-byte segments and 50 MB in Kafka. A
@@ -98,10 +105,25 @@ class ProducerSettings:
         """
         room = self.segment_room(key, headers)
         if room < max(1, min(size, MIN_SEGMENT_ROOM)):
-            raise ConfigurationError(
+            raise RecordTooLargeError(
                 f"key ({len(key or b'')} bytes) and headers ({headers_size(headers)} bytes) leave {max(room, 0)} "
                 f"bytes per segment under message.max.bytes={self.max_message_bytes}; chunking {size} bytes needs "
                 f"at least {min(size, MIN_SEGMENT_ROOM) or 1}: use a smaller key or headers"
+            )
+
+    def check_envelope_room(self, key: bytes | None, headers: Headers) -> None:
+        """:class:`RecordTooLargeError` when the key and headers leave no room for an envelope in one record.
+
+        Asked before the store write: Kafka would refuse the envelope only after the payload was
+        stored (and the write undone again), where the other routes refuse at once.
+        """
+        used = len(key or b"") + headers_size([*headers, envelope_header()]) + RECORD_OVERHEAD
+        room = self.max_message_bytes - used
+        if room < MAX_ENCRYPTED_ENVELOPE_BYTES:
+            raise RecordTooLargeError(
+                f"key ({len(key or b'')} bytes) and headers ({headers_size(headers)} bytes) leave {max(room, 0)} "
+                f"bytes for the reference envelope under message.max.bytes={self.max_message_bytes}; an envelope "
+                f"needs up to {MAX_ENCRYPTED_ENVELOPE_BYTES}: use a smaller key or headers"
             )
 
     def check_chunked_size(self, size: int, segments: int) -> None:

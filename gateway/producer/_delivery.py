@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.errors import LargeMessageSendError
+from gateway.producer._delivery_error import report
 from gateway.producer.outgoing import DeliveryCallback
 from gateway.protocol.headers import Headers
 
@@ -22,8 +23,9 @@ class DeliveryFold:
     """Reports for ``total`` segments in, one ``on_delivery(err, msg)`` out.
 
     The callback gets the message's last report with value, key and headers set back to what the
-    caller passed, and on any failure a :class:`LargeMessageSendError` carrying the first error
-    seen and how many segments made it ("Sent N of M segments").
+    caller passed, and on any failure a ``KafkaError`` with the first error's code
+    (:mod:`gateway.producer._delivery_error`) whose ``cause`` is a :class:`LargeMessageSendError`
+    carrying that error and how many segments made it ("Sent N of M segments").
     """
 
     __slots__ = ("acked", "failed", "first_error", "headers", "key", "on_delivery", "silent", "total", "value")
@@ -87,7 +89,7 @@ class DeliveryFold:
             msg.set_value(self.value)
             msg.set_key(self.key)
             msg.set_headers(self.headers)
-        self.on_delivery(error, msg)
+        report(self.on_delivery, error, msg)  # a KafkaError, its cause the LargeMessageSendError
 
 
 class InFlight:

@@ -23,6 +23,7 @@ from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
+from gateway.producer._admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.producer._config import confluent_config, parse_producer_config
@@ -107,6 +108,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
         self._routes = RouteChooser(self.settings, self.policy, self._compaction)
         self._plain_up_to = self._routes.plain_up_to
+        self._direct_room = self.settings.max_message_bytes - self.settings.overhead
+        """Key and value bytes a record on the direct path may take, as :meth:`ProducerSettings.segment_room` counts."""
+        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.kafka.list_topics, clock))
         self._closed = False
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._outbox.send, metrics=self._metrics, clock=clock)
@@ -176,7 +180,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
     def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
         """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
         topic = message.topic
-        terms = self._compaction.terms(topic, message.size, chosen)  # raises for chunks compaction would lose
+        plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
+        segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
+        terms = self._compaction.terms(topic, message.size, chosen, segment_size)  # raises for lost chunks
         auditor = self._auditor
         if auditor is not None:
             # stamp the record ourselves, so producer and consumer audit the same time bucket
@@ -188,6 +194,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
+                self._admission.check(message)  # what Kafka would refuse, refused before the store write
                 no_fallback = forced or terms.no_chunks
                 chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
             elif chosen.kind is RouteKind.PLAIN:
@@ -218,6 +225,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         """
         if (
             not accepted_as_is(topic, key, partition, timestamp, on_delivery)
+            or len(value) + (len(key) if key else 16) > self._direct_room  # the route counts the whole record
             or tracing.enabled()  # a traced record gets its span on the general path
         ):
             return False

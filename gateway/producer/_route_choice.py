@@ -29,18 +29,24 @@ class RouteChooser:
 
     def route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
         """The route of a value of ``size`` bytes, with ``key`` and ``headers`` already checked."""
-        return self._by_size(size) or self._by_policy(topic, size, key, headers)
+        return self._by_size(size, key, headers) or self._by_policy(topic, size, key, headers)
 
     def of(self, message: OutgoingMessage) -> Route:
         """:meth:`route` of a message ``produce`` has already checked and converted."""
-        return self._by_size(message.size) or self._by_policy(
-            message.topic, message.size, message.key_bytes, message.header_list
+        headers = message.header_list
+        return self._by_size(message.size, message.key_bytes, headers) or self._by_policy(
+            message.topic, message.size, message.key_bytes, headers
         )
 
-    def _by_size(self, size: int) -> Route | None:
-        """The route the size alone decides, without asking the policy; None when it does not."""
+    def _by_size(self, size: int, key: bytes | None, headers: Headers) -> Route | None:
+        """The route the size alone decides, without asking the policy; None when it does not.
+
+        The whole record counts: a value that fits ``always_plain_up_to`` but not one record beside
+        its key and headers is the policy's to route (its ``segment_size`` is what is left of the
+        record for the value), as it would be without this shortcut.
+        """
         wrap_small = self.settings.wrap_small
-        if size <= self.plain_up_to and not wrap_small:
+        if size <= self.plain_up_to and not wrap_small and size <= self.settings.segment_room(key, headers):
             return PLAIN  # the policy says plain for any topic at this size
         if wrap_small and self.settings.chunking and 0 < size <= self.settings.segment_bytes:
             return CHUNKED
@@ -51,7 +57,7 @@ class RouteChooser:
         route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
         if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
             return PLAIN  # large.message.enabled=false
-        return self._compaction.reroute(topic, size, segment_size, route)
+        return self._compaction.reroute(topic, size, self.settings.chunk_size_for(key, headers), route)
 
 
 def forced_route(route: Route | str) -> Route:

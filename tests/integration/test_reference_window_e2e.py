@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import redis
+from confluent_kafka import KafkaError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -107,7 +108,7 @@ def test_a_store_down_after_produce_returned_falls_back_or_reports(
     assert producer.flush(60) == 0
     assert sorted(i for i, err in reports if err is None) == [0, 2], "fell back to chunked"
     [(failed, err)] = [(i, err) for i, err in reports if err is not None]
-    assert failed == 1 and isinstance(err, StoreUnavailableError)
+    assert failed == 1 and isinstance(err.cause, StoreUnavailableError) and err.code() == KafkaError._TRANSPORT
     consumer = HybridConsumer(consumer_config(), stores={"redis": store})
     consumer.subscribe([topic])
     got, errors = consume_all(consumer, 2, timeout=60)

@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from gateway.producer._delivery_error import report
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer.outgoing import DeliveryCallback
 from gateway.protocol.headers import Headers
@@ -117,7 +118,7 @@ class EnvelopeDelivery:
                 if msg is not None:  # the caller sees its own value and headers, not the envelope
                     msg.set_value(value)
                     msg.set_headers(headers)
-                on_delivery(err, msg)
+                report(on_delivery, err, msg)
 
         return delivered
 

@@ -22,7 +22,8 @@ Two rules follow; the producer's outbox, which owns this window, is their one ow
 The price is when a failure is known. A write that fails once ``produce`` has returned takes the
 same turn it would have taken in ``produce`` (chunked instead when the store is unavailable and the
 message is small enough), and otherwise is reported to the message's ``on_delivery`` as
-``(error, None)`` with the typed store error, the way Kafka reports a record it could not deliver:
+``(err, msg)``, ``err`` a ``KafkaError`` whose ``cause`` is the typed store error and ``msg`` the
+caller's message (:mod:`gateway.producer._delivery_error`), the way Kafka reports a record it could not deliver:
 from ``poll`` or ``flush``, like every delivery report, never from the window's own thread.
 """
 
@@ -36,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from gateway.producer._delivery_error import delivery_error, failed_message
 from gateway.producer._queue_full import without_serving_reports
 from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer.reference.digests import PendingDigest
@@ -84,7 +86,7 @@ class WriteWindow:
         self.linger_s = linger_s
         self._settle: Callable[[WriteInFlight], None] = _unset
         self._settling = False
-        self._failures: deque[tuple[DeliveryCallback, BaseException]] = deque()
+        self._failures: deque[tuple[DeliveryCallback, BaseException, OutgoingMessage | None]] = deque()
         self._pipelines: dict[str, PutPipeline | None] = {}
         self._stores = stores
         self._wake = threading.Condition(self.lock)
@@ -135,20 +137,24 @@ class WriteWindow:
             self.writes.popleft()
             self._settling = False
 
-    def failed(self, on_delivery: DeliveryCallback | None, error: BaseException) -> None:
+    def failed(
+        self, on_delivery: DeliveryCallback | None, error: BaseException, message: OutgoingMessage | None = None
+    ) -> None:
         """A write that failed after ``produce`` returned, for the next ``poll`` or ``flush`` to report."""
         if on_delivery is not None:
             with self.lock:
-                self._failures.append((on_delivery, error))
+                self._failures.append((on_delivery, error, message))
 
     def report_failures(self) -> int:
-        """Call ``on_delivery(error, None)`` for each failure noted; how many were reported."""
+        """Call ``on_delivery(err, msg)`` for each failure noted (``err`` a ``KafkaError`` whose ``cause`` is
+        the failure, ``msg`` the caller's message with ``error()`` set); how many were reported."""
         if not self._failures:
             return 0
         with self.lock:
             failures, self._failures = self._failures, deque()
-        for on_delivery, error in failures:
-            on_delivery(error, None)
+        for on_delivery, error, message in failures:
+            err = delivery_error(error)
+            on_delivery(err, None if message is None else failed_message(message, err))
         return len(failures)
 
     def _linger(self) -> None:

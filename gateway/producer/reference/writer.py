@@ -211,7 +211,7 @@ class ReferenceWriter:
             )
         except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
             log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
-            self.window.failed(message.on_delivery, exc)  # reported by the next poll() or flush()
+            self.window.failed(message.on_delivery, exc, message)  # reported by the next poll() or flush()
 
     def _put_failed(self, name: str, forced: bool, message: OutgoingMessage, now: int, exc: StoreError) -> Route:
         """Count the failure; sent chunked (``CHUNKED``) when the store is unavailable and the message may

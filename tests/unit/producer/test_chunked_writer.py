@@ -86,7 +86,8 @@ def test_a_failed_segment_is_reported_once_for_the_whole_message() -> None:
     queue.report(0, KafkaError(KafkaError._MSG_TIMED_OUT))
     queue.report(1)
     [err] = seen
-    assert isinstance(err, LargeMessageSendError) and "Sent 1 of 2 segments" in str(err)
+    assert isinstance(err, KafkaError) and err.code() == KafkaError._MSG_TIMED_OUT
+    assert isinstance(err.cause, LargeMessageSendError) and "Sent 1 of 2 segments" in err.str()
     assert w.metrics.snapshot()["delivery.failures"] == 1
 
 

@@ -97,3 +97,15 @@ def test_prepare_asks_once_ahead_and_the_messages_after_it_ask_nothing() -> None
     assert guard.reroute("d", 1_000, 100, Route.chunked()) == Route.chunked()
     assert asked == ["c", "d"], "answered from what prepare learned"
     assert CompactionGuard(None, SizeThresholdPolicy(), stores, 100).prepare("c") is None  # the check is off
+
+
+def test_several_segments_are_counted_with_what_the_key_and_headers_leave_of_a_segment() -> None:
+    """Issue 39.5: 90 bytes with a configured segment of 100 were "one segment" even where a large key left 50."""
+    stores = {"redis": object()}
+    guard = CompactionGuard(
+        CleanupPolicies(lambda topic: "compact", ManualClock().clock(), 60), SizeThresholdPolicy(), stores, 100
+    )
+    assert not guard.terms("c", 90, Route.reference("redis")).no_chunks, "one segment: may fall back to chunks"
+    assert guard.terms("c", 90, Route.reference("redis"), segment_size=50).no_chunks, "two: compaction would lose one"
+    with pytest.raises(CompactedTopicError):
+        guard.terms("c", 90, Route.chunked(), segment_size=50)

@@ -56,3 +56,17 @@ def test_small_values_skip_the_policy_and_larger_ones_ask_it() -> None:
 def test_producer_wide_rules_have_the_last_word() -> None:
     assert chooser(POLICY, **{"large.message.enabled": False}).route("events", 2_000, None, []) == PLAIN
     assert chooser(POLICY, **{"li.large.message.segment.wrapping.required": True}).route("e", 10, None, []) == CHUNKED
+
+
+@given(st.integers(0, 1_200), st.integers(0, 2_500), st.integers(0, 2_500))
+def test_the_size_shortcut_counts_the_key_and_headers_as_the_policy_does(size: int, key_size: int, header: int) -> None:
+    """Issue 39.5: a value under ``always_plain_up_to`` went plain whatever its key and headers; Kafka refused it."""
+    routes = chooser(POLICY, **{"message.max.bytes": 3_000})
+    key = b"k" * key_size or None
+    headers = [("h", b"v" * header)] if header else []
+    message = OutgoingMessage.of("events", b"x" * size, key=key, headers=headers)
+    segment_size = routes.settings.segment_size_for(key, headers)
+    assert routes.of(message) == POLICY.route(MessageInfo("events", key, size, headers, segment_size))
+    assert routes.route("events", size, key, headers) == routes.of(message)
+    if routes.of(message) == PLAIN and routes.settings.segment_room(key, headers) > 0:  # else nothing can carry it
+        assert size + key_size + header <= 3_000 - 512, "a plain record fits message.max.bytes with its framing"

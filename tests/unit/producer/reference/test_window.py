@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from gateway.errors import StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
@@ -135,7 +136,9 @@ def test_a_failure_that_cannot_fall_back_is_reported_to_on_delivery(
     assert reports == [] and w.in_flight == 1, "reported by poll() or flush(), as librdkafka reports its own"
     assert w.window.report_failures() == 1
     [(err, msg)] = reports
-    assert isinstance(err, StoreError) and msg is None
+    assert isinstance(err, KafkaError) and isinstance(err.cause, StoreError)
+    assert msg.topic() == "topic" and msg.value() == b"x" * size and msg.error() is err, "the caller's message"
+    assert err.retriable() is isinstance(error, StoreUnavailableError), "an outage may pass; a refusal will not"
     assert "failed after produce() returned" in caplog.text
     assert chunked == [] and len(sent.records) == 1, "the next message still went"
     assert w.in_flight == 0
@@ -149,7 +152,8 @@ def test_an_envelope_that_cannot_be_queued_rolls_back_and_is_reported() -> None:
     sent.error = BufferError("Local: Queue full")
     w.drain()
     w.window.report_failures()
-    assert len(reports) == 1 and isinstance(reports[0], BufferError)
+    assert len(reports) == 1 and isinstance(reports[0], KafkaError) and isinstance(reports[0].cause, BufferError)
+    assert reports[0].code() == KafkaError._QUEUE_FULL and reports[0].retriable()
     assert store.payloads == {} and store.calls[-1] == "delete", "the payload was rolled back"
     assert w.metrics.snapshot()["rollbacks"] == 1
 
