@@ -90,24 +90,24 @@ def reader(consumer_config: Any, topic: str, name: str, store: Any, keys: KeyPro
     return consumer
 
 
-def poll_once(consumer: HybridConsumer) -> Any:
-    """One ``poll(5)``, in a thread the test can give up on: what it returned or raised.
+def bounded(call: Callable[[], Any], what: str = f"poll({POLL_S})") -> Any:
+    """What ``call()`` returned or raised, run in a thread the test can give up on.
 
-    A poll that has not returned after :data:`HUNG_S` fails the test (and leaves its thread behind):
+    A call that has not returned after :data:`HUNG_S` fails the test (and leaves its thread behind):
     that is the hang this file is about, not a timing figure.
     """
     outcome: list[Any] = []
 
-    def one() -> None:
+    def run() -> None:
         try:
-            outcome.append(consumer.poll(POLL_S))
+            outcome.append(call())
         except BaseException as exc:
             outcome.append(exc)
 
-    thread = threading.Thread(target=one, daemon=True)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(HUNG_S)
-    assert not thread.is_alive(), f"poll({POLL_S}) had not returned after {HUNG_S} s: the consumer hangs"
+    assert not thread.is_alive(), f"{what} had not returned after {HUNG_S} s: the consumer hangs"
     return outcome[0]
 
 
@@ -118,7 +118,7 @@ def poll_bounded(consumer: HybridConsumer, want: int) -> tuple[list[Any], list[G
     for _ in range(40):
         if len(got) + len(errors) >= want:
             break
-        result = poll_once(consumer)
+        result = bounded(lambda: consumer.poll(POLL_S))
         if isinstance(result, GatewayError):
             errors.append(result)
         elif isinstance(result, BaseException):
@@ -157,6 +157,58 @@ def test_a_provider_raising_connection_error_is_a_typed_provider_error_with_its_
     assert "key provider" in str(error) and "ConnectionError" in str(error)
     assert isinstance(error.__cause__, ConnectionError)
     assert keys.unwraps == 1  # reference.error.max.attempts defaults to 1
+
+
+def test_consume_and_the_aio_consumer_return_with_the_provider_s_typed_error(
+    kafka: KafkaService, topic: str, consumer_config: Any, stores: dict[str, Any]
+) -> None:
+    """Before: both waited for good on the grouped Redis path, as poll did."""
+    import asyncio
+
+    from gateway.aio import AIOHybridConsumer
+
+    write(kafka, topic, stores["redis"], "redis", RING, [payload(200_000, 6), b"plain after"])
+    consumer = reader(consumer_config, topic, "redis", stores["redis"], VaultLikeKeys(failures=None))
+    got: list[Any] = []
+    errors: list[Any] = []
+    try:
+        for _ in range(20):
+            if got and errors:
+                break
+            result = bounded(lambda: consumer.consume(10, POLL_S), f"consume(10, {POLL_S})")
+            if isinstance(result, BaseException):
+                errors.append(result)
+            else:
+                got.extend(result)
+    finally:
+        consumer.close()
+    assert [type(e) for e in errors] == [KeyProviderUnavailableError] and errors[0].kafka_message.key() == b"k0"
+    assert [m.value() for m in got] == [b"plain after"]
+
+    async def aio() -> tuple[list[Any], list[Any]]:
+        conf = consumer_config(**{"enable.auto.commit": False})
+        keys = VaultLikeKeys(failures=None)
+        async_consumer = AIOHybridConsumer(conf, stores={"redis": stores["redis"]}, key_provider=keys)
+        await async_consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got: list[Any] = []
+        errors: list[Any] = []
+        try:
+            for _ in range(20):
+                if got and errors:
+                    break
+                try:
+                    got += await async_consumer.consume(10, POLL_S)
+                except GatewayError as exc:
+                    errors.append(exc)
+            return got, errors
+        finally:
+            await async_consumer.close()
+
+    result = bounded(lambda: asyncio.run(aio()), f"the aio consumer's consume(10, {POLL_S})")
+    assert not isinstance(result, BaseException), result
+    got, errors = result
+    assert [type(e) for e in errors] == [KeyProviderUnavailableError] and errors[0].kafka_message.key() == b"k0"
+    assert [m.value() for m in got] == [b"plain after"]
 
 
 @pytest.mark.parametrize(("name", "size"), [("redis", 200_000), ("redis", 600_000), ("s3", 200_000)])
