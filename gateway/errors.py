@@ -288,10 +288,23 @@ class EncryptionError(GatewayError):
 
 
 class KeyUnavailableError(EncryptionError):
-    """The key provider has no key under the envelope's key id, or could not be asked (KMS refused or unreachable).
+    """The key provider will not give the key: no key under the envelope's key id, the key disabled or
+    pending deletion, access to it denied. Final: asking again gives the same answer, so it is not retried.
 
     The payload stays in the store untouched; the record travels with the error, so a consumer that
     is given the key later (a key ring restored, a KMS grant added) can read it again from the offset.
+    Not a :class:`StoreError`: the store did its part.
+    """
+
+
+class KeyProviderUnavailableError(KeyUnavailableError):
+    """The key provider could not be asked just now: unreachable, throttled, timed out, or it raised an
+    error of its own (a Vault or HSM client's ``ConnectionError``). Transient, as
+    :class:`StoreUnavailableError` is for a store: the consumer retries it under
+    ``reference.error.max.attempts`` before ``reference.error.policy`` may pass the record over.
+
+    A :class:`KeyUnavailableError` too, so code written for that one catches it unchanged; the
+    provider's own exception is its ``__cause__`` (its text is left out of this one's, which may be logged).
     """
 
 

@@ -1,9 +1,10 @@
 """What the consumer does with a record it cannot resolve, and how it keeps repeated warnings short.
 
 One poison record must not stop a partition for good. ``reference.error.policy`` says what
-happens once a record has failed ``reference.error.max.attempts`` times (transient store errors
-are retried, after ``reference.error.retry.backoff.ms``; an error that cannot change on retry,
-such as a malformed envelope or a checksum mismatch, is final at once):
+happens once a record has failed ``reference.error.max.attempts`` times (transient errors, of the
+store or of the key provider, are retried after ``reference.error.retry.backoff.ms``; an error
+that cannot change on retry, such as a malformed envelope, a checksum mismatch or a key the
+provider does not have, is final at once):
 
 * ``raise`` (default): the typed error goes to the application (or the record with ``error()``
   set, in ``deliver`` mode) and commits stop at the record until the application commits it;
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Producer
 
-from gateway.errors import ConfigurationError, GatewayError, StoreUnavailableError
+from gateway.errors import ConfigurationError, GatewayError, KeyProviderUnavailableError, StoreUnavailableError
 from gateway.telemetry.logs import RateLimitedLog as RateLimitedLog  # its home before the producer shared it
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,13 @@ class UnresolvedSettings:
 
 
 def retriable(exc: GatewayError) -> bool:
-    """Only an unreachable store may answer differently next time; everything else is final."""
-    return isinstance(exc, StoreUnavailableError)
+    """Only an unreachable store or key provider may answer differently next time; everything else is final.
+
+    Each part types its own failures as one or the other (a store's client errors in the store, a
+    key provider's in :func:`gateway.encryption._provider.ask` and the KMS provider), so this is
+    the one place that says which of the two kinds is asked again.
+    """
+    return isinstance(exc, (StoreUnavailableError, KeyProviderUnavailableError))
 
 
 def attempt(fetch: Callable[[], T], settings: UnresolvedSettings, sleep: Callable[[float], None] = time.sleep) -> T:

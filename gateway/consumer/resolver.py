@@ -12,13 +12,20 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.consumer.reference_rules import DEFAULT_RULES, ReferenceRules
 from gateway.encryption import ReferenceEncryption
-from gateway.errors import GatewayError, StoreError, StoreNotConfiguredError, StoreUnavailableError
+from gateway.errors import (
+    GatewayError,
+    KeyProviderUnavailableError,
+    StoreError,
+    StoreNotConfiguredError,
+    StoreUnavailableError,
+)
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
 from gateway.store import Store, locator_topic
@@ -35,9 +42,30 @@ Larger ones go to the workers, one request each, and verify in parallel: a group
 received and hashed one after another on one thread, which the consumer ends up waiting for once
 payloads are large, while for small ones the round trips a group saves count for more. Around this
 size the two ways read alike (measured in docs/consumer.md §6, "Fetching referenced payloads ahead")."""
+WAIT_S = 300.0
+WAIT_BYTES_PER_S = 1_000_000
+"""How long the reader waits for a payload fetched ahead: ``WAIT_S`` plus a second per ``WAIT_BYTES_PER_S`` of it.
+
+A backstop, not the bound that matters: every fetch ends (the stores' and key providers' own
+timeouts end a call that gets no answer, and every outcome settles its future, see
+:meth:`Resolver._fetch_group`), so it fires only for a client configured without a timeout that
+never answers. It then reports which part had not answered, as a transient error."""
 GROUP_MAX_ITEMS = 64
 GROUP_MAX_BYTES = 4_000_000
 """A group's first payload waits for the whole group: kept small enough that the next group overlaps it."""
+
+
+@dataclass(slots=True, eq=False)
+class _Ahead:
+    """A payload fetched ahead: the future the reader takes it from, and how far its worker got.
+
+    ``stage`` (``queued``, ``reading``, ``opening``) lets a wait that hits its bound say which part
+    had not answered: the store, or the key provider.
+    """
+
+    envelope: Envelope
+    future: Future[bytes] = field(default_factory=Future)
+    stage: str = "queued"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +104,7 @@ class Resolver:
         self._workers = max(1, workers)
         self._pool: ThreadPoolExecutor | None = None
         self._group_pool: ThreadPoolExecutor | None = None
-        self._ahead: OrderedDict[Hashable, tuple[Envelope, Future[bytes]]] = OrderedDict()
+        self._ahead: OrderedDict[Hashable, _Ahead] = OrderedDict()
         self._ahead_bytes = 0
         self._lock = threading.Lock()
         self.counters = {"fetched": 0, "fetched.bytes": 0, "prefetched": 0, "errors": 0, "peer.records": 0}
@@ -110,10 +138,15 @@ class Resolver:
             return Admission(envelope, topic, failed)
         return Admission(envelope, topic)
 
-    def _fetch(self, envelope: Envelope) -> bytes:
+    def _fetch(self, envelope: Envelope, ahead: _Ahead | None = None) -> bytes:
         # the store validates the locator (and its size claim) before any I/O
         store = self._store(envelope)
-        return self._open(envelope, store, store.get(envelope.locator, envelope.stored_size))
+        if ahead is not None:
+            ahead.stage = "reading"
+        stored = store.get(envelope.locator, envelope.stored_size)
+        if ahead is not None:
+            ahead.stage = "opening"
+        return self._open(envelope, store, stored)
 
     def _open(self, envelope: Envelope, store: Store, stored: bytes) -> bytes:
         """What the store returned, opened (sealed), decoded (compressed) and checked: every read ends here."""
@@ -144,7 +177,8 @@ class Resolver:
                 return True
             if self._over_budget(envelope.size):
                 return False
-            self._ahead[key] = (envelope, self._executor().submit(self._fetch, envelope))
+            ahead = self._ahead[key] = _Ahead(envelope)
+            self._executor().submit(_settle, ahead, partial(self._fetch, envelope, ahead))
             self._ahead_bytes += envelope.size
             self.counters["prefetched"] += 1
             return True
@@ -167,7 +201,7 @@ class Resolver:
         room left, a full budget would send each group as soon as one payload was taken, one
         payload per round trip, which throws away what grouping gains (see docs/consumer.md §6).
         """
-        taken: list[tuple[Envelope, Future[bytes]]] = []
+        taken: list[_Ahead] = []
         count = 0
         with self._lock:
             fresh = sum(envelope.size for key, envelope in items if key not in self._ahead)
@@ -177,38 +211,44 @@ class Resolver:
                 if key not in self._ahead:
                     if self._over_budget(envelope.size):
                         break
-                    future: Future[bytes] = Future()
-                    self._ahead[key] = (envelope, future)
+                    ahead = self._ahead[key] = _Ahead(envelope)
                     self._ahead_bytes += envelope.size
-                    taken.append((envelope, future))
+                    taken.append(ahead)
                 count += 1
             if taken:
                 self.counters["prefetched"] += len(taken)
                 self._group_executor().submit(self._fetch_group, taken)
         return count
 
-    def _fetch_group(self, group: list[tuple[Envelope, Future[bytes]]]) -> None:
-        """One ``get_many`` for the group; each future gets its verified payload or its own typed error."""
+    def _fetch_group(self, group: list[_Ahead]) -> None:
+        """One ``get_many`` for the group; each future gets its verified payload or its own error.
+
+        Every future is settled whatever happens, here or in opening a payload (a key provider's
+        own exception included): the reader waits on them, and an unsettled one would hold its
+        ``poll`` until the wait's bound.
+        """
+        first = group[0].envelope
         outcomes: list[bytes | BaseException]
+        store: Any = None
         try:
-            store: Any = self._store(group[0][0])
-            outcomes = list(store.get_many([(envelope.locator, envelope.stored_size) for envelope, _ in group]))
+            for ahead in group:
+                ahead.stage = "reading"
+            store = self._store(first)
+            outcomes = list(store.get_many([(ahead.envelope.locator, ahead.envelope.stored_size) for ahead in group]))
             if len(outcomes) != len(group):
-                raise StoreError(f"get_many of store {group[0][0].store!r} answered {len(outcomes)} of {len(group)}")
+                raise StoreError(f"get_many of store {first.store!r} answered {len(outcomes)} of {len(group)}")
         except Exception as exc:  # noqa: BLE001 - handed to every future: each resolve() raises it typed
             outcomes = [exc] * len(group)
-        for (envelope, future), outcome in zip(group, outcomes, strict=True):
-            if not future.set_running_or_notify_cancel():
-                continue  # forgotten meanwhile (seek, revoke, handled without it)
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-                continue
-            try:
-                payload = self._open(envelope, store, outcome)
-            except GatewayError as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(payload)
+        try:
+            for ahead, outcome in zip(group, outcomes, strict=True):
+                ahead.stage = "opening"
+                if isinstance(outcome, BaseException):
+                    _fail(ahead.future, outcome)
+                else:
+                    _settle(ahead, partial(self._open, ahead.envelope, store, outcome))
+        finally:  # an interrupt while opening one: the others still get an answer
+            for ahead in group:
+                _fail(ahead.future, StoreUnavailableError(f"fetching {ahead.envelope.locator!r} was interrupted"))
 
     def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
         """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`judge`,
@@ -222,11 +262,11 @@ class Resolver:
         with self._lock:
             entry = self._ahead.pop(key, None)
             if entry is not None:
-                self._ahead_bytes -= entry[0].size
+                self._ahead_bytes -= entry.envelope.size
         try:
             if admission.refusal is not None:
                 raise admission.refusal
-            payload = entry[1].result() if entry is not None and entry[0] == envelope else self._fetch(envelope)
+            payload = _wait(entry) if entry is not None and entry.envelope == envelope else self._fetch(envelope)
         except GatewayError:
             self.counters["errors"] += 1
             raise
@@ -260,17 +300,17 @@ class Resolver:
             entry = self._ahead.pop(key, None)
             if entry is None:
                 return False
-            entry[1].cancel()
-            self._ahead_bytes -= entry[0].size
+            entry.future.cancel()
+            self._ahead_bytes -= entry.envelope.size
             return True
 
     def discard(self, keep: Callable[[Hashable], bool]) -> None:
         """Forget fetches whose key ``keep`` rejects (seek, revoke); running ones finish unobserved."""
         with self._lock:
             for key in [k for k in self._ahead if not keep(k)]:
-                envelope, future = self._ahead.pop(key)
-                future.cancel()
-                self._ahead_bytes -= envelope.size
+                entry = self._ahead.pop(key)
+                entry.future.cancel()
+                self._ahead_bytes -= entry.envelope.size
 
     def metrics(self) -> dict[str, int]:
         """``resolver.*`` counters and the bytes fetched ahead and not yet taken."""
@@ -284,3 +324,48 @@ class Resolver:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         self._pool = self._group_pool = None
+
+
+def _settle(ahead: _Ahead, work: Callable[[], bytes]) -> None:
+    """Run ``work`` for ``ahead`` unless it was forgotten meanwhile, and settle its future with the outcome.
+
+    The one place a fetch-ahead future gets its answer: whatever ``work`` raises is set on the
+    future (an interrupt is set too, then raised on), so the reader waiting on it always wakes up.
+    """
+    if not ahead.future.set_running_or_notify_cancel():
+        return  # forgotten meanwhile (seek, revoke, handled without it)
+    try:
+        payload = work()
+    except BaseException as exc:
+        ahead.future.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise
+    else:
+        ahead.future.set_result(payload)
+
+
+def _fail(future: Future[bytes], exc: BaseException) -> None:
+    """Settle ``future`` with ``exc`` if nothing else did (it may be cancelled meanwhile, then left so)."""
+    if future.done():
+        return
+    if future.running() or future.set_running_or_notify_cancel():
+        future.set_exception(exc)
+
+
+def _wait(ahead: _Ahead) -> bytes:
+    """The payload fetched ahead, waited for within :data:`WAIT_S`; past it, a transient error naming the
+    part that had not answered."""
+    envelope = ahead.envelope
+    bound = WAIT_S + envelope.size / WAIT_BYTES_PER_S
+    try:
+        return ahead.future.result(timeout=bound)
+    except TimeoutError:
+        if ahead.future.done():
+            raise  # the fetch's own TimeoutError, not the wait's: typed by the caller
+    where = f"{envelope.locator!r}"
+    if ahead.stage == "opening" and envelope.encryption is not None:
+        raise KeyProviderUnavailableError(
+            f"opening {where} had no answer within {bound:.0f} s: its key provider did not answer"
+        )
+    doing = "reading it from" if ahead.stage == "reading" else "waiting for a fetch worker (busy reading) from"
+    raise StoreUnavailableError(f"{where} had no answer within {bound:.0f} s {doing} store {envelope.store!r}")

@@ -11,9 +11,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.encryption._provider import DataKey, KeyProvider
-from gateway.errors import KeyUnavailableError, PayloadAuthenticationError
+from gateway.errors import KeyProviderUnavailableError, KeyUnavailableError, PayloadAuthenticationError
 
 _FORGED = frozenset({"InvalidCiphertextException", "IncorrectKeyException"})
+"""KMS's answers for a wrapped key not genuine for the context: final, an attack more likely than a fault."""
+_TRANSIENT = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "LimitExceededException",
+        "KMSInternalException",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "DependencyTimeoutException",
+        "KeyUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+"""KMS's error codes that may answer differently a moment later: throttling, KMS's own faults, and
+``KeyUnavailableException`` (KMS's name for a key it cannot use just now). Every other code (no such
+key, key disabled or pending deletion, access denied, invalid grant) is final; so is an HTTP 4xx
+with a code not listed, while any 5xx or 429 is transient."""
 
 
 class KmsKeyProvider(KeyProvider):
@@ -45,7 +67,11 @@ class KmsKeyProvider(KeyProvider):
         return bytes(reply["Plaintext"])
 
     def _call(self, operation: str, key_id: str, **kwargs: Any) -> Any:
-        """One KMS call; its failures as typed errors that name the key and KMS's error code, not the request."""
+        """One KMS call; its failures as typed errors that name the key and KMS's error code, not the request.
+
+        Transient failures (:data:`_TRANSIENT`, a 5xx or 429, the network) are
+        :class:`KeyProviderUnavailableError`, retried by the consumer; the rest are final.
+        """
         from botocore.exceptions import BotoCoreError, ClientError
 
         method = self.client.generate_data_key if operation == "GenerateDataKey" else self.client.decrypt
@@ -58,11 +84,28 @@ class KmsKeyProvider(KeyProvider):
                     f"KMS {operation} refused the wrapped data key of {key_id!r} ({code}):"
                     " the envelope was altered, moved to another record, or wrapped under another key"
                 ) from None
-            raise KeyUnavailableError(f"KMS {operation} with key {key_id!r} failed: {code}") from None
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            transient = code in _TRANSIENT or status == 429 or (isinstance(status, int) and status >= 500)
+            failed = KeyProviderUnavailableError if transient else KeyUnavailableError
+            raise failed(f"KMS {operation} with key {key_id!r} failed: {code}") from None
         except BotoCoreError as exc:
-            raise KeyUnavailableError(f"KMS {operation} with key {key_id!r} failed: {type(exc).__name__}") from None
+            failed = KeyUnavailableError if _configuration(exc) else KeyProviderUnavailableError
+            raise failed(f"KMS {operation} with key {key_id!r} failed: {type(exc).__name__}") from None
 
     def close(self) -> None:
         close = getattr(self.client, "close", None)
         if close is not None:
             close()
+
+
+def _configuration(exc: BaseException) -> bool:
+    """Whether a botocore error is the client's configuration (credentials, region, parameters): final.
+
+    Every other ``BotoCoreError`` is the network (endpoint unreachable, connection closed, connect or
+    read timeout): transient.
+    """
+    from botocore import exceptions as bex
+
+    return isinstance(
+        exc, (bex.NoCredentialsError, bex.PartialCredentialsError, bex.NoRegionError, bex.ParamValidationError)
+    )
