@@ -236,11 +236,21 @@ class LocatorError(StoreError, ProtocolError):
 
 
 class LocatorTopicError(LocatorError):
-    """An envelope whose locator names a payload written for another topic than its record's.
+    """An envelope, or a peer library's pointer, naming a payload written for another topic than its record's.
 
     Anyone who can write to a topic and has seen an envelope of another topic could otherwise make
     this topic's readers receive that topic's payload. ``reference.topic.renames`` names the topics
     that are copies of others under another name (MirrorMaker 2's ``source.A``).
+    """
+
+
+class EnvelopePayloadError(LocatorError):
+    """A peer library's pointer (bakdata, kaf-s3, AWS) names a payload this library wrote for an envelope.
+
+    Only that envelope says whether the stored bytes are sealed (``reference.encryption``) or
+    compressed, and only it carries the wrapped key that opens them; served through a pointer, they
+    would be ciphertext or encoded bytes handed out as the value. Peers never write objects of our
+    layout, so such a pointer is forged or mistaken, whatever topic it is in.
     """
 
 

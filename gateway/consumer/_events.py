@@ -177,7 +177,7 @@ class EventHandler:
     def _resolve_peer(self, msg: Any, message: ReferenceToResolve, peer: PeerRecord) -> Message | None:
         """A record another library wrote: key and value as they resolve, that library's headers gone."""
         try:
-            key, value = attempt(lambda: self._refs.resolve_peer(peer), self._policy)
+            key, value = attempt(lambda: self._refs.resolve_peer(peer, topic=msg.topic()), self._policy)
         except GatewayError as exc:
             return self._unresolved(msg, message, exc)
         if key is not message.record.key:

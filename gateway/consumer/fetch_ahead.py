@@ -112,9 +112,9 @@ class ReferenceFetcher:
         finally:
             self.schedule()
 
-    def resolve_peer(self, record: PeerRecord) -> tuple[bytes | None, bytes | None]:
-        """``(key, value)`` of a record another library wrote, its pointers followed."""
-        return self.resolver.resolve_peer(record)
+    def resolve_peer(self, record: PeerRecord, *, topic: str) -> tuple[bytes | None, bytes | None]:
+        """``(key, value)`` of a record of ``topic`` another library wrote, its pointers followed."""
+        return self.resolver.resolve_peer(record, topic=topic)
 
     def discard(self, keep: Callable[[Hashable], bool]) -> None:
         """Forget every envelope whose key ``keep`` rejects (seek, revoke)."""

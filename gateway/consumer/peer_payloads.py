@@ -7,14 +7,20 @@ the object). A pointer outside every one is a
 :class:`~gateway.errors.LocatorError` raised before any request. Integrity: kaf-s3 records the
 SHA-256 of the uncompressed payload and the stored object's ETag, and both are checked; bakdata
 and AWS record nothing to check by, so their payloads are only bounded in size.
+
+A pointer can name an object our own producer wrote, for an envelope, in the same buckets: the
+store hands the object's metadata to the reference rules before the body is read
+(:meth:`~gateway.consumer.reference_rules.ReferenceRules.check_pointer`), so such an object is
+refused like its envelope copied into the pointer's topic, and never served unopened.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
+from gateway.consumer.reference_rules import ReferenceRules, object_written_for
 from gateway.errors import LocatorError, PayloadIntegrityError
 from gateway.protocol.compression import decompress
 from gateway.protocol.peers import PeerPart, PeerPointer, PeerRecord
@@ -33,7 +39,12 @@ class ObjectStore(Protocol):
 
     def holds_object(self, bucket: str, key: str) -> bool: ...
 
-    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]: ...
+    def get_object(
+        self, key: str, max_bytes: int, admit: Callable[[Mapping[str, str]], None] | None = None
+    ) -> tuple[bytes, str | None]:
+        """The object and its ETag; ``admit`` is called with the object's metadata before its body is read,
+        and what it raises is raised."""
+        ...
 
 
 def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore:
@@ -52,9 +63,16 @@ def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore
     )
 
 
-def fetch_pointer(stores: Mapping[str, object], pointer: PeerPointer, max_bytes: int) -> bytes:
-    """The payload behind ``pointer``, decompressed and checked against what the peer recorded."""
-    data, etag = store_for(stores, pointer).get_object(pointer.key, max_bytes)
+def fetch_pointer(
+    stores: Mapping[str, object], pointer: PeerPointer, max_bytes: int, *, topic: str, rules: ReferenceRules
+) -> bytes:
+    """The payload behind ``pointer`` in a record of ``topic``, confined by ``rules``, decompressed and checked
+    against what the peer recorded."""
+
+    def admit(metadata: Mapping[str, str]) -> None:
+        rules.check_pointer(pointer, topic, object_written_for(pointer.key, metadata))
+
+    data, etag = store_for(stores, pointer).get_object(pointer.key, max_bytes, admit)
     if pointer.etag is not None and etag is not None and pointer.etag != etag:
         raise PayloadIntegrityError(
             f"object {pointer.uri!r} has ETag {etag}, the pointer recorded {pointer.etag}: it was replaced"
@@ -65,14 +83,22 @@ def fetch_pointer(stores: Mapping[str, object], pointer: PeerPointer, max_bytes:
     return payload
 
 
-def resolve_part(stores: Mapping[str, object], part: PeerPart, max_bytes: int) -> bytes | None:
-    return fetch_pointer(stores, part, max_bytes) if isinstance(part, PeerPointer) else part
+def resolve_part(
+    stores: Mapping[str, object], part: PeerPart, max_bytes: int, *, topic: str, rules: ReferenceRules
+) -> bytes | None:
+    if isinstance(part, PeerPointer):
+        return fetch_pointer(stores, part, max_bytes, topic=topic, rules=rules)
+    return part
 
 
 def resolve_record(
-    stores: Mapping[str, object], record: PeerRecord, max_bytes: int
+    stores: Mapping[str, object], record: PeerRecord, max_bytes: int, *, topic: str, rules: ReferenceRules
 ) -> tuple[bytes | None, bytes | None]:
-    """``(key, value)`` of a peer's record; every pointer is checked for confinement before any is fetched."""
+    """``(key, value)`` of a peer's record in ``topic``; every pointer is checked for confinement before any is
+    fetched, and each object against the topic binding before its body is read."""
     for pointer in record.pointers():
         store_for(stores, pointer)
-    return resolve_part(stores, record.key, max_bytes), resolve_part(stores, record.value, max_bytes)
+    return (
+        resolve_part(stores, record.key, max_bytes, topic=topic, rules=rules),
+        resolve_part(stores, record.value, max_bytes, topic=topic, rules=rules),
+    )

@@ -10,16 +10,25 @@ readers; anyone who can write to a topic and has seen an envelope of another cou
 Mirrored topics are the one legitimate exception: MirrorMaker 2 copies ``A`` to ``source.A``
 record for record, envelopes included, so ``reference.topic.renames`` names the formats under which
 a topic's copies may carry its envelopes. Pure: the locator's topic is looked up by the caller.
+
+Peers' pointers (bakdata, kaf-s3, AWS) pass the same check, because a pointer is an envelope anyone
+can forge without having seen one: it names a bucket and key, so it can name an object our producer
+wrote for another topic (:meth:`ReferenceRules.check_pointer`). What makes an object ours is what
+every object store of ours writes with it (:func:`object_written_for`): its topic and message id in
+the object's metadata, and a key ending in ``<topic>/<message id>``. No peer writes that, and no
+prefix decides it, so a peer store configured over a whole bucket still recognises our objects in it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
-from gateway.errors import ConfigurationError, LocatorTopicError, PayloadTooLargeError
+from gateway.errors import ConfigurationError, EnvelopePayloadError, LocatorTopicError, PayloadTooLargeError
 from gateway.protocol.envelope import Envelope
+from gateway.protocol.peers import PeerPointer
 
 TOPIC_MARK = "${topic}"
 """Where the original name goes in a rename format, as in Confluent Replicator's ``topic.rename.format``."""
@@ -91,18 +100,68 @@ class ReferenceRules:
                     frontier.append(source)
         return found
 
+    def may_carry(self, topic: str, written_for: str) -> bool:
+        """Whether a record of ``topic`` may name a payload written for ``written_for``: the topic binding."""
+        return written_for == topic or bool(self.renames and written_for in self.sources(topic))
+
     def check_topic(self, envelope: Envelope, topic: str, written_for: str | None) -> None:
         """:class:`LocatorTopicError` unless the payload was written for ``topic`` or a topic it copies.
 
         ``written_for`` is the topic the locator names; ``None`` (a store whose locators name no
         topic) cannot be checked and passes.
         """
-        if written_for is None or written_for == topic or (self.renames and written_for in self.sources(topic)):
+        if written_for is None or self.may_carry(topic, written_for):
             return
         raise LocatorTopicError(
             f"the envelope in topic {topic!r} points at a payload written for topic {written_for!r}"
             f" ({envelope.locator!r}); a mirrored topic names its source's in reference.topic.renames"
         )
+
+    def check_pointer(self, pointer: PeerPointer, topic: str, written_for: str | None) -> None:
+        """Refuse a peer's pointer in a record of ``topic`` that names an object our producer wrote.
+
+        ``written_for`` is what :func:`object_written_for` found; ``None`` (a peer's own object)
+        passes. An object of ours is never served through a pointer: in a topic the binding refuses,
+        :class:`LocatorTopicError`, as its envelope copied there would get; in its own topic or a
+        mirror, :class:`EnvelopePayloadError`, since only its envelope says whether the bytes are
+        sealed or compressed (a sealed payload carries no mark of its own, see
+        :mod:`gateway.protocol.encryption`), and a pointer would hand them out unopened.
+        """
+        if written_for is None:
+            return
+        named = f"the {pointer.format.value} pointer in topic {topic!r} names {pointer.uri[:300]!r}"
+        if not self.may_carry(topic, written_for):
+            raise LocatorTopicError(
+                f"{named}, a payload this library wrote for topic {written_for!r}: a record of {topic!r} may"
+                " not serve it (a mirrored topic names its source's in reference.topic.renames)"
+            )
+        raise EnvelopePayloadError(
+            f"{named}, a payload this library wrote for topic {written_for!r}: it is read through its"
+            " envelope only, which says whether it is sealed or compressed"
+        )
+
+
+OBJECT_TOPIC_KEYS = ("topic",)
+OBJECT_ID_KEYS = ("message-id", "message_id")
+"""Where our object stores put the message id: S3 and GCS as written, Azure with ``_`` (C# identifiers)."""
+
+
+def object_written_for(key: str, metadata: Mapping[str, str] | None) -> str | None:
+    """The topic our producer wrote the object at ``key`` for, or ``None`` for an object it did not write.
+
+    Every object store of ours writes the topic and message id into the object's metadata and
+    names the object ``<prefix><topic>/<message id>``; both must agree, so a peer's object whose
+    key merely looks like ours (kaf-s3 writes ``<prefix>/<uuid4>``) is still a peer's.
+    """
+    if not metadata:
+        return None
+    lowered = {str(k).lower(): v for k, v in metadata.items()}
+    topic = next((lowered[k] for k in OBJECT_TOPIC_KEYS if k in lowered), None)
+    message_id = next((lowered[k] for k in OBJECT_ID_KEYS if k in lowered), None)
+    if not isinstance(topic, str) or not isinstance(message_id, str) or not topic or not message_id:
+        return None
+    name = f"{topic}/{message_id}"
+    return topic if key == name or key.endswith("/" + name) else None
 
 
 DEFAULT_RULES = ReferenceRules()
@@ -114,5 +173,6 @@ __all__ = [
     "TOPIC_MARK",
     "ReferenceRules",
     "TopicRename",
+    "object_written_for",
     "parse_topic_renames",
 ]

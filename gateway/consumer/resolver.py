@@ -277,10 +277,11 @@ class Resolver:
         self.counters["fetched.bytes"] += len(payload)
         return payload
 
-    def resolve_peer(self, record: PeerRecord) -> tuple[bytes | None, bytes | None]:
-        """``(key, value)`` of a record another library wrote (not fetched ahead: such topics are draining)."""
+    def resolve_peer(self, record: PeerRecord, *, topic: str) -> tuple[bytes | None, bytes | None]:
+        """``(key, value)`` of a record of ``topic`` another library wrote (not fetched ahead: such topics are
+        draining), under the same rules as envelopes (:meth:`ReferenceRules.check_pointer`)."""
         try:
-            key, value = resolve_record(self.stores, record, self.peer_max_bytes)
+            key, value = resolve_record(self.stores, record, self.peer_max_bytes, topic=topic, rules=self.rules)
         except GatewayError:
             self.counters["errors"] += 1
             raise

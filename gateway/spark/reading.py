@@ -228,7 +228,7 @@ def _read(options: SourceOptions, rng: OffsetRange, consumer: Any, refs: Referen
     for message in owned_messages(
         fetch, topic, partition, emit_from, until, low, _limits(options), on_batch=on_batch, on_restart=refs.clear
     ):
-        key, value, error = _resolve(message, refs, topic, options.fail_on_data_loss)
+        key, value, error = _resolve(message, refs, topic, partition, options.fail_on_data_loss)
         rows.add(message, key, value, error)
         if rows.full():
             yield rows.take()
@@ -248,14 +248,17 @@ def _limits(options: SourceOptions) -> AssemblyLimits:
 
 
 def _resolve(
-    message: WholeMessage, refs: ReferenceFetcher, topic: str, fail: bool
+    message: WholeMessage, refs: ReferenceFetcher, topic: str, partition: int, fail: bool
 ) -> tuple[bytes | None, bytes | None, str | None]:
-    """The row's key and value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column."""
+    """The row's key and value, or its error: raised with ``failOnDataLoss``, else put in the ``error`` column.
+
+    Envelopes and peers' pointers are judged by the consumer's own rules (the resolver's): the topic
+    binding, the stores' confinement, and no payload of ours served through a peer's pointer."""
     error = message.error
     key = message.record.key
     try:
         if isinstance(message, ReferenceToResolve) and message.peer is not None:
-            return *refs.resolve_peer(message.peer), None
+            return *refs.resolve_peer(message.peer, topic=topic), None
         if isinstance(message, ReferenceToResolve) and message.envelope is not None:
             return key, refs.resolve(message.record.offset, message.envelope, topic=topic), None
     except GatewayError as exc:
@@ -264,7 +267,8 @@ def _resolve(
         return key, message.value, None
     if fail:
         raise DataLossError(
-            f"{message.route.value} message at offset {message.record.offset} cannot be delivered: {error}"
+            f"{message.route.value} message at {topic}[{partition}] offset {message.record.offset} cannot be"
+            f" delivered: {error}"
             " (set failOnDataLoss=false to get the row with its error instead)"
         )
     return key, None, error

@@ -69,6 +69,9 @@ class AzureBackend:
     def size(self, key: str) -> int:
         return _mapped(lambda: int(self.container.get_blob_client(key).get_blob_properties().size))
 
+    def metadata(self, key: str) -> Mapping[str, str]:
+        return dict(_mapped(lambda: self.container.get_blob_client(key).get_blob_properties().metadata) or {})
+
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
             try:

@@ -50,6 +50,10 @@ class BlobBackend(Protocol):
         """The object's size (a metadata request)."""
         ...
 
+    def metadata(self, key: str) -> Mapping[str, str]:
+        """The object's user metadata (a metadata request): what tells our objects from a peer's."""
+        ...
+
     def delete(self, keys: Sequence[str]) -> None:
         """Delete objects; absent ones are fine."""
         ...

@@ -4,7 +4,7 @@ parallel ranges straight into the value, and peers' objects inside the store's b
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, TypeVar
 
@@ -42,13 +42,20 @@ class BlobReads(StoreLifecycle):
             and key.isprintable()
         )
 
-    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]:
-        """A peer's object (no ETag is used); :class:`LocatorError` outside this store, no I/O then."""
+    def get_object(
+        self, key: str, max_bytes: int, admit: Callable[[Mapping[str, str]], None] | None = None
+    ) -> tuple[bytes, str | None]:
+        """A peer's object (no ETag is used); :class:`LocatorError` outside this store, no I/O then.
+
+        ``admit`` judges the object's metadata (the reference rules: is it one of ours?) before the
+        object is read; what it raises is raised."""
         name = f"{self.scheme}://{self.bucket}/{key}"
         if not self.holds_object(self.bucket, key):
             raise LocatorError(f"{name[:300]!r} is outside store {self.name!r} (prefix {self.prefix!r})")
         self._check_open()
         started = time.perf_counter()
+        if admit is not None:
+            admit(self._call(lambda: self.backend.metadata(key), missing=name))
         data = self._read(key, name, lambda n: 0 <= n <= max_bytes, None, limit=max_bytes)
         self._done("get", started, name, len(data))
         return data, None

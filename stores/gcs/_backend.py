@@ -62,6 +62,12 @@ class GCSBackend:
             raise PayloadNotFoundError(f"no object at gs://{self.bucket.name}/{key}")
         return int(blob.size or 0)
 
+    def metadata(self, key: str) -> Mapping[str, str]:
+        blob = _mapped(lambda: self.bucket.get_blob(key, retry=self.retry))
+        if blob is None:
+            raise PayloadNotFoundError(f"no object at gs://{self.bucket.name}/{key}")
+        return dict(blob.metadata or {})
+
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
             try:

@@ -7,7 +7,7 @@ store's bucket and prefix: configuring a store for a peer's bucket is how a read
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from gateway.errors import LocatorError, PayloadIntegrityError
@@ -42,13 +42,21 @@ class S3Reads(StoreLifecycle):
         return data
 
     def _get_object(
-        self, key: str, name: str, size_ok: Callable[[int], bool], expected: str
+        self,
+        key: str,
+        name: str,
+        size_ok: Callable[[int], bool],
+        expected: str,
+        admit: Callable[[Mapping[str, str]], None] | None = None,
     ) -> tuple[bytes, str | None]:
-        """The body and ETag of one GET; ``size_ok`` judges the Content-Length before the body is read."""
+        """The body and ETag of one GET; ``size_ok`` judges the Content-Length, and ``admit`` the object's
+        metadata, before the body is read."""
         resp = self._call(lambda: self.client.get_object(Bucket=self.bucket, Key=key, **self._read_args), missing=name)
         body_stream = resp["Body"]
         length = int(resp.get("ContentLength", -1))
         try:
+            if admit is not None:
+                admit(resp.get("Metadata") or {})
             if not size_ok(length):
                 self._metrics.add("errors")
                 raise PayloadIntegrityError(f"object {name!r} has {length} bytes, {expected}")
@@ -76,13 +84,20 @@ class S3Reads(StoreLifecycle):
             and key.isprintable()
         )
 
-    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]:
-        """A peer's object and its ETag; :class:`LocatorError` outside this store, no I/O then."""
+    def get_object(
+        self, key: str, max_bytes: int, admit: Callable[[Mapping[str, str]], None] | None = None
+    ) -> tuple[bytes, str | None]:
+        """A peer's object and its ETag; :class:`LocatorError` outside this store, no I/O then.
+
+        ``admit`` judges the object's metadata (the reference rules: is it one of ours?) from the GET's
+        own response, before the body is read; what it raises is raised."""
         name = f"s3://{self.bucket}/{key}"
         if not self.holds_object(self.bucket, key):
             raise LocatorError(f"{name[:300]!r} is outside store {self.name!r} (prefix {self.prefix!r})")
         self._check_open()
         started = time.perf_counter()
-        data, etag = self._get_object(key, name, lambda n: 0 <= n <= max_bytes, f"more than the limit of {max_bytes}")
+        data, etag = self._get_object(
+            key, name, lambda n: 0 <= n <= max_bytes, f"more than the limit of {max_bytes}", admit
+        )
         self._done("get", started, name, len(data))
         return data, etag

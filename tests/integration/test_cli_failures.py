@@ -169,7 +169,14 @@ def test_gc_on_redis_alone_needs_no_s3_client(redis_server: RedisServer) -> None
 
 def test_reconcile_without_pyspark_names_the_spark_extra() -> None:
     out = run_cli_without(
-        ("pyspark", "pyarrow"), "reconcile", "--topic", "t", "--bootstrap", dead(), "--redis-url", "redis://127.0.0.1:1/0"
+        ("pyspark", "pyarrow"),
+        "reconcile",
+        "--topic",
+        "t",
+        "--bootstrap",
+        dead(),
+        "--redis-url",
+        "redis://127.0.0.1:1/0",
     )
     assert out.returncode != 0
     assert "kafka-hybrid-gateway[spark]" in out.stderr, out.stderr

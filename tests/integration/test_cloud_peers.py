@@ -18,12 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from gateway import HybridConsumer
-from gateway.errors import LocatorError
+from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
+from gateway.errors import EnvelopePayloadError, LocatorError, LocatorTopicError
+from gateway.protocol.peers import BAKDATA_VALUE_HEADER
 from gateway.testing import AzuriteServer, KafkaService
 from stores import AzureBlobStore, GCSStore
 from tests.google_endpoint import GoogleEndpoint
+from tests.helpers import consume_all
+from tests.kafkautil import produce_records
 
 PEERS_DIR = Path(__file__).resolve().parents[1] / "peerwriters"
 _NO_CLOUD = {
@@ -149,3 +153,57 @@ def _same_named_gcs(bucket: str) -> GCSStore:
         project="t", credentials=AnonymousCredentials(), client_options={"api_endpoint": "http://127.0.0.1:9"}
     )
     return GCSStore(client, bucket=bucket, prefix="bakdata/", name="peers")
+
+
+@pytest.mark.parametrize("cloud", ["gs", "abs"])
+def test_bakdata_pointers_to_our_cloud_objects_get_our_envelopes_confinement(
+    request: pytest.FixtureRequest, kafka: KafkaService, topic: str, cloud: str
+) -> None:
+    """bakdata's gs:// and abs:// pointers (header and byte flag) naming the object our producer wrote into a
+    GCSStore or AzureBlobStore for ``topic``: in another topic ``LocatorTopicError``, in ``topic`` itself
+    ``EnvelopePayloadError``, each carrying its record; the store's metadata tells the object is ours."""
+    if cloud == "gs":
+        client, bucket = request.getfixturevalue("gcs_client"), request.getfixturevalue("gcs_bucket")
+        prefix = f"{request.getfixturevalue('s3_run_prefix')}gw/"
+        store: Any = GCSStore(client, bucket=bucket, prefix=prefix, name="cloud")
+        listed = lambda: {b.name for b in client.list_blobs(bucket, prefix=f"{prefix}{topic}/")}  # noqa: E731
+    else:
+        client, bucket = request.getfixturevalue("azure_client"), request.getfixturevalue("azure_container")
+        prefix = f"{request.getfixturevalue('s3_run_prefix')}gw/"
+        store = AzureBlobStore(client, container=bucket, prefix=prefix, name="cloud")
+        container = client.get_container_client(bucket)
+        listed = lambda: {b.name for b in container.list_blobs(name_starts_with=f"{prefix}{topic}/")}  # noqa: E731
+    with HybridProducer(
+        kafka.producer_config(), policy=SizeThresholdPolicy(reference_above=100, store="cloud"), stores={"cloud": store}
+    ) as producer:
+        producer.produce(topic, b"topic's own payload " * 20, partition=0)
+        assert producer.flush(30) == 0
+    (key,) = listed()
+    uri = f"{cloud}://{bucket}/{key}".encode()
+    other = f"other-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(other, partitions=1)
+    try:
+        records = [
+            {"partition": 0, "value": uri, "headers": [(BAKDATA_VALUE_HEADER, b"\x01")]},
+            {"partition": 0, "value": b"\x01" + uri},
+            {"partition": 0, "value": b"after"},
+        ]
+        for into in (other, topic):
+            produce_records(kafka.producer_config(), [{**r, "topic": into} for r in records])
+        results = {}
+        for into in (other, topic):
+            conf = {**kafka.consumer_config(), "large.message.peer.formats": "bakdata"}
+            consumer = HybridConsumer(conf, stores={"cloud": store})
+            consumer.assign([TopicPartition(into, 0, OFFSET_BEGINNING)])
+            try:
+                results[into] = consume_all(consumer, 4 if into == topic else 3, timeout=60)
+            finally:
+                consumer.close()
+    finally:
+        kafka.delete_topic(other)
+    got, errors = results[other]
+    assert [type(e) for e in errors] == [LocatorTopicError] * 2 and [m.value() for m in got] == [b"after"]
+    assert [e.kafka_message.offset() for e in errors if e.kafka_message is not None] == [0, 1]
+    got, errors = results[topic]
+    assert [type(e) for e in errors] == [EnvelopePayloadError] * 2
+    assert [m.value() for m in got] == [b"topic's own payload " * 20, b"after"]

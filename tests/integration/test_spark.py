@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 import uuid
 from collections import Counter
@@ -555,7 +556,9 @@ def test_fail_on_data_loss_decides_between_an_error_row_and_a_failed_query(
     assert len(broken) == 2 and all(r["value"] is None and r["route"] == "reference" for r in broken)
     assert all("PayloadNotFoundError" in r["error"] for r in broken)
     assert len(rows) == 12 * 2 + 2 and all(r["value"] is not None for r in rows if r["error"] is None)
-    with pytest.raises(Exception, match="cannot be delivered"):
+    # the error names the record: topic, partition and offset
+    where = rf"reference message at {re.escape(planted.topic)}\[\d+\] offset \d+ cannot be delivered"
+    with pytest.raises(Exception, match=where):
         spark.read.format("hybrid-kafka").options(**options).load().collect()
 
 

@@ -10,14 +10,25 @@ import gzip
 import hashlib
 import json
 import struct
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import cramjam
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.consumer.peer_payloads import fetch_pointer, resolve_record
-from gateway.errors import ConfigurationError, LocatorError, PayloadIntegrityError, PeerFormatError
+from gateway.consumer import peer_payloads
+from gateway.consumer.reference_rules import DEFAULT_RULES, ReferenceRules, object_written_for, parse_topic_renames
+from gateway.errors import (
+    ConfigurationError,
+    EnvelopePayloadError,
+    LocatorError,
+    LocatorTopicError,
+    PayloadIntegrityError,
+    PeerFormatError,
+)
 from gateway.protocol.compression import XERIAL_MAGIC, decompress
 from gateway.protocol.peers import (
     BAKDATA_KEY_HEADER,
@@ -25,6 +36,7 @@ from gateway.protocol.peers import (
     PeerFormat,
     PeerPointer,
     PeerReader,
+    PeerRecord,
     parse_peer_formats,
 )
 
@@ -161,16 +173,36 @@ def test_decompress_bounds_the_output() -> None:
 class _Objects:
     """An object store as the resolver sees one; counts requests to prove confinement makes none."""
 
-    def __init__(self, bucket: str, prefix: str, objects: dict[str, tuple[bytes, str]], scheme: str = "s3") -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        objects: dict[str, tuple[bytes, str | None]],
+        scheme: str = "s3",
+        metadata: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.name, self.bucket, self.prefix, self.objects, self.gets = "peer", bucket, prefix, objects, 0
         self.scheme = scheme
+        self.metadata = metadata or {}
 
     def holds_object(self, bucket: str, key: str) -> bool:
         return bucket == self.bucket and key.startswith(self.prefix)
 
-    def get_object(self, key: str, max_bytes: int) -> tuple[bytes, str | None]:
+    def get_object(
+        self, key: str, max_bytes: int, admit: Callable[[Mapping[str, str]], None] | None = None
+    ) -> tuple[bytes, str | None]:
         self.gets += 1
+        if admit is not None:
+            admit(self.metadata.get(key, {}))
         return self.objects[key]
+
+
+def fetch_pointer(stores: Mapping[str, object], pointer: PeerPointer, max_bytes: int, topic: str = "t") -> bytes:
+    return peer_payloads.fetch_pointer(stores, pointer, max_bytes, topic=topic, rules=DEFAULT_RULES)
+
+
+def resolve_record(stores: Mapping[str, object], record: PeerRecord, max_bytes: int) -> tuple[Any, Any]:
+    return peer_payloads.resolve_record(stores, record, max_bytes, topic="t", rules=DEFAULT_RULES)
 
 
 def test_pointers_outside_every_store_make_no_request() -> None:
@@ -239,3 +271,46 @@ def test_bakdata_gs_and_abs_pointers_are_served_only_by_a_store_of_their_scheme(
     with pytest.raises(LocatorError, match="an AzureBlobStore for that bucket"):
         resolve_record({"s3": s3, "gcs": gcs}, found, 100)
     assert s3.gets == 1 and gcs.gets == 1
+
+
+def test_an_object_is_ours_only_when_its_metadata_and_key_agree() -> None:
+    """Our stores write topic and message id into the metadata and name the object ``<prefix><topic>/<id>``;
+    a peer's object whose key merely looks like ours (kaf-s3's ``<prefix>/<uuid4>``) stays a peer's."""
+    mid = str(uuid.uuid4())
+    ours = {"sha256": "00", "size": "3", "message-id": mid, "topic": "secret-a"}
+    assert object_written_for(f"gw/secret-a/{mid}", ours) == "secret-a"
+    assert object_written_for(f"secret-a/{mid}", ours) == "secret-a"
+    assert object_written_for(f"other/secret-a/{mid}", {"Topic": "secret-a", "message_id": mid}) == "secret-a"  # Azure
+    assert object_written_for(f"kafs3/{mid}", {}) is None
+    assert object_written_for(f"kafs3/{mid}", None) is None
+    assert object_written_for(f"gw/secret-a/{mid}", {"topic": "secret-a"}) is None
+    assert object_written_for(f"gw/secret-a/{uuid.uuid4()}", ours) is None  # metadata of another object
+    assert object_written_for(f"gw/xsecret-a/{mid}", ours) is None
+
+
+def test_a_pointer_to_an_object_of_ours_is_refused_in_every_topic_and_typed_by_the_binding() -> None:
+    """Another topic: ``LocatorTopicError``, as the object's envelope copied there gets; its own topic or a
+    mirror the renames name: ``EnvelopePayloadError`` (only the envelope says whether it is sealed)."""
+    pointer = PeerPointer(PeerFormat.AWS, "bucket-a", "gw/secret-a/x")
+    DEFAULT_RULES.check_pointer(pointer, "other-b", None)  # a peer's own object: any topic
+    with pytest.raises(LocatorTopicError, match=r"'other-b' names 's3://bucket-a/gw/secret-a/x'.*for topic 'secret-a'"):
+        DEFAULT_RULES.check_pointer(pointer, "other-b", "secret-a")
+    mirrored = ReferenceRules(renames=parse_topic_renames("source.${topic}"))
+    for rules, topic in ((DEFAULT_RULES, "secret-a"), (mirrored, "source.secret-a")):
+        with pytest.raises(EnvelopePayloadError, match="read through its envelope only") as raised:
+            rules.check_pointer(pointer, topic, "secret-a")
+        assert not isinstance(raised.value, LocatorTopicError)
+
+
+def test_the_binding_is_judged_on_the_metadata_before_the_body_is_taken() -> None:
+    mid = str(uuid.uuid4())
+    key = f"gw/secret-a/{mid}"
+    store = _Objects(
+        "bucket-a", "", {key: (b"sealed bytes", None)}, metadata={key: {"topic": "secret-a", "message-id": mid}}
+    )
+    found = ALL.read(None, f"s3://bucket-a/{key}".encode(), [(BAKDATA_VALUE_HEADER, b"\x01")])
+    assert found is not None
+    with pytest.raises(LocatorTopicError):
+        peer_payloads.resolve_record({"p": store}, found, 100, topic="other-b", rules=DEFAULT_RULES)
+    with pytest.raises(EnvelopePayloadError):
+        peer_payloads.resolve_record({"p": store}, found, 100, topic="secret-a", rules=DEFAULT_RULES)
