@@ -113,6 +113,7 @@ def test_reconcile_keeps_the_payloads_of_an_open_transaction_and_deletes_only_th
     assert _sent(store, topic) == live
 
 
+@pytest.mark.requires("delete_records")
 def test_reconcile_keeps_what_a_mirror_points_at_and_refuses_a_prefix_shared_with_a_topic_not_named(
     spark: Any,
     kafka: KafkaService,
