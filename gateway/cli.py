@@ -35,9 +35,12 @@ GC_EXIT_STATUSES = {
     EXIT_FAILED: "a store operation failed",
     4: "some kept for lack of proof (run again once the reason is gone)",
 }
+#: What ``gateway reconcile`` returns (4 as gc's; 5 is :data:`gateway.spark.reconcile.EXIT_SHARED_PREFIX`).
 RECONCILE_EXIT_STATUSES = {
     0: "nothing dangling or broken",
     EXIT_FAILED: "dangling or broken envelopes found, or a deletion failed",
+    4: "some kept for lack of proof, e.g. a transaction still open (run again once it ended)",
+    5: "--delete refused: the prefix holds objects of topics not named (name them, or their mirrors' renames)",
 }
 
 
@@ -92,10 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile = sub.add_parser(
         "reconcile",
         help="Spark job: find payloads no envelope points at (orphans) and envelopes whose payload is gone",
-        description="Scans every envelope of the topic with Spark (hybrid-kafka-envelopes), lists the store's "
-        "objects for the topic, and anti-joins both ways. Orphans are objects no envelope points at that were "
-        "written before now - grace; dangling envelopes point at nothing. Deletes orphans only with --delete. "
-        + exit_status_text(RECONCILE_EXIT_STATUSES),
+        description="Scans every envelope of the topics and of their mirrors (--reference-topic-renames) with "
+        "Spark (hybrid-kafka-envelopes), read_uncommitted up to the high watermarks, lists every object under "
+        "the store's prefix, and anti-joins both ways. Orphans are objects of those topics no envelope points at "
+        "that were written before now - grace; dangling envelopes point at nothing. An object only envelopes of "
+        "a transaction still open (or records after it) point at, and an envelope whose payload is gone, are "
+        "decided as gateway gc decides (read_committed): committed is live or dangling, aborted is neither, "
+        "open is kept and reported. Deletes orphans only with --delete, and only when no object under the "
+        "prefix belongs to a topic not named. " + exit_status_text(RECONCILE_EXIT_STATUSES),
     )
     reconcile.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
     reconcile.add_argument("--topic", required=True, action="append", help="topic to reconcile (repeat for several)")
@@ -117,7 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=3600.0,
         help="seconds an unreferenced object may be young before it counts as orphan (default 3600)",
     )
-    reconcile.add_argument("--delete", action="store_true", help="delete the orphans found")
+    reconcile.add_argument(
+        "--reference-topic-renames",
+        metavar="FORMATS",
+        help="the consumers' reference.topic.renames, e.g. source.${topic}: the cluster's topics so named after a "
+        "topic given are its mirrors and are scanned too (a mirror can also be given as one more --topic)",
+    )
+    reconcile.add_argument(
+        "--delete",
+        action="store_true",
+        help="delete the orphans found (refused, exit 5, when the prefix also holds objects of topics not named)",
+    )
     reconcile.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[2])")
     _credential_args(reconcile)
     for name, command in _commands().items():
@@ -432,12 +449,15 @@ def _reconcile(args: argparse.Namespace) -> int:
     check_extra("spark", "gateway reconcile", "pyspark", "pyarrow")  # before any connection, naming the extra
     extra, credentials = _settings(args)
     _check_store_args(args, credentials)
+    _check_renames(args.reference_topic_renames)
     probe_kafka(args.bootstrap, extra)
     if args.s3_bucket:
         _s3_client(args, credentials)
     for store in _cloud_stores(args, credentials).values():  # checked here: one line, not a Spark job's failure
         store.close()  # type: ignore[attr-defined]
     options = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": ",".join(args.topic)}
+    if args.reference_topic_renames:
+        options["reference.topic.renames"] = args.reference_topic_renames
     options.update({f"kafka.{key}": value for key, value in extra.items()})
     if args.redis_url:
         url = _with_credentials(args.redis_url, _redis_kwargs(credentials))
@@ -465,7 +485,27 @@ def _reconcile(args: argparse.Namespace) -> int:
             spark.stop()
     for line in report.lines():
         print(line)
-    return 0 if report.ok else 1
+    code = report.exit_code()
+    if code == 4:
+        print(
+            f"gateway reconcile: incomplete: {len(report.undecided)} kept because nothing proved them live or "
+            "dead (reasons above); run again once that is resolved",
+            file=sys.stderr,
+        )
+    elif code == 5:
+        print(f"gateway reconcile: {report.withheld}", file=sys.stderr)
+    return code
+
+
+def _check_renames(formats: str | None) -> None:
+    """``--reference-topic-renames`` parsed as the consumer parses it: a bad format is exit 2 before any connection."""
+    from gateway.consumer.reference_rules import parse_topic_renames
+    from gateway.errors import ConfigurationError
+
+    try:
+        parse_topic_renames(formats)
+    except ConfigurationError as exc:
+        fail(f"--reference-topic-renames: {exc}", EXIT_USAGE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -62,13 +62,29 @@ def scan_topic(
         scan = _scan(consumer, topic, wanted, wait=wait, deadline=deadline, clock=clock)
     finally:
         consumer.close()
+    return settle(client_config, scan, deadline=deadline, wait=wait, clock=clock)
+
+
+def settle(
+    client_config: Mapping[str, Any],
+    scan: TopicScan,
+    *,
+    deadline: float,
+    wait: float = 60.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> TopicScan:
+    """``scan`` with the ``read_committed`` read over its sightings, which tells committed from aborted.
+
+    The second half of :func:`scan_topic`, apart so that a caller whose own complete read found the
+    sightings (``gateway reconcile``'s Spark scan) gets the same proof rather than a second one.
+    """
     if not scan.sightings:
         return scan  # nothing points at any wanted write: nothing to tell committed from aborted
     if clock() >= deadline:
         return scan.settled_by(CommittedRead.failed("the scan deadline passed before the read_committed read"))
     consumer = _consumer(client_config, "read_committed")
     try:
-        committed = _read_committed(consumer, topic, scan, wait=wait, deadline=deadline, clock=clock)
+        committed = _read_committed(consumer, scan.topic, scan, wait=wait, deadline=deadline, clock=clock)
     finally:
         consumer.close()
     return scan.settled_by(committed)

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.gc._envelope_scan import scan_topic
-from gateway.gc.verdicts import Pending, Verdict, Verification, judge
+from gateway.gc._envelope_scan import scan_topic, settle
+from gateway.gc.verdicts import Pending, Sighting, TopicScan, Verdict, Verification, judge
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +178,30 @@ def abort_stale_uploads(
             aborted.append(label)
         except GatewayError as exc:
             failed.append((label, f"{type(exc).__name__}: {exc}"))
+
+
+def verify_sightings(
+    client_config: Mapping[str, Any],
+    topic: str,
+    sightings: Mapping[Pending, Iterable[Sighting]],
+    ends: Mapping[int, int],
+    *,
+    timeout_s: float = 600.0,
+) -> dict[Pending, Verification]:
+    """gc's verdicts on writes whose envelopes a complete ``read_uncommitted`` read of ``topic`` (up to
+    ``ends``) already found at ``sightings``: the ``read_committed`` read and :func:`judge` of ``gc``.
+
+    ``gateway reconcile`` reads its topics with Spark and asks this about the envelopes it cannot
+    settle alone (a missing payload, or only envelopes past a last stable offset), so that one place
+    decides committed, aborted and "transaction still open" for both commands.
+    """
+    scan = settle(
+        client_config, TopicScan.read_elsewhere(topic, sightings, ends), deadline=time.monotonic() + timeout_s
+    )
+    for problem in (scan.problem, scan.committed and scan.committed.problem):
+        if problem:
+            log.warning("topic %s: %s", topic, problem)
+    return {p: judge(p, scan) for p in scan.sightings}
 
 
 def kafka_verifier(

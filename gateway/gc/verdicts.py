@@ -251,6 +251,15 @@ class TopicScan:
             {p: frozenset(where) for p, where in matcher.sightings.items()},
         )
 
+    @classmethod
+    def read_elsewhere(
+        cls, topic: str, sightings: Mapping[Pending, Iterable[Sighting]], ends: Mapping[int, int]
+    ) -> TopicScan:
+        """The outcome of a complete ``read_uncommitted`` read done by someone else (``gateway
+        reconcile``'s Spark scan, up to ``ends``), given as where it saw each write's envelopes."""
+        where = {p: frozenset(seen) for p, seen in sightings.items()}
+        return cls(topic, None, frozenset(where), ends=dict(ends), sightings=where)
+
     def settled_by(self, committed: CommittedRead) -> TopicScan:
         return replace(self, committed=committed)
 

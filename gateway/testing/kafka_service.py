@@ -44,6 +44,8 @@ CAPABILITIES: frozenset[str] = frozenset(
         "java_clients",
         # the log cleaner compacts topics with cleanup.policy=compact, and DescribeConfigs reports it
         "compaction",
+        # AdminClient.delete_records moves a partition's log start (the mock answers _UNSUPPORTED_FEATURE)
+        "delete_records",
     }
 )
 

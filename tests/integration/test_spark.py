@@ -77,6 +77,18 @@ def stores(redis_server: RedisServer, s3_server: S3Server) -> Iterator[Stores]:
     yield Stores(redis_store, s3_store, options)
 
 
+@pytest.fixture
+def own(stores: Stores) -> Stores:
+    """The module's servers under prefixes of this test's own: ``reconcile --delete`` refuses in a prefix
+    that holds objects of topics it was not told about (the mixed topic's, the other tests')."""
+    tag = uuid.uuid4().hex[:8]
+    redis_store = RedisStore(stores.redis.client, prefix=f"gwrec{tag}")
+    s3_store = S3Store(stores.s3.client, bucket=stores.s3.bucket, prefix=f"gw-rec-{tag}/")
+    return Stores(
+        redis_store, s3_store, {**stores.options, "redis.prefix": redis_store.prefix, "s3.prefix": s3_store.prefix}
+    )
+
+
 # -- the mixed topic -----------------------------------------------------------------------------
 
 
@@ -402,7 +414,8 @@ def _put_envelope(producer: HybridProducer, topic: str, store: Any, name: str, p
 
 
 @pytest.fixture
-def planted(kafka: KafkaService, stores: Stores) -> Planted:
+def planted(kafka: KafkaService, own: Stores) -> Planted:
+    stores = own
     topic = f"spark-reconcile-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, partitions=2)
     producer = HybridProducer(kafka.producer_config(), stores=stores.as_dict())
@@ -466,7 +479,7 @@ def _reported(output: str, kind: str) -> set[tuple[str, str]]:
 def test_reconcile_finds_exactly_the_planted_orphans_and_dangling_envelopes(
     spark: Any,
     kafka: KafkaService,
-    stores: Stores,
+    own: Stores,
     planted: Planted,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -474,6 +487,7 @@ def test_reconcile_finds_exactly_the_planted_orphans_and_dangling_envelopes(
     from gateway.cli import main
     from gateway.spark import reconcile
 
+    stores = own
     if "s3.access.key" in stores.options:  # the CLI takes S3 credentials from the environment, as boto3 does
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", stores.options["s3.access.key"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", stores.options["s3.secret.key"])
@@ -508,11 +522,13 @@ def test_reconcile_finds_exactly_the_planted_orphans_and_dangling_envelopes(
 
 
 def test_reconcile_never_deletes_payloads_referenced_under_another_store_name_or_in_doubt(
-    spark: Any, kafka: KafkaService, stores: Stores, redis_server: RedisServer
+    spark: Any, kafka: KafkaService, own: Stores, redis_server: RedisServer
 ) -> None:
     """Issue 13: objects were matched to envelopes by (store name, locator), so a producer that named
     its store ``blob`` had every live payload reported as an orphan and deleted by ``--delete``."""
     from gateway.spark import reconcile
+
+    stores = own
 
     topic = f"spark-names-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, partitions=1)
@@ -548,9 +564,9 @@ def test_reconcile_never_deletes_payloads_referenced_under_another_store_name_or
 
 
 def test_fail_on_data_loss_decides_between_an_error_row_and_a_failed_query(
-    spark: Any, kafka: KafkaService, stores: Stores, planted: Planted
+    spark: Any, kafka: KafkaService, own: Stores, planted: Planted
 ) -> None:
-    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": planted.topic, **stores.options}
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": planted.topic, **own.options}
     rows = spark.read.format("hybrid-kafka").options(**options).option("failOnDataLoss", "false").load().collect()
     broken = [r for r in rows if r["error"] is not None]
     assert len(broken) == 2 and all(r["value"] is None and r["route"] == "reference" for r in broken)

@@ -93,3 +93,14 @@ def test_a_terminated_command_exits_128_plus_the_signal_whatever_its_clean_up_ra
         with pytest.raises(SystemExit) as exited:
             run("gateway test", action)
         assert exited.value.code == 128 + signal.SIGTERM
+
+
+def test_reconcile_refuses_a_bad_rename_format_before_any_connection(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--reference-topic-renames`` is parsed as the consumers parse ``reference.topic.renames``: exit 2, one
+    line, and no broker is asked (the one given does not exist)."""
+    from gateway.cli import main
+
+    argv = ["reconcile", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--redis-url", "redis://127.0.0.1:1/0"]
+    assert main([*argv, "--reference-topic-renames", "source."]) == 2
+    err = capsys.readouterr().err
+    assert "--reference-topic-renames" in err and "${topic}" in err and "cannot reach" not in err

@@ -56,6 +56,25 @@ def test_gc_returns_only_codes_its_help_lists() -> None:
     assert returned <= set(cli.GC_EXIT_STATUSES)
 
 
+def test_reconcile_returns_only_codes_its_help_lists() -> None:
+    from gateway.spark.reconcile import EXIT_SHARED_PREFIX, Dangling, ReconcileReport, Undecided
+
+    def report(**found: object) -> ReconcileReport:
+        out = ReconcileReport(("t",), {})
+        for name, value in found.items():
+            setattr(out, name, value)
+        return out
+
+    returned = {
+        report().exit_code(),
+        report(dangling=[Dangling("s", "l", "t", 0, 1)]).exit_code(),
+        report(undecided=[Undecided("s", "l", "kept: open")]).exit_code(),
+        report(refused=True, withheld="shared", undecided=[Undecided("s", "l", "open")]).exit_code(),
+    }
+    assert returned == {0, EXIT_FAILED, EXIT_INCOMPLETE, EXIT_SHARED_PREFIX} <= set(cli.RECONCILE_EXIT_STATUSES)
+    assert f"{EXIT_SHARED_PREFIX} --delete refused" in _plain(_subparsers()["reconcile"].description or "")
+
+
 def test_the_producer_key_table_has_every_key_the_producer_reads() -> None:
     from tests.unit.test_docs_config import _defaults
 

@@ -181,3 +181,21 @@ def test_sweep_deletes_the_proved_dead_with_the_proof_and_keeps_the_undecided_wi
     assert report.deleted == [dead] and report.proofs == {dead: verdicts[dead].reason}
     assert report.kept == [(undecided, "kept: ... still open")] and report.landed == [landed]
     assert sorted(store.payloads) == sorted([undecided, landed]) and list(store.pending) == [undecided]
+
+
+def test_a_read_done_elsewhere_gets_the_verdicts_of_gcs_own_read() -> None:
+    """``gateway reconcile`` hands the sightings of its Spark scan to gc's proof (issue 39): who read
+    the topic ``read_uncommitted`` must not change what committed, aborted and open mean."""
+    aborted, committed, open_, after = (pending() for _ in range(4))
+    log: list[Record] = [
+        (envelope(aborted), "aborted"),
+        (envelope(committed), "committed"),
+        (envelope(open_), "open"),
+        (envelope(after), "committed"),
+    ]
+    own = scan([aborted, committed, open_, after], log)
+    assert own.committed is not None
+    elsewhere = TopicScan.read_elsewhere("t", own.sightings, own.ends).settled_by(own.committed)
+    verdicts = {p: judge(p, elsewhere) for p in (aborted, committed, open_, after)}
+    assert verdicts == {p: judge(p, own) for p in verdicts}
+    assert [v.verdict for v in verdicts.values()] == [Verdict.ABSENT, Verdict.LANDED, Verdict.UNKNOWN, Verdict.UNKNOWN]
