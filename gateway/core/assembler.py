@@ -202,7 +202,6 @@ class MessageAssembler:
 
     def safe_offset(self, tp: TopicPartitionKey, current_offset: int) -> int:
         """Expire what ``current_offset`` has left behind, then the smallest pending start (or INT64_MAX)."""
-        self.passed(tp, current_offset)
         self._expire(tp, current_offset)
         tracked = self._by_partition.get(tp)
         if tracked:

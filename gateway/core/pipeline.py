@@ -214,6 +214,7 @@ class ConsumerPipeline:
         hw = self._high_watermarks.get(tp)
         below = None if hw is None else hw.filter_below()
         skip = below is not None and below > offset
+        self._assembler.passed(tp, offset)
         safe = min(offset + 1, self._assembler.safe_offset(tp, offset))
         self._tracker.track(tp, offset, safe, result.starting_offset, not skip)
         if skip:
