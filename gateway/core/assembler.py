@@ -391,17 +391,21 @@ class MessageAssembler:
         return segment is None or (tp[0], tp[1], segment.message_id) not in self._pending
 
     def give_up_waiting(self) -> None:
-        """Nothing can be fetched and partitions still wait: the messages holding the room go, reported as drops.
+        """Nothing can be fetched and partitions still wait: the message they wait for goes, reported as a drop.
 
-        Their partitions are caught up, so only their producers could finish them; the waiting
-        partitions resume.
+        Its partition is caught up, so only its producer could finish it. One message per stall
+        (the oldest holding chunks in a partition still fetched): the waiting partitions resume,
+        and if they still find no room the next stall gives up the next.
         """
         flow = self.flow
         if not flow.waiting:
             return
-        for message in [m for m in self._pending.values() if m.tp not in flow.waiting and m.buffered]:
-            self._remove(message)
-            self.dropped.append(message.dropped("evicted"))
+        blocker = self._pending.get(flow.blocker) if flow.blocker is not None else None
+        if blocker is None or not blocker.buffered:
+            blocker = next((m for m in self._pending.values() if m.tp not in flow.waiting and m.buffered), None)
+        if blocker is not None:
+            self._remove(blocker)
+            self.dropped.append(blocker.dropped("evicted"))
         flow.resume_all()
 
     def _check_declared(self, segment: Segment) -> None:
