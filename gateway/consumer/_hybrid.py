@@ -23,9 +23,8 @@ from gateway import tracing
 from gateway.auditing import Auditor
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._events import EventHandler
-from gateway.consumer._flow import FlowControl
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.consumer._record_path import RecordPath
 from gateway.consumer._surface import ConsumerSurface
 from gateway.consumer.config import parse_consumer_config
@@ -155,7 +154,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         fetched = self._queue.fetch(timeout)
         self._offsets.commits.serve_results()  # on_commit runs when the consumer polls, as in confluent-kafka
         self._refresh_runs()
-        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._flow)
+        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._queue)
             self._waited(fetched)
         return fetched
 

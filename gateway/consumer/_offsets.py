@@ -14,8 +14,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
 
 from gateway.consumer._commits import GroupCommits
-from gateway.consumer._flow import FlowControl
-from gateway.consumer._queue import RecordQueue, partition_of
+from gateway.consumer._queue import FlowControl, RecordQueue, partition_of
 from gateway.core.commits import SeekPlan
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError, OffsetNotTrackedError

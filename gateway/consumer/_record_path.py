@@ -16,9 +16,8 @@ from confluent_kafka import Message
 
 from gateway import tracing
 from gateway.consumer._events import EventHandler
-from gateway.consumer._flow import FlowControl
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.core.events import CommitNeeded, WholeMessage
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError

@@ -17,9 +17,8 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from gateway.auditing import Auditor
 from gateway.consumer._events import EventHandler
-from gateway.consumer._flow import FlowControl
 from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.consumer.handoff import Handoff
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline

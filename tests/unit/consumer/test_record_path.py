@@ -12,8 +12,8 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._events import EventHandler
-from gateway.consumer._flow import FlowControl
 from gateway.consumer._offsets import OffsetDriver
+from gateway.consumer._queue import FlowControl
 from gateway.consumer._record_path import RecordPath
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
