@@ -144,3 +144,35 @@ def test_an_unavoidable_eviction_is_reported_and_never_committed_past(
     reread = _read(again, 3, use_consume=False, timeout=60)
     again.close()
     assert {m.key(): sha(m.value()) for m in reread}[b"a"] == sha(a)
+
+
+def test_a_rebalance_while_partitions_wait_loses_nothing_and_leaves_nothing_paused(
+    kafka: KafkaService, consumer_config: Callable[..., dict[str, Any]]
+) -> None:
+    topic = f"t-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(topic, partitions=3)
+    records, digests = _interleaved(topic, 3, 2)
+    produce_records({**kafka.producer_config(), **ONE_BATCH_A_SEGMENT}, records)
+    conf = consumer_config(f"g-{uuid.uuid4().hex[:8]}", **INTERLEAVED)
+    first = HybridConsumer(conf)
+    first.subscribe([topic])
+    got: dict[bytes, str] = {}
+    deadline = time.monotonic() + 60
+    while not (got and first.metrics().get("flow.waits", 0)) and time.monotonic() < deadline:
+        msg = first.poll(0.5)  # until a partition waits for room
+        if msg is not None and msg.error() is None:
+            got[msg.key()] = sha(msg.value())
+    assert first.metrics().get("flow.waits", 0) > 0
+    second = HybridConsumer(conf)  # joins: the partitions move, some of them while paused for room
+    second.subscribe([topic])
+    deadline = time.monotonic() + 120
+    while len(got) < len(digests) and time.monotonic() < deadline:
+        for consumer in (first, second):
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got[msg.key()] = sha(msg.value())
+    evicted = first.metrics()["dropped.evicted"] + second.metrics()["dropped.evicted"]
+    first.close()
+    second.close()
+    assert got == digests
+    assert evicted == 0
