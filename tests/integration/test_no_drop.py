@@ -12,6 +12,7 @@ within the capacity (segments interleaved beyond it in one partition), which rai
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from gateway import HybridConsumer, LargeMessageDroppedError
+from gateway.aio import AIOHybridConsumer
 from gateway.testing import KafkaService
 from tests.helpers import payload, sha
 from tests.integration.test_chunked_e2e import plain_record, raw_segments
@@ -176,3 +178,29 @@ def test_a_rebalance_while_partitions_wait_loses_nothing_and_leaves_nothing_paus
     second.close()
     assert got == digests
     assert evicted == 0
+
+
+def test_the_asyncio_consumer_waits_for_room_too(
+    kafka: KafkaService, consumer_config: Callable[..., dict[str, Any]]
+) -> None:
+    topic = f"t-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(topic, partitions=3)
+    records, digests = _interleaved(topic, 3, 2)
+    produce_records({**kafka.producer_config(), **ONE_BATCH_A_SEGMENT}, records)
+
+    async def read() -> tuple[dict[bytes, str], dict[str, int]]:
+        consumer = AIOHybridConsumer(consumer_config(None, **INTERLEAVED))
+        await consumer.subscribe([topic])
+        got: dict[bytes, str] = {}
+        deadline = time.monotonic() + 120
+        while len(got) < len(digests) and time.monotonic() < deadline:
+            msg = await consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got[msg.key()] = sha(msg.value())
+        metrics = consumer.inner.metrics()
+        await consumer.close()
+        return got, metrics
+
+    got, metrics = asyncio.run(read())
+    assert got == digests
+    assert metrics["dropped.evicted"] == 0 and metrics.get("flow.waits", 0) > 0
