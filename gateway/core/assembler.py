@@ -140,7 +140,104 @@ class _Pending:
         self.buffered = 0
 
 
-class MessageAssembler:
+class _WaitingForRoom:
+    """What :class:`MessageAssembler` does with a full buffer when its driver can pause partitions.
+
+    Kept apart from the assembling itself; it reads and changes the assembler's own state.
+    """
+
+    capacity: int
+    message_bookkeeping: int
+    flow: FlowState
+    dropped: list[DroppedMessage]
+    _pending: OrderedDict[_Key, _Pending]
+    _by_partition: dict[TopicPartitionKey, OrderedDict[uuid.UUID, int]]
+    _used: int
+    _bookkeeping: int
+
+    def _remove(self, message: _Pending) -> None:
+        raise NotImplementedError
+
+    def _make_room(self, tp: TopicPartitionKey, offset: int, key: _Key, cost: int) -> bool:
+        """Room for a segment of ``tp``: False when ``tp`` must wait; True once other partitions gave theirs up.
+
+        The oldest incomplete message of a partition still fetched has priority. Its partition goes
+        on; every other partition gives up its chunks, newest first, until the segment fits. What
+        still does not fit is for eviction within that partition, as before.
+        """
+        flow = self.flow
+        priority = next((k for k, m in self._pending.items() if m.tp not in flow.waiting), key)
+        first = self._pending.get(priority)
+        if first is not None and first.tp != tp:
+            flow.blocker = priority
+            self._release(tp, offset, offset)
+            return False
+        for other in self._partitions_newest_first():
+            if self._used + self._bookkeeping + cost <= self.capacity:
+                break
+            if other == tp or other in flow.waiting or not self._holds_bytes(other):
+                continue
+            flow.blocker = priority
+            reached = flow.seen.get(other, INT64_MAX)
+            self._release(other, reached, reached)
+        return True
+
+    def _partitions_newest_first(self) -> list[TopicPartitionKey]:
+        out: dict[TopicPartitionKey, None] = {}
+        for message in reversed(self._pending.values()):
+            out.setdefault(message.tp, None)
+        return list(out)
+
+    def _holds_bytes(self, tp: TopicPartitionKey) -> bool:
+        return any(self._pending[(tp[0], tp[1], mid)].buffered for mid in self._by_partition.get(tp, ()))
+
+    def _release(self, tp: TopicPartitionKey, resume_at: int, reached: int) -> None:
+        """``tp`` waits: its incomplete messages give up their chunks and it is read again from the first of them."""
+        for message_id, start in self._by_partition.get(tp, {}).items():
+            message = self._pending[(tp[0], tp[1], message_id)]
+            self._used -= message.buffered
+            self._bookkeeping -= message.bookkeeping - self.message_bookkeeping
+            message.bookkeeping = self.message_bookkeeping
+            message.release()
+            resume_at = min(resume_at, start)
+        self.flow.wait(tp, resume_at, reached)
+
+    def _resume_when_free(self) -> None:
+        """The waiting partitions go on once the message they made room for has left the buffer."""
+        flow = self.flow
+        if flow.waiting and (flow.blocker is None or flow.blocker not in self._pending):
+            flow.resume_all()
+
+    def replayed(self, tp: TopicPartitionKey, offset: int, segment: Segment | None) -> bool:
+        """True for a record to pass over: ``tp`` waits (a record fetched before it was told to), or it
+        is read again and the record is not a segment of a message ``tp`` gave up."""
+        flow = self.flow
+        if tp in flow.waiting:
+            return True
+        if not flow.replaying(tp, offset):
+            return False
+        return segment is None or (tp[0], tp[1], segment.message_id) not in self._pending
+
+    def give_up_waiting(self) -> None:
+        """Nothing can be fetched and partitions still wait: the message they wait for goes, reported as a drop.
+
+        Its partition is caught up, so only its producer could finish it. One message per stall
+        (the oldest holding chunks in a partition still fetched): the waiting partitions resume,
+        and if they still find no room the next stall gives up the next.
+        """
+        flow = self.flow
+        if not flow.waiting:
+            return
+        blocker = self._pending.get(flow.blocker) if flow.blocker is not None else None
+        if blocker is None or not blocker.buffered:
+            blocker = next((m for m in self._pending.values() if m.tp not in flow.waiting and m.buffered), None)
+        if blocker is not None:
+            self._remove(blocker)
+            self.dropped.append(blocker.dropped("evicted"))
+        flow.resume_all()
+
+
+class MessageAssembler(_WaitingForRoom):
     """Buffers segments keyed by (topic, partition, message id) and completes messages; no I/O, no clocks.
 
     The capacity bounds what is really held: chunk bytes plus ``message_bookkeeping`` per incomplete
@@ -328,85 +425,6 @@ class MessageAssembler:
             self._expire(tp, offset)
             self._resume_when_free()
         return result
-
-    # -- waiting for room (gateway.core.flow) -----------------------------------------------------
-    def _make_room(self, tp: TopicPartitionKey, offset: int, key: _Key, cost: int) -> bool:
-        """Room for a segment of ``tp``: False when ``tp`` must wait; True once other partitions gave theirs up.
-
-        The oldest incomplete message of a partition still fetched has priority. Its partition goes
-        on; every other partition gives up its chunks, newest first, until the segment fits. What
-        still does not fit is for eviction within that partition, as before.
-        """
-        flow = self.flow
-        priority = next((k for k, m in self._pending.items() if m.tp not in flow.waiting), key)
-        first = self._pending.get(priority)
-        if first is not None and first.tp != tp:
-            flow.blocker = priority
-            self._release(tp, offset, offset)
-            return False
-        for other in self._partitions_newest_first():
-            if self._used + self._bookkeeping + cost <= self.capacity:
-                break
-            if other == tp or other in flow.waiting or not self._holds_bytes(other):
-                continue
-            flow.blocker = priority
-            reached = flow.seen.get(other, INT64_MAX)
-            self._release(other, reached, reached)
-        return True
-
-    def _partitions_newest_first(self) -> list[TopicPartitionKey]:
-        out: dict[TopicPartitionKey, None] = {}
-        for message in reversed(self._pending.values()):
-            out.setdefault(message.tp, None)
-        return list(out)
-
-    def _holds_bytes(self, tp: TopicPartitionKey) -> bool:
-        return any(self._pending[(tp[0], tp[1], mid)].buffered for mid in self._by_partition.get(tp, ()))
-
-    def _release(self, tp: TopicPartitionKey, resume_at: int, reached: int) -> None:
-        """``tp`` waits: its incomplete messages give up their chunks and it is read again from the first of them."""
-        for message_id, start in self._by_partition.get(tp, {}).items():
-            message = self._pending[(tp[0], tp[1], message_id)]
-            self._used -= message.buffered
-            self._bookkeeping -= message.bookkeeping - self.message_bookkeeping
-            message.bookkeeping = self.message_bookkeeping
-            message.release()
-            resume_at = min(resume_at, start)
-        self.flow.wait(tp, resume_at, reached)
-
-    def _resume_when_free(self) -> None:
-        """The waiting partitions go on once the message they made room for has left the buffer."""
-        flow = self.flow
-        if flow.waiting and (flow.blocker is None or flow.blocker not in self._pending):
-            flow.resume_all()
-
-    def replayed(self, tp: TopicPartitionKey, offset: int, segment: Segment | None) -> bool:
-        """True for a record to pass over: ``tp`` waits (a record fetched before it was told to), or it
-        is read again and the record is not a segment of a message ``tp`` gave up."""
-        flow = self.flow
-        if tp in flow.waiting:
-            return True
-        if not flow.replaying(tp, offset):
-            return False
-        return segment is None or (tp[0], tp[1], segment.message_id) not in self._pending
-
-    def give_up_waiting(self) -> None:
-        """Nothing can be fetched and partitions still wait: the message they wait for goes, reported as a drop.
-
-        Its partition is caught up, so only its producer could finish it. One message per stall
-        (the oldest holding chunks in a partition still fetched): the waiting partitions resume,
-        and if they still find no room the next stall gives up the next.
-        """
-        flow = self.flow
-        if not flow.waiting:
-            return
-        blocker = self._pending.get(flow.blocker) if flow.blocker is not None else None
-        if blocker is None or not blocker.buffered:
-            blocker = next((m for m in self._pending.values() if m.tp not in flow.waiting and m.buffered), None)
-        if blocker is not None:
-            self._remove(blocker)
-            self.dropped.append(blocker.dropped("evicted"))
-        flow.resume_all()
 
     def _check_declared(self, segment: Segment) -> None:
         if segment.number_of_segments > self.max_segments:
