@@ -24,7 +24,7 @@ from gateway.auditing import Auditor
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._events import EventHandler
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.consumer._record_path import RecordPath
 from gateway.consumer._surface import ConsumerSurface
 from gateway.consumer.config import parse_consumer_config
@@ -75,10 +75,11 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         if auditor is not None:
             auditor.start()
         self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
-        self._pipeline = settings.pipeline(awaits_commits=True)
+        self._pipeline = settings.pipeline(awaits_commits=True, pauses=True)
         self._queue = RecordQueue(
             self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes, self._pipeline
         )
+        self._flow = FlowControl(self._consumer, self._queue, self._pipeline)
         self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._queue.refs, auditor, log)
         commits = GroupCommits(
             group_offsets(self._consumer),
@@ -88,10 +89,21 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
             encoding=settings.commit_encoding,
         )
         self._offsets = OffsetDriver(
-            self._consumer, self._pipeline, self._queue, commits, auto_offset_store=settings.auto_offset_store
+            self._consumer,
+            self._pipeline,
+            self._queue,
+            commits,
+            self._flow,
+            auto_offset_store=settings.auto_offset_store,
         )
         self._path = RecordPath(
-            self._pipeline, self._events, self._offsets, self._queue, self.stores, keys_read=settings.peers is not None
+            self._pipeline,
+            self._events,
+            self._offsets,
+            self._queue,
+            self.stores,
+            self._flow,
+            keys_read=settings.peers is not None,
         )
         self._spans = self._path.spans = tracing.ConsumerTelemetry(conf)  # process spans end when the app is back
         self._deferred: BaseException | None = None
@@ -148,7 +160,20 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         fetched = self._queue.fetch(timeout)
         self._offsets.commits.serve_results()  # on_commit runs when the consumer polls, as in confluent-kafka
         self._refresh_runs()
+        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._queue)
+            self._waited(fetched)
         return fetched
+
+    def _waited(self, fetched: bool) -> None:
+        """While partitions wait for room: a fetch that brought nothing may mean the message they wait
+        for cannot finish; the pipeline decides, and a message it gives up is reported like any drop."""
+        if fetched:
+            self._pipeline.fetched()
+            return
+        events = self._pipeline.idle(time.monotonic())
+        if events:
+            self._flow.act(events)
+            self._events.handle(None, events)
 
     def _refresh_runs(self) -> bool:
         """Whether plain records may go by bookkeeping alone: decided again with every fetched batch."""

@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
 
 from gateway.consumer._commits import GroupCommits
-from gateway.consumer._queue import RecordQueue, partition_of
+from gateway.consumer._queue import FlowControl, RecordQueue, partition_of
 from gateway.core.commits import SeekPlan
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError, OffsetNotTrackedError
@@ -38,10 +38,12 @@ class OffsetDriver:
         pipeline: ConsumerPipeline,
         queue: RecordQueue,
         commits: GroupCommits,
+        flow: FlowControl,
         *,
         auto_offset_store: bool = True,
     ) -> None:
         self._consumer = consumer
+        self._flow = flow
         self._pipeline = pipeline
         self._queue = queue
         self.commits = commits
@@ -169,6 +171,7 @@ class OffsetDriver:
             self._consumer.seek(partition)
             self._queue.drop(key)
             self._pipeline.forget(key)
+            self._flow.settle([key])
             self._pipeline.commits.set_high_watermark(key, 0)
             return
         delivered = self._pipeline.delivered(key)
@@ -192,6 +195,7 @@ class OffsetDriver:
             self._consumer.seek(TopicPartition(key[0], key[1], target))
         self._queue.drop(key)
         self._pipeline.forget(key)
+        self._flow.settle([key])
         self.commits.load_one(stored)
         translator.set_high_watermark(key, high_watermark)
 
@@ -202,6 +206,7 @@ class OffsetDriver:
             self._queue.drop(key)
             self.stored.pop(key, None)
         self._pipeline.revoke(list(keys))
+        self._flow.settle(keys)  # a partition paused for room does not stay paused in our books
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Before an explicit assignment: forget partitions not in it, and treat explicit offsets as seeks."""
@@ -211,6 +216,7 @@ class OffsetDriver:
         for key in stale:
             self._queue.drop(key)
             self._pipeline.forget(key)
+        self._flow.settle(stale)
         self.add(partitions)
 
     def add(self, partitions: Sequence[TopicPartition]) -> None:
@@ -220,12 +226,14 @@ class OffsetDriver:
                 key = (tp.topic, tp.partition)
                 self._queue.drop(key)
                 self._pipeline.forget(key)
+                self._flow.settle([key])
                 self._pipeline.commits.set_high_watermark(key, max(tp.offset, 0))
 
     def reset(self) -> None:
         """Unassign / unsubscribe: nothing queued, no partition state (holds stay until committed)."""
         self._queue.clear()
         self._pipeline.reset()
+        self._flow.reset()
 
     def rebalance_callbacks(
         self,

@@ -17,7 +17,7 @@ from confluent_kafka import Message
 from gateway import tracing
 from gateway.consumer._events import EventHandler
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.core.events import CommitNeeded, WholeMessage
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError
@@ -38,6 +38,7 @@ class RecordPath:
         offsets: OffsetDriver,
         queue: RecordQueue,
         stores: Mapping[str, Store],
+        flow: FlowControl,
         *,
         keys_read: bool,
     ) -> None:
@@ -45,6 +46,7 @@ class RecordPath:
         self._events = events
         self._offsets = offsets
         self._queue = queue
+        self._flow = flow
         self._stores = stores  # the consumer's own dict: a store added later is seen here too
         self._keys_read = keys_read
         self.traced = False
@@ -61,6 +63,7 @@ class RecordPath:
             if events and type(events[0]) is CommitNeeded:  # the partition's first record: nothing was done
                 self._offsets.load_commits([msg, *self._queue.raw])
                 events = self._pipeline.feed(tp, record)
+            self._flow.act(events)  # before anything else is taken from the queue
             out = self._events.handle(msg, events)
             if out is not None and self.traced:
                 self.spans.consumed(out, *_span_fields(events))

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from gateway.auditing import Auditor
 from gateway.consumer._events import EventHandler
 from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.consumer.handoff import Handoff
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
@@ -36,6 +36,7 @@ class ConsumerSurface:
     _queue: RecordQueue
     _resolver: Resolver
     _events: EventHandler
+    _flow: FlowControl
     _handoff: Handoff
     _auditor: Auditor | None
     _ready: deque[Message]
@@ -157,10 +158,11 @@ class ConsumerSurface:
         return list(self._consumer.assignment())
 
     def pause(self, partitions: Sequence[TopicPartition]) -> None:
-        self._consumer.pause(list(partitions))
+        self._flow.user_pause(partitions)
 
     def resume(self, partitions: Sequence[TopicPartition]) -> None:
-        self._consumer.resume(list(partitions))
+        """Resumes what the application paused; a partition paused for room goes on when there is room."""
+        self._flow.user_resume(partitions)
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False

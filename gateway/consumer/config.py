@@ -8,7 +8,15 @@ Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
 * ``message.assembler.max.segments.per.message`` (100 000) and
   ``message.assembler.max.message.bytes`` (the buffer capacity): what one message may declare;
 * ``max.tracked.messages.per.partition`` (500): delivered messages remembered for commit/seek;
-* ``exception.on.message.dropped`` (false): raise :class:`LargeMessageDroppedError` on eviction;
+* ``exception.on.message.dropped`` (true here; LinkedIn's default is false): raise
+  :class:`LargeMessageDroppedError` on eviction; false is LinkedIn's silent behaviour (counted in
+  ``dropped.evicted`` and logged). Either way commits of the partition stay at the dropped
+  message's first segment, so a restart reads it again. With the buffer full the consumer first
+  pauses the partitions not needed to finish the oldest incomplete message
+  (:mod:`gateway.core.flow`): eviction is left for what cannot be finished within the capacity;
+* ``message.assembler.stall.timeout.ms`` (30 000): how long partitions paused for room wait while
+  nothing at all can be fetched (the message they wait for is incomplete at the end of its
+  partition) before that message is given up as a drop;
 * ``enable.auto.commit`` (true) and ``auto.commit.interval.ms`` (5000): run by this wrapper,
   committing safe offsets; the inner consumer's own auto-commit is always off;
 * ``enable.auto.offset.store`` (true): false makes commits without arguments (and auto-commits)
@@ -103,6 +111,7 @@ class ConsumerSettings:
     unresolved: UnresolvedSettings
     warning_interval_s: float
     bad_segments_as_payload: bool = False
+    stall_timeout_s: float = 30.0
     peers: PeerReader | None = None
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
@@ -119,8 +128,11 @@ class ConsumerSettings:
             encryption=encryption,
         )
 
-    def pipeline(self, *, awaits_commits: bool = False) -> ConsumerPipeline:
-        """The pipeline these settings describe; a group consumer's asks for each partition's commit."""
+    def pipeline(self, *, awaits_commits: bool = False, pauses: bool = False) -> ConsumerPipeline:
+        """The pipeline these settings describe; a group consumer's asks for each partition's commit.
+
+        ``pauses``: the driver pauses partitions for room instead of evicting, and keeps commits
+        at what was dropped (:mod:`gateway.core.flow`)."""
         return ConsumerPipeline(
             MessageAssembler(
                 self.capacity,
@@ -128,11 +140,14 @@ class ConsumerSettings:
                 exception_on_message_dropped=self.raise_on_drop,
                 max_segments=self.max_segments,
                 max_message_bytes=self.max_message_bytes,
+                wait_for_room=pauses,
             ),
             DeliveredOffsetTracker(self.max_tracked),
             bad_segments_as_payload=self.bad_segments_as_payload,
             peers=self.peers,
             awaits_commits=awaits_commits,
+            hold_drops=pauses,
+            stall_timeout_s=self.stall_timeout_s,
         )
 
 
@@ -144,7 +159,8 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     max_segments = pop_int(conf, "message.assembler.max.segments.per.message", 100_000, minimum=1)
     max_message = pop_int(conf, "message.assembler.max.message.bytes", capacity, minimum=1)
     max_tracked = pop_int(conf, "max.tracked.messages.per.partition", 500, minimum=1)
-    raise_on_drop = pop_bool(conf, "exception.on.message.dropped", False)
+    raise_on_drop = pop_bool(conf, "exception.on.message.dropped", True)
+    stall_timeout_s = pop_int(conf, "message.assembler.stall.timeout.ms", 30_000, minimum=0) / 1000.0
     auto_commit = pop_bool(conf, "enable.auto.commit", True)
     auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
     auto_offset_store = pop_bool(conf, "enable.auto.offset.store", True)
@@ -186,6 +202,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         unresolved,
         warning_interval_s,
         bad_as_payload,
+        stall_timeout_s,
         peers,
         peer_max_bytes,
         rules,

@@ -6,6 +6,11 @@ messages whose first segment lies more than ``expiration_offset_gap`` offsets be
 partition's position, and knows each partition's *safe offset*: the smallest starting offset of
 a message still being assembled, below which a restart must not commit.
 
+With ``wait_for_room`` (a driver that can pause partitions), a full buffer is not a reason to
+evict: the partitions not needed to finish the oldest incomplete message are told to wait
+(:mod:`gateway.core.flow`), and eviction remains for what cannot be finished within the capacity
+(segments of one partition interleaved beyond it).
+
 Each chunk is copied into the message's value as soon as every chunk before it has arrived, so
 the record it came from can go and a message is held once (:mod:`gateway.core.buffers`); a chunk that
 arrives ahead of its turn is kept as a ``memoryview`` of its record until then.
@@ -18,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from gateway.core.buffers import BytesBuilder
+from gateway.core.flow import FlowState
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol.classify import read_segment
 from gateway.protocol.headers import LargeMessageHeader, decode_lm
@@ -59,6 +65,8 @@ class Assembled:
 
 INCOMPLETE: Assembled = Assembled(None, -1, -1, True, 0)
 """Sentinel compared by identity, as LinkedIn's ``INCOMPLETE_RESULT``: an empty message is not incomplete."""
+REFUSED: Assembled = Assembled(None, -1, -1, True, 0)
+"""Sentinel: the segment was not taken, its partition must wait (``flow.waits`` says from where)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,8 @@ class DroppedMessage:
     message_size: int
     buffered_bytes: int
     reason: str  # "evicted" | "expired" | "cleared"
+    last_offset: int = -1
+    """The offset of the last segment of it that was read (-1: none is held any more)."""
 
 
 _Key = tuple[str, int, uuid.UUID]
@@ -87,6 +97,7 @@ class _Pending:
     count: int
     value: BytesBuilder | None = None  # the in-order chunks, copied into the value as they arrive
     next_seq: int = 0  # the segment whose chunk the value takes next
+    last_offset: int = -1
     chunks: dict[int, memoryview] = field(default_factory=dict)  # chunks that arrived ahead of their turn
 
     def holds(self, seq: int) -> bool:
@@ -118,10 +129,115 @@ class _Pending:
             self.size,
             self.buffered,
             reason,
+            self.last_offset,
         )
 
+    def release(self) -> None:
+        """Give the chunks up (they are read again from Kafka); id, start and declared size stay."""
+        self.value = None
+        self.chunks = {}
+        self.next_seq = 0
+        self.buffered = 0
 
-class MessageAssembler:
+
+class _WaitingForRoom:
+    """What :class:`MessageAssembler` does with a full buffer when its driver can pause partitions.
+
+    Kept apart from the assembling itself; it reads and changes the assembler's own state.
+    """
+
+    capacity: int
+    message_bookkeeping: int
+    flow: FlowState
+    dropped: list[DroppedMessage]
+    _pending: OrderedDict[_Key, _Pending]
+    _by_partition: dict[TopicPartitionKey, OrderedDict[uuid.UUID, int]]
+    _used: int
+    _bookkeeping: int
+
+    def _remove(self, message: _Pending) -> None:
+        raise NotImplementedError
+
+    def _make_room(self, tp: TopicPartitionKey, offset: int, key: _Key, cost: int) -> bool:
+        """Room for a segment of ``tp``: False when ``tp`` must wait; True once other partitions gave theirs up.
+
+        The oldest incomplete message of a partition still fetched has priority. Its partition goes
+        on; every other partition gives up its chunks, newest first, until the segment fits. What
+        still does not fit is for eviction within that partition, as before.
+        """
+        flow = self.flow
+        priority = next((k for k, m in self._pending.items() if m.tp not in flow.waiting), key)
+        first = self._pending.get(priority)
+        if first is not None and first.tp != tp:
+            flow.blocker = priority
+            self._release(tp, offset, offset)
+            return False
+        for other in self._partitions_newest_first():
+            if self._used + self._bookkeeping + cost <= self.capacity:
+                break
+            if other == tp or other in flow.waiting or not self._holds_bytes(other):
+                continue
+            flow.blocker = priority
+            reached = flow.seen.get(other, INT64_MAX)
+            self._release(other, reached, reached)
+        return True
+
+    def _partitions_newest_first(self) -> list[TopicPartitionKey]:
+        out: dict[TopicPartitionKey, None] = {}
+        for message in reversed(self._pending.values()):
+            out.setdefault(message.tp, None)
+        return list(out)
+
+    def _holds_bytes(self, tp: TopicPartitionKey) -> bool:
+        return any(self._pending[(tp[0], tp[1], mid)].buffered for mid in self._by_partition.get(tp, ()))
+
+    def _release(self, tp: TopicPartitionKey, resume_at: int, reached: int) -> None:
+        """``tp`` waits: its incomplete messages give up their chunks and it is read again from the first of them."""
+        for message_id, start in self._by_partition.get(tp, {}).items():
+            message = self._pending[(tp[0], tp[1], message_id)]
+            self._used -= message.buffered
+            self._bookkeeping -= message.bookkeeping - self.message_bookkeeping
+            message.bookkeeping = self.message_bookkeeping
+            message.release()
+            resume_at = min(resume_at, start)
+        self.flow.wait(tp, resume_at, reached)
+
+    def _resume_when_free(self) -> None:
+        """The waiting partitions go on once the message they made room for has left the buffer."""
+        flow = self.flow
+        if flow.waiting and (flow.blocker is None or flow.blocker not in self._pending):
+            flow.resume_all()
+
+    def replayed(self, tp: TopicPartitionKey, offset: int, segment: Segment | None) -> bool:
+        """True for a record to pass over: ``tp`` waits (a record fetched before it was told to), or it
+        is read again and the record is not a segment of a message ``tp`` gave up."""
+        flow = self.flow
+        if tp in flow.waiting:
+            return True
+        if not flow.replaying(tp, offset):
+            return False
+        return segment is None or (tp[0], tp[1], segment.message_id) not in self._pending
+
+    def give_up_waiting(self) -> None:
+        """Nothing can be fetched and partitions still wait: the message they wait for goes, reported as a drop.
+
+        Its partition is caught up, so only its producer could finish it. One message per stall
+        (the oldest holding chunks in a partition still fetched): the waiting partitions resume,
+        and if they still find no room the next stall gives up the next.
+        """
+        flow = self.flow
+        if not flow.waiting:
+            return
+        blocker = self._pending.get(flow.blocker) if flow.blocker is not None else None
+        if blocker is None or not blocker.buffered:
+            blocker = next((m for m in self._pending.values() if m.tp not in flow.waiting and m.buffered), None)
+        if blocker is not None:
+            self._remove(blocker)
+            self.dropped.append(blocker.dropped("evicted"))
+        flow.resume_all()
+
+
+class MessageAssembler(_WaitingForRoom):
     """Buffers segments keyed by (topic, partition, message id) and completes messages; no I/O, no clocks.
 
     The capacity bounds what is really held: chunk bytes plus ``message_bookkeeping`` per incomplete
@@ -146,6 +262,7 @@ class MessageAssembler:
         max_message_bytes: int | None = None,
         message_bookkeeping: int = MESSAGE_BOOKKEEPING_BYTES,
         segment_bookkeeping: int = SEGMENT_BOOKKEEPING_BYTES,
+        wait_for_room: bool = False,
     ) -> None:
         if capacity < 1:
             raise ValueError("message.assembler.buffer.capacity must be >= 1")
@@ -162,6 +279,9 @@ class MessageAssembler:
         self._bookkeeping = 0
         self.dropped: list[DroppedMessage] = []
         """Every message given up since the caller last emptied this list (evictions and expiries)."""
+        self.wait_for_room = wait_for_room
+        self.flow = FlowState()
+        """Partitions told to wait for room, and those read again (only with ``wait_for_room``)."""
 
     # -- queries -----------------------------------------------------------------------------
     @property
@@ -186,7 +306,16 @@ class MessageAssembler:
         return INT64_MAX
 
     def has_pending(self, tp: TopicPartitionKey) -> bool:
-        return bool(self._by_partition.get(tp))
+        """Something incomplete in ``tp``, or ``tp`` waits for room or is read again: no fast path."""
+        if self._by_partition.get(tp):
+            return True
+        flow = self.flow
+        return bool(flow.waiting or flow.replay) and (tp in flow.waiting or tp in flow.replay)
+
+    def passed(self, tp: TopicPartitionKey, offset: int) -> None:
+        """The record at ``offset`` of ``tp`` was handled (where ``tp`` is read again from, should it wait)."""
+        if self.wait_for_room and tp in self._by_partition:
+            self.flow.note(tp, offset)
 
     def pending_start(self, tp: TopicPartitionKey) -> int | None:
         """Smallest pending start in ``tp`` without expiring, or ``None`` when nothing is pending."""
@@ -254,11 +383,17 @@ class MessageAssembler:
                 f"Detected UUID conflict: {segment.message_id} declared {message.count} segments / "
                 f"{message.size} bytes, then {segment.number_of_segments} / {segment.message_size}"
             )
+        seq = segment.sequence_number
+        if self.wait_for_room and not message.holds(seq):
+            cost = size + self.segment_bookkeeping + (self.message_bookkeeping if is_new else 0)
+            if self._used + self._bookkeeping + cost > self.capacity and not self._make_room(tp, offset, key, cost):
+                self._resume_when_free()
+                return REFUSED
+            self.flow.note(tp, offset)
         if is_new:  # inserted only once valid, so rejected segments leave nothing behind
             self._pending[key] = message
             message.bookkeeping = self.message_bookkeeping
             self._bookkeeping += self.message_bookkeeping
-        seq = segment.sequence_number
         if message.holds(seq):  # a resent segment: LinkedIn ignores it without comparing
             added = 0
         else:
@@ -268,6 +403,7 @@ class MessageAssembler:
                     f"({message.buffered + size} > {message.size})"
                 )
             message.take(seq, segment.payload)
+            message.last_offset = max(message.last_offset, offset)
             message.buffered += size
             message.bookkeeping += self.segment_bookkeeping
             self._bookkeeping += self.segment_bookkeeping
@@ -287,6 +423,7 @@ class MessageAssembler:
             self._evict_for_space()
         finally:  # expiry runs even when an eviction is reported by raising
             self._expire(tp, offset)
+            self._resume_when_free()
         return result
 
     def _check_declared(self, segment: Segment) -> None:
@@ -322,8 +459,11 @@ class MessageAssembler:
 
     def _evict_for_space(self) -> None:
         first_error: LargeMessageDroppedError | None = None
+        waiting = self.flow.waiting
         while self._used + self._bookkeeping > self.capacity and self._pending:
-            eldest = next(iter(self._pending.values()))
+            eldest = next((m for m in self._pending.values() if m.tp not in waiting), None)
+            if eldest is None:  # only messages of waiting partitions are left: they hold no chunks
+                break
             self._remove(eldest)
             info = eldest.dropped("evicted")
             self.dropped.append(info)
@@ -345,6 +485,7 @@ class MessageAssembler:
             message = self._forget(tp, message_id)
             if message is not None:
                 self.dropped.append(message.dropped("expired"))
+                self._resume_when_free()
 
     def clear(self, tp: TopicPartitionKey | None = None) -> None:
         """Forget one partition's pending messages (seek, revoke), or everything."""
@@ -352,6 +493,9 @@ class MessageAssembler:
             self._pending.clear()
             self._by_partition.clear()
             self._used = self._bookkeeping = 0
+            self.flow.forget()
             return
         for message_id in self._by_partition.pop(tp, {}):
             self._forget(tp, message_id)
+        self.flow.forget(tp)
+        self._resume_when_free()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.core.assembler import Assembled, DroppedMessage
+from gateway.core.flow import Wait
 from gateway.errors import (
     EnvelopeFormatError,
     GatewayError,
@@ -90,9 +91,11 @@ class MessageDropped:
 
     ``exception`` is set on the first one when the pipeline was configured to raise on drops
     (``exception.on.message.dropped``); the segment in ``record`` is buffered either way.
+    ``record`` is None when no record was processed: partitions waited for room while nothing
+    could be fetched (:meth:`~gateway.core.pipeline.ConsumerPipeline.idle`).
     """
 
-    record: Record
+    record: Record | None
     dropped: DroppedMessage
     exception: LargeMessageDroppedError | None
     safe_offset: int | None
@@ -111,7 +114,19 @@ class CommitNeeded:
     tp: TopicPartitionKey
 
 
-Event = PlainMessage | ChunkCompleted | ReferenceToResolve | InvalidRecord | MessageDropped | CommitNeeded
+@dataclass(frozen=True, slots=True)
+class FlowChange:
+    """Partitions to stop fetching (``waits``) and to fetch again (``resumes``), each from the offset given.
+
+    The driver pauses a waiting partition, forgets what it fetched of it and reads it again from
+    ``resume_at`` once resumed (:mod:`gateway.core.flow`).
+    """
+
+    waits: tuple[Wait, ...]
+    resumes: tuple[Wait, ...]
+
+
+Event = PlainMessage | ChunkCompleted | ReferenceToResolve | InvalidRecord | MessageDropped | CommitNeeded | FlowChange
 
 
 def error_text(exc: BaseException) -> str:

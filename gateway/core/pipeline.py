@@ -13,12 +13,13 @@ Commit and seek translation is :attr:`ConsumerPipeline.commits`, a
 
 from __future__ import annotations
 
-from gateway.core.assembler import INCOMPLETE, Assembled, MessageAssembler
+from gateway.core.assembler import INCOMPLETE, REFUSED, Assembled, MessageAssembler
 from gateway.core.commits import CommitTranslator
 from gateway.core.events import (
     ChunkCompleted,
     CommitNeeded,
     Event,
+    FlowChange,
     InvalidRecord,
     MessageDropped,
     PlainMessage,
@@ -29,6 +30,7 @@ from gateway.core.events import (
     peer_event,
     whole_message,
 )
+from gateway.core.flow import DEFAULT_STALL_TIMEOUT_S
 from gateway.core.offsets import (
     DeferredDeliveries,
     DeliveredOffsetTracker,
@@ -48,6 +50,7 @@ __all__ = [
     "CommitNeeded",
     "ConsumerPipeline",
     "Event",
+    "FlowChange",
     "InvalidRecord",
     "MessageDropped",
     "PlainMessage",
@@ -78,6 +81,9 @@ class ConsumerPipeline:
     is cheaper than the dict on the hot path). ``fast_path=False`` sends every record the full way,
     to show that both give the same answers. ``awaits_commits=True`` (a group consumer) answers a
     partition's first record with :class:`CommitNeeded` until its commit is loaded.
+    ``hold_drops=True`` keeps commits of a partition at the first segment of a message evicted
+    from it, so a restart reads it again. An assembler made with ``wait_for_room`` answers a full
+    buffer with :class:`FlowChange` events (:mod:`gateway.core.flow`).
     """
 
     def __init__(
@@ -89,6 +95,8 @@ class ConsumerPipeline:
         bad_segments_as_payload: bool = False,
         peers: PeerReader | None = None,
         awaits_commits: bool = False,
+        hold_drops: bool = False,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     ) -> None:
         # a peer's pointer is an ordinary-looking value: every record must be looked at
         self._fast_path = fast_path and peers is None
@@ -98,6 +106,9 @@ class ConsumerPipeline:
         self._tracker = tracker if tracker is not None else DeliveredOffsetTracker()
         self._commits = CommitTranslator(self._assembler, self._tracker)
         self._awaits_commits = awaits_commits
+        self._hold_drops = hold_drops
+        self._stall_s = stall_timeout_s
+        self._flow = self._assembler.flow
         self._deferred: DeferredDeliveries = NoDeferredDeliveries()
         self._high_watermarks = self._commits.high_watermarks  # the hot path reads these two directly
         self._busy = self._commits.busy
@@ -136,6 +147,9 @@ class ConsumerPipeline:
         offset = record.offset
         if self._awaits_commits and tp not in self._high_watermarks:
             return [CommitNeeded(tp)]
+        flow = self._flow
+        if (flow.waiting or flow.replay) and self._replayed(tp, record):
+            return []
         try:
             kind = classify(record.value, record.headers, offset)
         except InvalidSegmentError as exc:
@@ -163,6 +177,9 @@ class ConsumerPipeline:
             self._tracker.add_segment_offset(tp, offset)  # this segment is buffered; another message was dropped
             self.counters["segments"] += 1
             return self._drain_dropped(tp, record, exc)
+        if result is REFUSED:  # not taken: the partition waits and reads it again
+            self.counters["records"] -= 1
+            return self._drain_dropped(tp, record, None)
         if result is INCOMPLETE:
             self._tracker.add_segment_offset(tp, offset)
             self.counters["segments"] += 1
@@ -197,6 +214,7 @@ class ConsumerPipeline:
         hw = self._high_watermarks.get(tp)
         below = None if hw is None else hw.filter_below()
         skip = below is not None and below > offset
+        self._assembler.passed(tp, offset)
         safe = min(offset + 1, self._assembler.safe_offset(tp, offset))
         self._tracker.track(tp, offset, safe, result.starting_offset, not skip)
         if skip:
@@ -218,25 +236,81 @@ class ConsumerPipeline:
 
     def _invalid(self, tp: TopicPartitionKey, record: Record, exc: InvalidSegmentError) -> list[Event]:
         self._tracker.add_segment_offset(tp, record.offset)  # consumed, never to be delivered
+        self._assembler.passed(tp, record.offset)
         self.counters["invalid.records"] += 1
         events = self._drain_dropped(tp, record, None)
         events.append(InvalidRecord(record, exc, self._commits.safe_offset(tp)))
         return events
 
     def _drain_dropped(
-        self, tp: TopicPartitionKey, record: Record, exc: LargeMessageDroppedError | None
+        self, tp: TopicPartitionKey | None, record: Record | None, exc: LargeMessageDroppedError | None
     ) -> list[Event]:
+        """Drops, then the partitions that must wait or may go on; a held drop keeps commits before it."""
         dropped = self._assembler.dropped
-        if not dropped:
+        flow = self._flow
+        if not dropped and not flow.waits and not flow.resumed:
             return []
-        safe = self._commits.safe_offset(tp)
         events: list[Event] = []
         for info in dropped:
             key = f"dropped.{info.reason}"
             self.counters[key] = self.counters.get(key, 0) + 1
+            if self._hold_drops and info.reason == "evicted":  # read again after a restart, never skipped
+                self._commits.hold((info.topic, info.partition), info.starting_offset)
+            if record is None and not events and self._assembler.exception_on_message_dropped:  # gave up (idle)
+                exc = LargeMessageDroppedError(f"large message dropped while partitions waited for room: {info}", info)
+            safe = None if tp is None else self._commits.safe_offset(tp)
             events.append(MessageDropped(record, info, exc if not events else None, safe))
         dropped.clear()
+        events.extend(self.flow_changes())
         return events
+
+    # -- waiting for room (gateway.core.flow) -------------------------------------------------------
+    def _replayed(self, tp: TopicPartitionKey, record: Record) -> bool:
+        """A record of a partition that waits, or one handled before and read again: nothing to do."""
+        try:
+            segment = classify(record.value, record.headers, record.offset).segment
+        except InvalidSegmentError:
+            segment = None  # reported when first read
+        if not self._assembler.replayed(tp, record.offset, segment):
+            return False
+        self.counters["flow.replayed"] = self.counters.get("flow.replayed", 0) + 1
+        return True
+
+    @property
+    def waiting(self) -> bool:
+        """Partitions wait for room, or the driver has a flow change to hear (:meth:`idle` matters only then)."""
+        flow = self._flow
+        return bool(flow.waiting or flow.waits or flow.resumed)
+
+    def flow_changes(self) -> list[Event]:
+        """Waits and resumes not yet handed to the driver (also after a partition left: :meth:`forget`)."""
+        flow = self._flow
+        if not flow.waits and not flow.resumed:
+            return []
+        change = FlowChange(tuple(flow.waits), tuple(flow.resumed))
+        self.counters["flow.waits"] = self.counters.get("flow.waits", 0) + len(change.waits)
+        flow.waits.clear()
+        flow.resumed.clear()
+        return [change]
+
+    def fetched(self) -> None:
+        """The driver fetched records: partitions that wait are not stalled."""
+        self._flow.idle_since = None
+
+    def idle(self, now: float) -> list[Event]:
+        """Nothing could be fetched at ``now``: after ``stall_timeout_s`` of that with partitions waiting,
+        the messages they wait for cannot finish (their partitions are caught up), so they go as drops."""
+        flow = self._flow
+        if not flow.waiting:
+            flow.idle_since = None
+            return self.flow_changes()
+        if flow.idle_since is None:
+            flow.idle_since = now
+            return self.flow_changes()
+        if now - flow.idle_since < self._stall_s:
+            return self.flow_changes()
+        self._assembler.give_up_waiting()
+        return self._drain_dropped(None, None, None)
 
     # -- partitions come and go -------------------------------------------------------------------
     def forget(self, tp: TopicPartitionKey) -> None:

@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._events import EventHandler
 from gateway.consumer._offsets import OffsetDriver
+from gateway.consumer._queue import FlowControl
 from gateway.consumer._record_path import RecordPath
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
@@ -58,11 +59,12 @@ def _path(stores: dict[str, Any] | None = None) -> tuple[RecordPath, Librdkafka,
     settings, conf = parse_consumer_config({"group.id": "g"})
     pipeline = settings.pipeline(awaits_commits=True)  # as the consumer's: it asks for each partition's commit
     inner, queue = Librdkafka(), Queue()
-    offsets = OffsetDriver(inner, pipeline, queue, GroupCommits(BindingGroupOffsets(inner), pipeline, None))  # type: ignore[arg-type]
+    flow = FlowControl(inner, queue, pipeline)
+    offsets = OffsetDriver(inner, pipeline, queue, GroupCommits(BindingGroupOffsets(inner), pipeline, None), flow)  # type: ignore[arg-type]
     events = EventHandler.for_consumer(
         settings, conf, pipeline, ReferenceFetcher(Resolver({})), None, logging.getLogger("test")
     )
-    path = RecordPath(pipeline, events, offsets, queue, stores or {}, keys_read=False)  # type: ignore[arg-type]
+    path = RecordPath(pipeline, events, offsets, queue, stores or {}, flow, keys_read=False)  # type: ignore[arg-type]
     return path, inner, queue, pipeline
 
 
