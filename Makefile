@@ -30,7 +30,7 @@ setup: system $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[all,testing,bench]' --group test --group dev
+	$(BIN)/pip install --quiet -e '.[all,testing]' --group test --group bench --group dev
 	touch $(STAMP)
 
 # Apache Kafka's broker (KRaft) and its dependencies, copied from Maven Central (cached in ~/.m2).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from gateway.command import EXIT_FAILED, EXIT_USAGE, exit_status_text, fail, probe_kafka
+from gateway.command import COMMAND_EXIT_STATUSES, EXIT_USAGE, exit_status_text, fail, probe_kafka
 
 
 class BenchCommand:
@@ -27,7 +27,7 @@ class BenchCommand:
         "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
         "with its section. "
-    ) + exit_status_text({0: "measured and written", EXIT_FAILED: "a measurement failed"})
+    ) + exit_status_text(COMMAND_EXIT_STATUSES["bench"])
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from gateway.command import (
+    COMMAND_EXIT_STATUSES,
     COMMANDS_GROUP,
-    EXIT_FAILED,
+    EXIT_MISSING_EXTRA,
     EXIT_USAGE,
     Command,
     OneLineParser,
@@ -29,16 +30,8 @@ from gateway.command import (
 from gateway.config import check_url_userinfo, mask_url
 from gateway.errors import ConfigurationError
 
-#: What ``gateway gc`` returns (4 is :data:`gateway.gc.sweeper.EXIT_INCOMPLETE`).
-GC_EXIT_STATUSES = {
-    0: "every pending write decided (and, with --delete, acted on)",
-    EXIT_FAILED: "a store operation failed",
-    4: "some kept for lack of proof (run again once the reason is gone)",
-}
-RECONCILE_EXIT_STATUSES = {
-    0: "nothing dangling or broken",
-    EXIT_FAILED: "dangling or broken envelopes found, or a deletion failed",
-}
+GC_EXIT_STATUSES = COMMAND_EXIT_STATUSES["gc"]
+RECONCILE_EXIT_STATUSES = COMMAND_EXIT_STATUSES["reconcile"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,14 +128,7 @@ class _EntryCommand:
         try:
             self.command = _load(entry)
         except ImportError as exc:
-            extras = ",".join(entry.extras)
-            hint = (
-                f": pip install 'kafka-hybrid-gateway[{extras}]', or pip install -e '.[{extras}]' in a source "
-                "checkout and run it from there (the benchmarks are not in the wheel)"
-                if extras
-                else ""
-            )
-            self.problem = f"gateway {entry.name} is not available ({exc}){hint}"
+            self.problem = _unavailable(entry, exc)
 
     def add_to(self, sub: Any, name: str) -> None:
         command = self.command
@@ -153,8 +139,21 @@ class _EntryCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         if self.command is None:
-            fail(self.problem)
+            fail(self.problem, EXIT_MISSING_EXTRA)
         return self.command.run(args)
+
+
+def _unavailable(entry: EntryPoint, exc: ImportError) -> str:
+    """Why the command cannot run in this install, and the one thing that makes it run."""
+    extras = ",".join(entry.extras)
+    if extras:
+        return f"gateway {entry.name} needs the {extras} extra: pip install 'kafka-hybrid-gateway[{extras}]' ({exc})"
+    if (exc.name or "").split(".")[0] == entry.module.split(".")[0]:  # the command's own package is not here
+        return (
+            f"gateway {entry.name} runs from a source checkout of kafka-hybrid-gateway (it is not in the wheel): "
+            f"make {entry.name} there"
+        )
+    return f"gateway {entry.name} is not available ({exc}); in the source checkout, make setup installs what it needs"
 
 
 def _load(entry: EntryPoint) -> Command:
@@ -432,7 +431,11 @@ def _reconcile(args: argparse.Namespace) -> int:
     check_extra("spark", "gateway reconcile", "pyspark", "pyarrow")  # before any connection, naming the extra
     extra, credentials = _settings(args)
     _check_store_args(args, credentials)
-    probe_kafka(args.bootstrap, extra)
+    probe_kafka(args.bootstrap, extra, topics=args.topic)
+    if args.redis_url:  # checked here: a dead Redis is one line and exit 3, not a Spark job's failure
+        from stores import redis_client_from_url
+
+        redis_client_from_url(args.redis_url, **_redis_kwargs(credentials)).close()
     if args.s3_bucket:
         _s3_client(args, credentials)
     for store in _cloud_stores(args, credentials).values():  # checked here: one line, not a Spark job's failure
@@ -474,10 +477,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = _commands().get(args.command or "")
     if unknown and (missing is None or missing.command is not None):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # an unavailable command says why instead
-    if args.command is None:
-        parser.print_help()
-        return 0
+    if args.command is None:  # a script that forgot the command must not pass as a run that did nothing wrong
+        parser.print_usage(sys.stderr)
+        print(f"gateway: error: name a command: {', '.join(sorted(_subcommands(parser)))}", file=sys.stderr)
+        return EXIT_USAGE
     return run(f"gateway {args.command}", lambda: _dispatch(parser, args))
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    actions = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return [name for action in actions for name in action.choices]
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -35,14 +35,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.command import EXIT_INCOMPLETE as _EXIT_INCOMPLETE
 from gateway.errors import GatewayError
 from gateway.gc._envelope_scan import scan_topic
 from gateway.gc.verdicts import Pending, Verdict, Verification, judge
 
 log = logging.getLogger(__name__)
 
-EXIT_INCOMPLETE = 4
-"""``gateway gc``'s exit status when it kept payloads for lack of proof (3 means a service was unreachable)."""
+EXIT_INCOMPLETE = _EXIT_INCOMPLETE
+"""``gateway gc``'s exit status when it kept payloads for lack of proof (every code: ``gateway.command.EXIT_CODES``)."""
 
 Verifier = Callable[[Sequence[Pending]], Mapping[Pending, Verification]]
 """Judges a batch of pending writes, typically by reading their topics once each."""
