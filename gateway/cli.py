@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="without --bootstrap, treat every write pending past the grace period as dead "
         "(unsafe: a producer that died after the acknowledgement loses a live payload)",
     )
+    _progress_args(gc)
     reconcile = sub.add_parser(
         "reconcile",
         help="Spark job: find payloads no envelope points at (orphans) and envelopes whose payload is gone",
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--delete", action="store_true", help="delete the orphans found")
     reconcile.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[2])")
     _credential_args(reconcile)
+    _progress_args(reconcile)
     for name, command in _commands().items():
         command.add_to(sub, name)
     return parser
@@ -212,6 +214,28 @@ def _cloud_args(parser: argparse.ArgumentParser, name_help: str) -> None:
     parser.add_argument("--azure-name", default="azure", help=f"{name_help} the Azure store (default azure)")
 
 
+def _progress_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (the report and errors are still printed)"
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between progress lines on stderr when it is not a terminal (default 2)",
+    )
+
+
+def _progress(args: argparse.Namespace, prog: str) -> Any:
+    """The progress line of a long command, or ``None`` with ``--quiet``."""
+    if args.quiet:
+        return None
+    from gateway._progress import ProgressLine
+
+    return ProgressLine(prog, every=args.progress_every)
+
+
 def _credential_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kafka-option",
@@ -281,6 +305,8 @@ def _check_store_args(args: argparse.Namespace, credentials: dict[str, str]) -> 
         fail("name a store with --redis-url, --s3-bucket, --gcs-bucket or --azure-container", EXIT_USAGE)
     if args.grace < 0:
         fail(f"--grace must be at least 0 seconds, got {args.grace:g}", EXIT_USAGE)
+    if args.progress_every < 0:
+        fail(f"--progress-every must be at least 0 seconds, got {args.progress_every:g}", EXIT_USAGE)
     if args.redis_url and not args.redis_url.startswith(("redis://", "rediss://", "unix://")):
         fail(
             f"--redis-url must start with redis://, rediss:// or unix://, got {mask_url(args.redis_url)!r}", EXIT_USAGE
@@ -359,6 +385,7 @@ def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    from gateway.gc.progress import ignore
     from gateway.gc.sweeper import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
 
     options, credentials = _settings(args)
@@ -389,14 +416,20 @@ def _gc(args: argparse.Namespace) -> int:
         client = _s3_client(args, credentials)
         stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
     stores.update(_cloud_stores(args, credentials))
+    shown = _progress(args, "gateway gc")
+    observer = ignore if shown is None else shown
+    config = {**options, "bootstrap.servers": args.bootstrap, "logger": kafka_logger()}
     verifier = (
-        kafka_verifier(
-            {**options, "bootstrap.servers": args.bootstrap, "logger": kafka_logger()}, timeout_s=args.scan_timeout
-        )
+        kafka_verifier(config, timeout_s=args.scan_timeout, on_progress=observer)
         if args.bootstrap
         else unverified(args.no_verify)
     )
-    report = sweep(stores, grace_ms=int(args.grace * 1000), verifier=verifier, dry_run=not args.delete)
+    try:
+        grace_ms = int(args.grace * 1000)
+        report = sweep(stores, grace_ms=grace_ms, verifier=verifier, dry_run=not args.delete, on_progress=observer)
+    finally:
+        if shown is not None:
+            shown.close()
     for line in _gc_lines(report):
         print(line)
     code = report.exit_code()
@@ -461,8 +494,19 @@ def _reconcile(args: argparse.Namespace) -> int:
 
     owned = SparkSession.getActiveSession() is None  # a caller's session (tests, notebooks) is left running
     spark = local_session(args.master, app_name="gateway-reconcile")
+    shown = _progress(args, "gateway reconcile")
     try:
-        report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+        if shown is None:
+            report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+        else:
+            from gateway._progress import watch_spark
+
+            stop_watching = watch_spark(spark, shown, args.progress_every)
+            try:
+                report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+            finally:
+                stop_watching()
+                shown.close()
     finally:
         if owned:
             spark.stop()
