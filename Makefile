@@ -23,7 +23,7 @@ test: setup kafka spark-kafka peer-writers emulators
 	bash .ci/test
 
 bench: setup kafka spark-kafka
-	$(BIN)/gateway bench
+	$(BIN)/gateway bench $(BENCH_ARGS)
 
 setup: system $(STAMP)
 
