@@ -56,11 +56,11 @@ def unverified(trust_pending_marks: bool) -> Verifier:
     reason = (
         "pending past the grace period, not checked against Kafka"
         if trust_pending_marks
-        else "kept: not checked against Kafka (no bootstrap servers given)"
+        else "not checked against Kafka (no bootstrap servers given)"
     )
 
     batched = Verification(
-        Verdict.UNKNOWN, "kept: journalled in a batch marker, which does not show whether it was acknowledged"
+        Verdict.UNKNOWN, "journalled in a batch marker, which does not show whether it was acknowledged"
     )
 
     def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
@@ -114,7 +114,7 @@ def candidates(stores: Mapping[str, Any], older_than_ms: int, report: SweepRepor
                 batched = store.journalled_in_batch(locator)
                 out.append(Pending(name, locator, parsed.topic, parsed.message_id, batched))
             except (GatewayError, AttributeError) as exc:
-                report.kept.append((locator, f"kept: the locator does not parse ({exc})"))
+                report.kept.append((locator, f"the locator does not parse ({exc})"))
     return out
 
 
@@ -140,7 +140,7 @@ def sweep(
     verdicts = verifier(batch) if batch else {}
     for done, pending in enumerate(batch):
         on_progress(Progress("sweep", "pending writes", done, len(batch), "writes"))
-        verification = verdicts.get(pending, Verification(Verdict.UNKNOWN, "kept: the verifier gave no verdict"))
+        verification = verdicts.get(pending, Verification(Verdict.UNKNOWN, "the verifier gave no verdict"))
         store = stores[pending.store]
         try:
             if verification.verdict is Verdict.LANDED:
