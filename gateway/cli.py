@@ -231,7 +231,7 @@ def _progress(args: argparse.Namespace, prog: str) -> Any:
     """The progress line of a long command, or ``None`` with ``--quiet``."""
     if args.quiet:
         return None
-    from gateway._progress import ProgressLine
+    from gateway.gc.progress import ProgressLine
 
     return ProgressLine(prog, every=args.progress_every)
 
@@ -499,7 +499,7 @@ def _reconcile(args: argparse.Namespace) -> int:
         if shown is None:
             report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
         else:
-            from gateway._progress import watch_spark
+            from gateway.gc.progress import watch_spark
 
             stop_watching = watch_spark(spark, shown, args.progress_every)
             try:

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway._progress import watch_spark
-from gateway.gc.progress import Progress
+from gateway.gc.progress import Progress, watch_spark
 
 
 def _wait_for(flag: str) -> Any:

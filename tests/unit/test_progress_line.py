@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import io
 
-from gateway._progress import ProgressLine
-from gateway.gc.progress import Progress
+from gateway.gc.progress import Progress, ProgressLine
 
 
 class Clock:
