@@ -23,14 +23,14 @@ test: setup kafka spark-kafka peer-writers emulators
 	bash .ci/test
 
 bench: setup kafka spark-kafka
-	$(BIN)/gateway bench
+	$(BIN)/gateway bench $(BENCH_ARGS)
 
 setup: system $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[all,testing,bench]' --group test --group dev
+	$(BIN)/pip install --quiet -e '.[all,testing]' --group test --group bench --group dev
 	touch $(STAMP)
 
 # Apache Kafka's broker (KRaft) and its dependencies, copied from Maven Central (cached in ~/.m2).

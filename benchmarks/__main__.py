@@ -108,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
     results["wall_seconds_measure"] = time.perf_counter() - started
     path = save(name, results)
     print(f"results: {path}")
-    if not args.no_report:
+    if plan.mode == "quick" and not args.docs:
+        print("quick run: docs/benchmarks.md shows full mode and is left as it is (--docs PATH renders this run)")
+    elif not args.no_report:
         from benchmarks import report
 
         argv = [str(path)]

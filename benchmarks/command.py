@@ -1,15 +1,23 @@
 """``gateway bench`` as a ``gateway.commands`` entry point (declared in pyproject.toml).
 
-The benchmarks live in the source checkout, not in the wheel: ``pip install -e '.[bench]'`` from the
-checkout makes this command available; ``python -m benchmarks`` takes the same options.
+The benchmarks live in the source checkout, not in the wheel: ``make bench`` (or ``make setup`` and
+then ``gateway bench``) runs them there; from a wheel the command says so in one line.
+
+A run writes its results where the user says (``--out DIR``, default a fresh temporary folder):
+the results JSON, a rendered page and its plots. Only ``--update-docs`` rewrites the tracked
+docs/benchmarks.md, its plots and benchmarks/results/, and only from a full run: a quick run's
+numbers must never stand in for the full-mode page.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
-from gateway.command import EXIT_FAILED, EXIT_USAGE, exit_status_text, fail, probe_kafka
+from gateway.command import COMMAND_EXIT_STATUSES, EXIT_USAGE, exit_status_text, fail, probe_kafka
 
 
 class BenchCommand:
@@ -17,8 +25,9 @@ class BenchCommand:
     description = (
         "Starts a broker (Apache Kafka by default), redis-server and a moto S3 server, measures the "
         "chunked, Redis and S3 routes beside their baselines (throughput by size, sporadic-large mixes, end-to-end "
-        "latency, consumer memory, plain passthrough), writes benchmarks/results/<name>.json and regenerates "
-        "docs/benchmarks.md with its plots. Same as python -m benchmarks. --suite encryption measures the Redis "
+        "latency, consumer memory, plain passthrough) and writes the results JSON, a page and its plots to --out "
+        "(default a new temporary folder); --update-docs writes benchmarks/results/routes-full.json and regenerates "
+        "the tracked docs/benchmarks.md with its plots instead (full mode only). --suite encryption measures the Redis "
         "and S3 routes with reference.encryption=aes256-gcm on and off, side by side (python -m "
         "benchmarks.encryption), and regenerates the page's encryption section. --suite compression measures each "
         "reference.compression codec on JSON-like text and random bytes, alone and through the Redis and S3 routes "
@@ -26,8 +35,8 @@ class BenchCommand:
         "clouds starts fake-gcs-server and Azurite, measures the GCS and Azure stores against their raw SDKs "
         "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
-        "with its section. "
-    ) + exit_status_text({0: "measured and written", EXIT_FAILED: "a measurement failed"})
+        "with its section (these write the tracked results, so they need --update-docs). "
+    ) + exit_status_text(COMMAND_EXIT_STATUSES["bench"])
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -50,14 +59,21 @@ class BenchCommand:
             "its raw client",
         )
         parser.add_argument(
-            "--output",
+            "--out",
+            metavar="DIR",
             default=None,
-            help="results name under benchmarks/results/ or a .json path (default routes-quick/-full)",
+            help="folder for the results JSON, the page and its plots (default: a new temporary folder)",
+        )
+        parser.add_argument(
+            "--update-docs",
+            action="store_true",
+            help="rewrite the tracked docs/benchmarks.md, its plots and benchmarks/results/ (full mode only)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
         from benchmarks.__main__ import main
 
+        refuse_misplaced_numbers(args)  # before any broker starts
         if args.backend == "external":
             bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
             if not bootstrap:
@@ -67,18 +83,41 @@ class BenchCommand:
             return _encryption(args)
         if args.suite in ("compression", "clouds"):
             return _side_suite(args)
-        argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
-        return main(argv + (["--output", args.output] if args.output else []))
+        return main(run_argv(args))
+
+
+def refuse_misplaced_numbers(args: argparse.Namespace) -> None:
+    """Exit 2 for what would put numbers where they do not belong: a quick run on the full-mode page, or
+    a side suite (which writes the tracked results) without ``--update-docs``."""
+    if args.update_docs and args.quick:
+        fail("--update-docs rewrites the full-mode page: run without --quick (quick numbers go to --out)", EXIT_USAGE)
+    if args.update_docs and args.out:
+        fail("--update-docs writes the tracked benchmarks/results/ and docs/; --out is for other runs", EXIT_USAGE)
+    if args.suite != "routes" and not args.update_docs:
+        tracked = f"benchmarks/results/{args.suite}.json"
+        fail(f"--suite {args.suite} writes the tracked {tracked} and docs page: pass --update-docs", EXIT_USAGE)
+
+
+def run_argv(args: argparse.Namespace, new_folder: Callable[[], str] | None = None) -> list[str]:
+    """``python -m benchmarks``'s arguments for these flags: where the results go, and whether the docs do."""
+    refuse_misplaced_numbers(args)
+    argv = ["--backend", args.backend] + (["--quick"] if args.quick else [])
+    if args.update_docs:
+        return argv
+    out = Path(args.out or (new_folder or _temporary_folder)())
+    mode = "quick" if args.quick else "full"
+    return [*argv, "--output", str(out / f"routes-{mode}.json"), "--docs", str(out / "benchmarks.md")]
+
+
+def _temporary_folder() -> str:
+    return tempfile.mkdtemp(prefix="gateway-bench-")
 
 
 def _encryption(args: argparse.Namespace) -> int:
     """Encryption on and off, then the page again (its encryption section reads what this wrote)."""
     from benchmarks import encryption, report
 
-    if args.output:
-        fail("--output names a routes result; --suite encryption writes benchmarks/results/encryption.json", EXIT_USAGE)
-    volume = ["--count", "6", "--reps", "3"] if args.quick else []
-    status = encryption.main(["--backend", args.backend, *volume])
+    status = encryption.main(["--backend", args.backend])
     return status or report.main([])
 
 
@@ -86,17 +125,10 @@ def _side_suite(args: argparse.Namespace) -> int:
     """compression or clouds: measure, write its results JSON, then the page again (with its section)."""
     from benchmarks import cloud_clients, clouds, compression, report
 
-    if args.output:
-        fail(
-            f"--output names a routes result; --suite {args.suite} writes benchmarks/results/{args.suite}.json",
-            EXIT_USAGE,
-        )
-    repeat = ["--repeat", "2" if args.quick else "5"]
+    repeat = ["--repeat", "5"]
     if args.suite == "compression":
         return compression.main([*repeat, "--backend", args.backend]) or report.main([])
-    status = cloud_clients.main(repeat) or clouds.main(
-        ["--backend", args.backend] + (["--quick"] if args.quick else [])
-    )
+    status = cloud_clients.main(repeat) or clouds.main(["--backend", args.backend])
     return status or report.main([])
 
 

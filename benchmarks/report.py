@@ -806,7 +806,7 @@ def section_method(data: dict[str, Any]) -> str:
         [
             "## Method",
             "",
-            f"- Command: `{env['argv']}`; mode **{data['mode']}**; started {data['started']}; "
+            f"- Command: `{_command(env['argv'])}`; mode **{data['mode']}**; started {data['started']}; "
             f"wall time {wall:.0f} s (servers, measurements, profiles and this report"
             + (
                 ": " + ", ".join(f"{k} {v:.0f} s" for k, v in data["phase_seconds"].items())
@@ -1272,6 +1272,14 @@ def section_spark(data: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def _command(argv: str) -> str:
+    """The run's command line without the checkout path older results recorded (``/home/.../__main__.py``)."""
+    first, _, rest = argv.partition(" ")
+    if first.endswith("benchmarks/__main__.py"):
+        return f"python -m benchmarks {rest}".rstrip()
+    return argv
+
+
 def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dict[str, Any] | None = None) -> str:
     img = {k: _rel(p, docs) for k, p in images.items()}
     env = data["env"]
@@ -1285,42 +1293,46 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
             f"Generated from `benchmarks/results/{data['name']}.json` ({data['mode']} mode, {data['started']}). "
             f"Kafka broker **{env['kafka']}**, {env['redis']}, {env['s3']}; every table below repeats this.",
             f"This run took {data.get('wall_seconds_total') or data['wall_seconds']:.0f} s on {env['cpus']} CPUs. "
-            "Regenerate with `gateway bench --quick` or `gateway bench` (full mode: more volume, 100 MB payloads, "
-            "7 repetitions of the fixed sizes), or re-render this page from the JSON with "
-            "`python -m benchmarks.report`.",
+            "Regenerate with `make bench BENCH_ARGS=--update-docs` (full mode: more volume, 100 MB payloads, "
+            "7 repetitions of the fixed sizes; `gateway bench --quick --out DIR` writes a quick run elsewhere), or "
+            "re-render this page from the JSON with `python -m benchmarks.report`.",
             "",
             'Routes: **chunked** (HybridProducer `route="chunked"` → HybridConsumer), **Redis reference** and '
             '**S3 reference** (`route="reference:<store>"`). Beside them in the same run: what users do instead '
             "(`raw.record`: one big record with the limits raised), the client ceiling (`raw.segments`) and the "
             "store ceilings (`redis.raw`, `s3.raw`, and with an envelope record `redis.raw+env`, `s3.raw+env`).",
             "",
-            "The page ends with the measured [which route when](#which-route-when-measured) table.",
+            "The measured [which route when](#which-route-when-measured) table comes first, then the plots; the "
+            "profiles of missed targets, the method and the caveats close the page.",
         ]
     )
-    parts = [
+    parts = [  # what a reader decides with first (the table, the plots), the profiles and method after
         head,
-        section_targets(data),
+        section_which(data),
         section_throughput(data, img["throughput"]),
         section_ratio(data, img["ratio"]),
-        section_clouds(load_clouds()),
-        section_compression(load_compression()),
         section_latency(data, img["latency"]),
         section_mixes(data, img["mixes"]),
+        section_targets(data),
+        section_clouds(load_clouds()),
+        section_compression(load_compression()),
         section_memory(data),
         section_passthrough(data),
+        section_spark(spark),
+        section_encryption(load_encryption()),
         section_profiles(data),
         section_method(data),
         section_caveats(data),
-        section_which(data),
-        section_spark(spark),
-        section_encryption(load_encryption()),
     ]
     return "\n\n".join(p.rstrip() for p in parts if p) + "\n"
 
 
 def newest_results() -> Path:
-    """The routes run that started last, by the time it recorded (a checkout's file times say nothing)."""
-    found = sorted(RESULTS.glob("routes*.json"), key=lambda p: str(json.loads(p.read_text()).get("started", "")))
+    """The full-mode routes run that started last, by the time it recorded (a checkout's file times say
+    nothing); a quick run only when there is no full one, so that quick numbers never replace full ones."""
+    runs = [(json.loads(p.read_text()), p) for p in RESULTS.glob("routes*.json")]
+    full = [(data, p) for data, p in runs if data.get("mode") == "full"] or runs
+    found = [p for _, p in sorted(full, key=lambda run: str(run[0].get("started", "")))]
     if not found:
         raise SystemExit("no benchmarks/results/routes*.json yet: run `gateway bench --quick` first")
     return found[-1]

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from gateway.command import (
+    COMMAND_EXIT_STATUSES,
     COMMANDS_GROUP,
-    EXIT_FAILED,
+    EXIT_MISSING_EXTRA,
     EXIT_USAGE,
     Command,
     OneLineParser,
@@ -29,19 +30,8 @@ from gateway.command import (
 from gateway.config import check_url_userinfo, mask_url
 from gateway.errors import ConfigurationError
 
-#: What ``gateway gc`` returns (4 is :data:`gateway.gc.sweeper.EXIT_INCOMPLETE`).
-GC_EXIT_STATUSES = {
-    0: "every pending write decided (and, with --delete, acted on)",
-    EXIT_FAILED: "a store operation failed",
-    4: "some kept for lack of proof (run again once the reason is gone)",
-}
-#: What ``gateway reconcile`` returns (4 as gc's; 5 is :data:`gateway.spark.reconcile.EXIT_SHARED_PREFIX`).
-RECONCILE_EXIT_STATUSES = {
-    0: "nothing dangling or broken",
-    EXIT_FAILED: "dangling or broken envelopes found, or a deletion failed",
-    4: "some kept for lack of proof, e.g. a transaction still open (run again once it ended)",
-    5: "--delete refused: the prefix holds objects of topics not named (name them, or their mirrors' renames)",
-}
+GC_EXIT_STATUSES = COMMAND_EXIT_STATUSES["gc"]
+RECONCILE_EXIT_STATUSES = COMMAND_EXIT_STATUSES["reconcile"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="without --bootstrap, treat every write pending past the grace period as dead "
         "(unsafe: a producer that died after the acknowledgement loses a live payload)",
     )
+    _progress_args(gc)
     reconcile = sub.add_parser(
         "reconcile",
         help="Spark job: find payloads no envelope points at (orphans) and envelopes whose payload is gone",
@@ -133,10 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument(
         "--delete",
         action="store_true",
-        help="delete the orphans found (refused, exit 5, when the prefix also holds objects of topics not named)",
+        help="delete the orphans found (refused, exit 7, when the prefix also holds objects of topics not named)",
     )
     reconcile.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[2])")
     _credential_args(reconcile)
+    _progress_args(reconcile)
     for name, command in _commands().items():
         command.add_to(sub, name)
     return parser
@@ -152,14 +144,7 @@ class _EntryCommand:
         try:
             self.command = _load(entry)
         except ImportError as exc:
-            extras = ",".join(entry.extras)
-            hint = (
-                f": pip install 'kafka-hybrid-gateway[{extras}]', or pip install -e '.[{extras}]' in a source "
-                "checkout and run it from there (the benchmarks are not in the wheel)"
-                if extras
-                else ""
-            )
-            self.problem = f"gateway {entry.name} is not available ({exc}){hint}"
+            self.problem = _unavailable(entry, exc)
 
     def add_to(self, sub: Any, name: str) -> None:
         command = self.command
@@ -170,8 +155,21 @@ class _EntryCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         if self.command is None:
-            fail(self.problem)
+            fail(self.problem, EXIT_MISSING_EXTRA)
         return self.command.run(args)
+
+
+def _unavailable(entry: EntryPoint, exc: ImportError) -> str:
+    """Why the command cannot run in this install, and the one thing that makes it run."""
+    extras = ",".join(entry.extras)
+    if extras:
+        return f"gateway {entry.name} needs the {extras} extra: pip install 'kafka-hybrid-gateway[{extras}]' ({exc})"
+    if (exc.name or "").split(".")[0] == entry.module.split(".")[0]:  # the command's own package is not here
+        return (
+            f"gateway {entry.name} runs from a source checkout of kafka-hybrid-gateway (it is not in the wheel): "
+            f"make {entry.name} there"
+        )
+    return f"gateway {entry.name} is not available ({exc}); in the source checkout, make setup installs what it needs"
 
 
 def _load(entry: EntryPoint) -> Command:
@@ -228,6 +226,28 @@ def _cloud_args(parser: argparse.ArgumentParser, name_help: str) -> None:
     )
     parser.add_argument("--azure-prefix", default="gw/", help="key prefix of the Azure store (default gw/)")
     parser.add_argument("--azure-name", default="azure", help=f"{name_help} the Azure store (default azure)")
+
+
+def _progress_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (the report and errors are still printed)"
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between progress lines on stderr when it is not a terminal (default 2)",
+    )
+
+
+def _progress(args: argparse.Namespace, prog: str) -> Any:
+    """The progress line of a long command, or ``None`` with ``--quiet``."""
+    if args.quiet:
+        return None
+    from gateway.gc.progress import ProgressLine
+
+    return ProgressLine(prog, every=args.progress_every)
 
 
 def _credential_args(parser: argparse.ArgumentParser) -> None:
@@ -299,6 +319,8 @@ def _check_store_args(args: argparse.Namespace, credentials: dict[str, str]) -> 
         fail("name a store with --redis-url, --s3-bucket, --gcs-bucket or --azure-container", EXIT_USAGE)
     if args.grace < 0:
         fail(f"--grace must be at least 0 seconds, got {args.grace:g}", EXIT_USAGE)
+    if args.progress_every < 0:
+        fail(f"--progress-every must be at least 0 seconds, got {args.progress_every:g}", EXIT_USAGE)
     if args.redis_url and not args.redis_url.startswith(("redis://", "rediss://", "unix://")):
         fail(
             f"--redis-url must start with redis://, rediss:// or unix://, got {mask_url(args.redis_url)!r}", EXIT_USAGE
@@ -377,6 +399,7 @@ def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    from gateway.gc.progress import ignore
     from gateway.gc.sweeper import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
 
     options, credentials = _settings(args)
@@ -407,14 +430,20 @@ def _gc(args: argparse.Namespace) -> int:
         client = _s3_client(args, credentials)
         stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
     stores.update(_cloud_stores(args, credentials))
+    shown = _progress(args, "gateway gc")
+    observer = ignore if shown is None else shown
+    config = {**options, "bootstrap.servers": args.bootstrap, "logger": kafka_logger()}
     verifier = (
-        kafka_verifier(
-            {**options, "bootstrap.servers": args.bootstrap, "logger": kafka_logger()}, timeout_s=args.scan_timeout
-        )
+        kafka_verifier(config, timeout_s=args.scan_timeout, on_progress=observer)
         if args.bootstrap
         else unverified(args.no_verify)
     )
-    report = sweep(stores, grace_ms=int(args.grace * 1000), verifier=verifier, dry_run=not args.delete)
+    try:
+        grace_ms = int(args.grace * 1000)
+        report = sweep(stores, grace_ms=grace_ms, verifier=verifier, dry_run=not args.delete, on_progress=observer)
+    finally:
+        if shown is not None:
+            shown.close()
     for line in _gc_lines(report):
         print(line)
     code = report.exit_code()
@@ -450,7 +479,11 @@ def _reconcile(args: argparse.Namespace) -> int:
     extra, credentials = _settings(args)
     _check_store_args(args, credentials)
     _check_renames(args.reference_topic_renames)
-    probe_kafka(args.bootstrap, extra)
+    probe_kafka(args.bootstrap, extra, topics=args.topic)
+    if args.redis_url:  # checked here: a dead Redis is one line and exit 3, not a Spark job's failure
+        from stores import redis_client_from_url
+
+        redis_client_from_url(args.redis_url, **_redis_kwargs(credentials)).close()
     if args.s3_bucket:
         _s3_client(args, credentials)
     for store in _cloud_stores(args, credentials).values():  # checked here: one line, not a Spark job's failure
@@ -478,8 +511,19 @@ def _reconcile(args: argparse.Namespace) -> int:
 
     owned = SparkSession.getActiveSession() is None  # a caller's session (tests, notebooks) is left running
     spark = local_session(args.master, app_name="gateway-reconcile")
+    shown = _progress(args, "gateway reconcile")
     try:
-        report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+        if shown is None:
+            report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+        else:
+            from gateway.gc.progress import watch_spark
+
+            stop_watching = watch_spark(spark, shown, args.progress_every)
+            try:
+                report = reconcile(spark, options, grace_seconds=args.grace, delete=args.delete)
+            finally:
+                stop_watching()
+                shown.close()
     finally:
         if owned:
             spark.stop()
@@ -514,10 +558,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = _commands().get(args.command or "")
     if unknown and (missing is None or missing.command is not None):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # an unavailable command says why instead
-    if args.command is None:
-        parser.print_help()
-        return 0
+    if args.command is None:  # a script that forgot the command must not pass as a run that did nothing wrong
+        parser.print_usage(sys.stderr)
+        print(f"gateway: error: name a command: {', '.join(sorted(_subcommands(parser)))}", file=sys.stderr)
+        return EXIT_USAGE
     return run(f"gateway {args.command}", lambda: _dispatch(parser, args))
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    actions = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return [name for action in actions for name in action.choices]
 
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

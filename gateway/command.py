@@ -12,15 +12,52 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn, Protocol
 
-#: Exit codes: 0 ok, 1 the work failed or found problems, 2 bad arguments, 3 a service was unreachable.
-EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_INCOMPLETE, EXIT_UNKNOWN_TOPIC, EXIT_MISSING_EXTRA, EXIT_REFUSED = 4, 5, 6, 7
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "the work failed or found problems",
+    EXIT_USAGE: "bad arguments or settings (a flag, --kafka-option, --command-config)",
+    EXIT_UNREACHABLE: "Kafka or a store unreachable or refusing the credentials (the line names which)",
+    EXIT_INCOMPLETE: "some kept for lack of proof (run again once the reason is gone)",
+    EXIT_UNKNOWN_TOPIC: "a topic named on the command line does not exist",
+    EXIT_MISSING_EXTRA: "a package the command needs is not installed (the line names the extra to install)",
+    EXIT_REFUSED: "--delete refused: the prefix holds objects of topics not named (name them or their mirrors)",
+}
+"""Every exit code of ``gateway``, one row each: the one table the help, docs/cli.md and the tests read.
+
+Scripts and cron jobs branch on these codes, so a code means the same in every subcommand; a
+subcommand says what 0 and 1 mean to it (:data:`COMMAND_EXIT_STATUSES`). 128 + N: ended by signal N.
+"""
+
 #: The meanings every subcommand shares; each adds what 0 and 1 (and any code of its own) mean to it.
-COMMON_EXIT_STATUSES = {EXIT_USAGE: "bad arguments", EXIT_UNREACHABLE: "Kafka, Redis or S3 unreachable"}
+COMMON_EXIT_STATUSES = {code: EXIT_CODES[code] for code in (EXIT_USAGE, EXIT_UNREACHABLE, EXIT_MISSING_EXTRA)}
+
+COMMAND_EXIT_STATUSES: dict[str, dict[int, str]] = {
+    "gc": {
+        EXIT_OK: "every pending write decided (and, with --delete, acted on)",
+        EXIT_FAILED: "a store operation failed",
+        EXIT_INCOMPLETE: EXIT_CODES[EXIT_INCOMPLETE],
+    },
+    "reconcile": {
+        EXIT_OK: "nothing dangling or broken",
+        EXIT_FAILED: "dangling or broken envelopes found, or a deletion failed",
+        EXIT_INCOMPLETE: "some kept for lack of proof, e.g. a transaction still open (run again once it ended)",
+        EXIT_UNKNOWN_TOPIC: EXIT_CODES[EXIT_UNKNOWN_TOPIC],
+        EXIT_REFUSED: EXIT_CODES[EXIT_REFUSED],
+    },
+    "demo": {EXIT_OK: "every stage verified", EXIT_FAILED: "a message or row did not verify"},
+    "bench": {EXIT_OK: "measured and written", EXIT_FAILED: "a measurement failed"},
+}
+"""What each subcommand's own codes mean; the rest of its ``Exit status:`` sentence is :data:`COMMON_EXIT_STATUSES`."""
+
+SIGNAL_TEXT = "128+N ended by signal N (130 Ctrl-C, 143 SIGTERM)"
 
 
 def exit_status_text(statuses: dict[int, str]) -> str:
@@ -30,7 +67,8 @@ def exit_status_text(statuses: dict[int, str]) -> str:
     ``tests/unit/test_cli_exit_statuses.py`` holds the docs to the same sentence.
     """
     merged = {**statuses, **COMMON_EXIT_STATUSES}
-    return "Exit status: " + "; ".join(f"{code} {merged[code]}" for code in sorted(merged)) + "."
+    listed = "; ".join(f"{code} {merged[code]}" for code in sorted(merged))
+    return f"Exit status: {listed}; {SIGNAL_TEXT}."
 
 
 class CommandError(Exception):
@@ -109,8 +147,11 @@ def kafka_logger() -> logging.Logger:
     return logging.getLogger("gateway.kafka")
 
 
-def probe_kafka(bootstrap: str, client_config: dict[str, Any] | None = None, timeout: float = 5.0) -> None:
-    """Fail within ``timeout`` seconds, in one line, when no broker answers metadata at ``bootstrap``."""
+def probe_kafka(
+    bootstrap: str, client_config: dict[str, Any] | None = None, timeout: float = 5.0, topics: Sequence[str] = ()
+) -> None:
+    """Fail within ``timeout`` seconds, in one line, when no broker answers metadata at ``bootstrap``,
+    or when one of ``topics`` does not exist (a typo would otherwise surface as Spark's data-loss error)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -119,17 +160,23 @@ def probe_kafka(bootstrap: str, client_config: dict[str, Any] | None = None, tim
     refusals = ConnectionRefusals()
     conf = {**(client_config or {}), "bootstrap.servers": bootstrap, "logger": _probe_logger(), "error_cb": refusals,
             "socket.connection.setup.timeout.ms": int(timeout * 1000)}  # fmt: skip
-    admin = None
     try:
         admin = AdminClient(conf)
+    except KafkaException as exc:  # librdkafka refused a key or value before any connection: the user's to fix
+        fail(f"the Kafka client settings are refused: {exc.args[0].str()}", EXIT_USAGE)
+    try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        err = (exc if admin is None else refusals.explain(admin, exc)).args[0]
+        err = refusals.explain(admin, exc).args[0]
         if err.code() in AUTHENTICATION_CODES:  # a wrong password is not a network problem: say which it is
             fail(f"Kafka at {bootstrap} refused the client's credentials: {err.str()}", EXIT_UNREACHABLE)
         fail(f"cannot reach Kafka at {bootstrap} within {timeout:.0f} s: {err.str()}", EXIT_UNREACHABLE)
     if not metadata.brokers:
         fail(f"Kafka at {bootstrap} answered with no brokers", EXIT_UNREACHABLE)
+    missing = sorted(set(topics) - set(metadata.topics))
+    if missing:
+        named = ", ".join(map(repr, missing))
+        fail(f"Kafka at {bootstrap} has no topic {named} (or these credentials cannot describe it)", EXIT_UNKNOWN_TOPIC)
 
 
 def _probe_logger() -> logging.Logger:
@@ -256,4 +303,21 @@ def run(prog: str, action: Callable[[], int]) -> int:
             raise
         text = " ".join(str(exc).split()) or "(no message)"
         print(f"{prog}: error: {type(exc).__name__}: {text}", file=sys.stderr)
-        return 128 + caught[0] if caught else EXIT_FAILED  # terminated, whatever the clean-up then raised
+        return 128 + caught[0] if caught else exit_code_of(exc)  # terminated, whatever the clean-up then raised
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The code of a library error that reached the command: its type says whose fault it is.
+
+    A store that does not answer is the operator's network or server (3), a setting that cannot work
+    or a missing extra is theirs to fix before any rerun (2, 6); anything else is the work failing (1).
+    """
+    from gateway.errors import ConfigurationError, MissingExtraError, StoreUnavailableError
+
+    if isinstance(exc, StoreUnavailableError):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, MissingExtraError):
+        return EXIT_MISSING_EXTRA
+    if isinstance(exc, ConfigurationError):
+        return EXIT_USAGE
+    return EXIT_FAILED

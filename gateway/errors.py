@@ -129,21 +129,26 @@ class LargeMessageSendError(LargeMessageError, KafkaException):
         return cause if hasattr(cause, "code") else None
 
     def code(self) -> Any:
+        """The ``KafkaError`` code behind the failure, so ``err.code() == KafkaError._MSG_TIMED_OUT`` works."""
         error = self._kafka_error()
         return None if error is None else error.code()
 
     def name(self) -> str:
+        """The Kafka error's name (``_MSG_TIMED_OUT``), or this class's when no Kafka error caused it."""
         error = self._kafka_error()
         return type(self).__name__ if error is None else str(error.name())
 
     def str(self) -> str:
+        """The message, as ``KafkaError.str()`` gives it to code written for confluent-kafka."""
         return str(self)
 
     def retriable(self) -> bool:
+        """Whether sending the message again may succeed (the Kafka error's answer; no cause: no)."""
         error = self._kafka_error()
         return False if error is None else bool(error.retriable())
 
     def fatal(self) -> bool:
+        """Whether the producer is unusable now (a fatal idempotence or transaction error)."""
         error = self._kafka_error()
         return False if error is None else bool(error.fatal())
 

@@ -15,6 +15,11 @@ from gateway.protocol.headers import Header
 
 
 class RouteKind(str, Enum):
+    """How a message travels: as one record, as LinkedIn-compatible segments, or as an envelope to a store.
+
+    A ``str`` enum so that metrics labels, span attributes and ``route="..."`` strings use the same words.
+    """
+
     PLAIN = "plain"
     CHUNKED = "chunked"
     REFERENCE = "reference"
@@ -33,14 +38,17 @@ class Route:
 
     @classmethod
     def plain(cls) -> Route:
+        """One ordinary record: what every Kafka client reads."""
         return PLAIN
 
     @classmethod
     def chunked(cls) -> Route:
+        """Segments LinkedIn's client reads too; no store involved, the bytes stay in Kafka."""
         return CHUNKED
 
     @classmethod
     def reference(cls, store: str) -> Route:
+        """The payload in the store named ``store``, a small envelope in Kafka pointing at it."""
         return cls(RouteKind.REFERENCE, store)
 
     @classmethod
@@ -75,7 +83,12 @@ class MessageInfo:
 
 @runtime_checkable
 class Policy(Protocol):
-    def route(self, message: MessageInfo) -> Route: ...
+    """Chooses each message's route; the producer asks it once per message, so it can look at size,
+    topic and headers (:class:`SizeThresholdPolicy` is the usual one)."""
+
+    def route(self, message: MessageInfo) -> Route:
+        """The route of ``message``; a policy must not raise for a message it does not expect."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +139,7 @@ class SizeThresholdPolicy:
         return max(0, min(limits))
 
     def route(self, message: MessageInfo) -> Route:
+        """By size, with the topic's override if it has one; an explicit ``route=`` on produce wins over this."""
         override = self.overrides.get(message.topic)
         reference_above = self.reference_above
         store = self.store

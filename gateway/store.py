@@ -80,10 +80,12 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def mark_pending(self, locator: str, now_ms: int) -> None: ...
+    def mark_pending(self, locator: str, now_ms: int) -> None:
+        """Journal ``locator`` as written but not yet acknowledged, so that ``gc`` finds it if the producer dies."""
 
     @abc.abstractmethod
-    def clear_pending(self, locator: str) -> None: ...
+    def clear_pending(self, locator: str) -> None:
+        """Drop the pending mark once Kafka acknowledged the envelope: the payload is live."""
 
     @abc.abstractmethod
     def list_pending(self, older_than_ms: int) -> list[str]:
@@ -94,7 +96,8 @@ class Store(abc.ABC):
         """Every stored payload as ``(locator, written_ms)``, for a reconciler; may be approximate."""
 
     @abc.abstractmethod
-    def metrics(self) -> dict[str, int | float]: ...
+    def metrics(self) -> dict[str, int | float]:
+        """Counters of the store's operations and errors, for the producer's and consumer's metrics."""
 
     def close(self) -> None:
         """Release what the store holds; the default holds nothing."""

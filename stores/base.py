@@ -122,6 +122,7 @@ class StoreLifecycle(Store):
         return self._metrics.snapshot()
 
     def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        """Seconds per operation, for ``gateway.prometheus``'s ``gateway_store_operation_seconds``."""
         return self._metrics.histograms()
 
     def _done(self, op: str, started: float, locator: str, nbytes: int = 0) -> None:
@@ -180,6 +181,7 @@ class StoreMetrics:
         self._seconds = HistogramSet(LATENCY_BUCKETS)
 
     def add(self, key: str, amount: int = 1) -> None:
+        """Count ``amount`` more of ``key`` (errors, retries); safe from any thread."""
         with self._lock:
             self._counts[key] += amount
 
@@ -198,6 +200,7 @@ class StoreMetrics:
             self._counts["last_latency_ms"] = latency
 
     def snapshot(self) -> dict[str, int | float]:
+        """A copy of the counters at this moment, for a store's ``metrics()``."""
         with self._lock:
             return dict(self._counts)
 

@@ -82,6 +82,7 @@ class ConsumerSurface:
             log.warning("a callback raised while the consumer closed: %r", exc)
 
     def metrics(self) -> dict[str, int]:
+        """Counters of the reassembly, the resolver and the commits, for dashboards and ``gateway.prometheus``."""
         return {
             **self._pipeline.metrics(),
             **self._events.counters,
@@ -146,18 +147,23 @@ class ConsumerSurface:
         return self._offsets.delivered_safe_offsets()
 
     def consumer_group_metadata(self) -> Any:
+        """The group's metadata, for ``HybridProducer.send_offsets_to_transaction`` in consume-transform-produce."""
         return self._consumer.consumer_group_metadata()
 
     def cluster_id(self, timeout: float = -1) -> str | None:
+        """The cluster's id, as confluent-kafka's: to tell which cluster a consumer reads."""
         return self._consumer.cluster_id(timeout)  # type: ignore[no-any-return]
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Rotate the SASL user and password without a new consumer (and without losing buffered segments)."""
         self._consumer.set_sasl_credentials(username, password)
 
     def assignment(self) -> list[TopicPartition]:
+        """The partitions this consumer holds now, as confluent-kafka's."""
         return list(self._consumer.assignment())
 
     def pause(self, partitions: Sequence[TopicPartition]) -> None:
+        """Stop fetching ``partitions``; the segments buffered for them stay until ``resume``."""
         self._flow.user_pause(partitions)
 
     def resume(self, partitions: Sequence[TopicPartition]) -> None:
@@ -167,14 +173,17 @@ class ConsumerSurface:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
     ) -> tuple[int, int] | None:
+        """Low and high watermarks of ``partition``: raw Kafka offsets, not the safe offsets of large messages."""
         if timeout is None:
             return self._consumer.get_watermark_offsets(partition, cached=cached)  # type: ignore[no-any-return]
         return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)  # type: ignore[no-any-return]
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Cluster metadata, as confluent-kafka's, for checking topics and partitions before consuming."""
         return self._consumer.list_topics(topic=topic, timeout=timeout)
 
     def memberid(self) -> Any:
+        """This member's id in its group, as confluent-kafka's: for logs that match the broker's."""
         return self._consumer.memberid()
 
     # -- commits, positions, seeks (see gateway.consumer._offsets) ------------------------------
@@ -217,6 +226,7 @@ class ConsumerSurface:
         return self._pipeline.commits.safe_offset((partition.topic, partition.partition))
 
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        """Where consumption stands, in offsets a user can compare with delivered messages' offsets."""
         self._check_open()
         return self._offsets.position(partitions)
 
@@ -238,6 +248,11 @@ class ConsumerSurface:
         on_revoke: RebalanceCallback | None = None,
         on_lost: RebalanceCallback | None = None,
     ) -> None:
+        """Join the group for ``topics``; the callbacks also see the offsets the large messages in flight need.
+
+        On revoke, safe offsets are committed first when auto-commit is on, so that a message
+        half-read when its partition moved is read again whole by the next owner.
+        """
         if not isinstance(topics, list):  # as confluent-kafka: a str would subscribe to each character
             raise TypeError(f"expected a list of topic names, got {type(topics).__name__}")
         assigned, revoked, lost = self._offsets.rebalance_callbacks(
@@ -246,16 +261,19 @@ class ConsumerSurface:
         self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        """Read ``partitions`` without a group; the offset tracking of large messages starts over for them."""
         self._check_open()
         self._offsets.assign(partitions)
         self._consumer.assign(list(partitions))
 
     def unassign(self) -> None:
+        """Drop every assignment, and with it the segments buffered and the offsets tracked for them."""
         self._check_open()
         self._consumer.unassign()
         self._offsets.reset()
 
     def unsubscribe(self) -> None:
+        """Leave the group's subscription, committing safe offsets first when auto-commit is on."""
         self._check_open()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)

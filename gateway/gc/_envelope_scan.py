@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gateway.gc.progress import Progress, ProgressObserver, ignore
 from gateway.gc.verdicts import CommittedRead, EnvelopeMatcher, Pending, ScanProgress, TopicScan, committed_ranges
 
 log = logging.getLogger(__name__)
@@ -52,17 +53,19 @@ def scan_topic(
     *,
     timeout_s: float = 600.0,
     clock: Callable[[], float] = time.monotonic,
+    on_progress: ProgressObserver = ignore,
 ) -> TopicScan:
     """Read ``topic`` up to the high watermarks taken at the start, matching envelopes against ``wanted``,
-    then ``read_committed`` over the envelopes found; ``timeout_s`` bounds both reads together."""
+    then ``read_committed`` over the envelopes found; ``timeout_s`` bounds both reads together.
+    ``on_progress`` hears the records read after every batch of each read."""
     deadline = clock() + timeout_s
     wait = max(1.0, min(timeout_s, 60.0))  # per metadata request; the deadline bounds the whole read
     consumer = _consumer(client_config, "read_uncommitted")
     try:
-        scan = _scan(consumer, topic, wanted, wait=wait, deadline=deadline, clock=clock)
+        scan = _scan(consumer, topic, wanted, wait=wait, deadline=deadline, clock=clock, on_progress=on_progress)
     finally:
         consumer.close()
-    return settle(client_config, scan, deadline=deadline, wait=wait, clock=clock)
+    return settle(client_config, scan, deadline=deadline, wait=wait, clock=clock, on_progress=on_progress)
 
 
 def settle(
@@ -72,6 +75,7 @@ def settle(
     deadline: float,
     wait: float = 60.0,
     clock: Callable[[], float] = time.monotonic,
+    on_progress: ProgressObserver = ignore,
 ) -> TopicScan:
     """``scan`` with the ``read_committed`` read over its sightings, which tells committed from aborted.
 
@@ -84,7 +88,9 @@ def settle(
         return scan.settled_by(CommittedRead.failed("the scan deadline passed before the read_committed read"))
     consumer = _consumer(client_config, "read_committed")
     try:
-        committed = _read_committed(consumer, scan.topic, scan, wait=wait, deadline=deadline, clock=clock)
+        committed = _read_committed(
+            consumer, scan.topic, scan, wait=wait, deadline=deadline, clock=clock, on_progress=on_progress
+        )
     finally:
         consumer.close()
     return scan.settled_by(committed)
@@ -107,7 +113,14 @@ def _consumer(client_config: Mapping[str, Any], isolation: str) -> Any:
 
 
 def _scan(
-    consumer: Any, topic: str, wanted: Sequence[Pending], *, wait: float, deadline: float, clock: Callable[[], float]
+    consumer: Any,
+    topic: str,
+    wanted: Sequence[Pending],
+    *,
+    wait: float,
+    deadline: float,
+    clock: Callable[[], float],
+    on_progress: ProgressObserver,
 ) -> TopicScan:
     """The ``read_uncommitted`` read, from each partition's start to the high watermark taken first."""
     from confluent_kafka import KafkaException, TopicPartition
@@ -131,7 +144,8 @@ def _scan(
         ends[p], starts[p] = int(high), int(low)
     matcher = EnvelopeMatcher(wanted)
     progress = ScanProgress(ends)
-    why = _read(consumer, topic, starts, matcher, progress, deadline=deadline, clock=clock)
+    tell = _teller(on_progress, "scan", topic, starts, ends)
+    why = _read(consumer, topic, starts, matcher, progress, deadline=deadline, clock=clock, tell=tell)
     log.debug(
         "topic %s read to %s: %d envelopes, %d undecodable", topic, dict(ends), matcher.envelopes, matcher.undecodable
     )
@@ -139,7 +153,14 @@ def _scan(
 
 
 def _read_committed(
-    consumer: Any, topic: str, scan: TopicScan, *, wait: float, deadline: float, clock: Callable[[], float]
+    consumer: Any,
+    topic: str,
+    scan: TopicScan,
+    *,
+    wait: float,
+    deadline: float,
+    clock: Callable[[], float],
+    on_progress: ProgressObserver,
 ) -> CommittedRead:
     """The ``read_committed`` read over the offsets where ``scan`` saw envelopes of the wanted writes.
 
@@ -161,7 +182,9 @@ def _read_committed(
     ranges = committed_ranges(sightings, lows, stable)
     matcher = EnvelopeMatcher(scan.sightings)
     progress = ScanProgress({p: end for p, (_, end) in ranges.items()})
-    why = _read(consumer, topic, {p: start for p, (start, _) in ranges.items()}, matcher, progress, deadline, clock)
+    starts = {p: start for p, (start, _) in ranges.items()}
+    tell = _teller(on_progress, "committed read", topic, starts, progress.ends)
+    why = _read(consumer, topic, starts, matcher, progress, deadline, clock, tell)
     return CommittedRead.finished(topic, matcher, progress, ranges, stable, why)
 
 
@@ -173,8 +196,11 @@ def _read(
     progress: ScanProgress,
     deadline: float,
     clock: Callable[[], float],
+    tell: Callable[[int], None],
 ) -> str:
-    """Feed ``matcher`` from ``starts`` until ``progress`` is complete; why it stopped short, or ``""``."""
+    """Feed ``matcher`` from ``starts`` until ``progress`` is complete; why it stopped short, or ``""``.
+
+    ``tell`` hears the count of records read so far after every batch (and every empty poll)."""
     from confluent_kafka import KafkaError, TopicPartition
 
     for p, low in starts.items():
@@ -183,13 +209,19 @@ def _read(
     if not todo:
         return ""
     consumer.assign(todo)
+    read = 0
+    tell(read)
     while not progress.complete:
         if clock() >= deadline:
             return "the scan deadline passed"
         first = consumer.poll(0.5)
         if first is None:
+            tell(read)
             continue
-        for msg in [first, *consumer.consume(_BATCH - 1, 0)]:
+        batch = [first, *consumer.consume(_BATCH - 1, 0)]
+        read += len(batch)
+        tell(read)
+        for msg in batch:
             error = msg.error()
             if error is None:
                 matcher.observe(msg.value(), msg.headers(), msg.partition(), msg.offset())
@@ -199,3 +231,15 @@ def _read(
             else:
                 return f"read error: {error}"
     return ""
+
+
+def _teller(
+    on_progress: ProgressObserver, phase: str, topic: str, starts: Mapping[int, int], ends: Mapping[int, int]
+) -> Callable[[int], None]:
+    """``on_progress`` bound to one read: the records it has to go through are known from its offsets."""
+    total = sum(max(0, end - starts.get(p, 0)) for p, end in ends.items())
+
+    def tell(read: int) -> None:
+        on_progress(Progress(phase, topic, min(read, total), total))
+
+    return tell

@@ -35,14 +35,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.command import EXIT_INCOMPLETE as _EXIT_INCOMPLETE
 from gateway.errors import GatewayError
 from gateway.gc._envelope_scan import scan_topic, settle
+from gateway.gc.progress import Progress, ProgressObserver, ignore
 from gateway.gc.verdicts import Pending, Sighting, TopicScan, Verdict, Verification, judge
 
 log = logging.getLogger(__name__)
 
-EXIT_INCOMPLETE = 4
-"""``gateway gc``'s exit status when it kept payloads for lack of proof (3 means a service was unreachable)."""
+EXIT_INCOMPLETE = _EXIT_INCOMPLETE
+"""``gateway gc``'s exit status when it kept payloads for lack of proof (every code: ``gateway.command.EXIT_CODES``)."""
 
 Verifier = Callable[[Sequence[Pending]], Mapping[Pending, Verification]]
 """Judges a batch of pending writes, typically by reading their topics once each."""
@@ -54,11 +56,11 @@ def unverified(trust_pending_marks: bool) -> Verifier:
     reason = (
         "pending past the grace period, not checked against Kafka"
         if trust_pending_marks
-        else "kept: not checked against Kafka (no bootstrap servers given)"
+        else "not checked against Kafka (no bootstrap servers given)"
     )
 
     batched = Verification(
-        Verdict.UNKNOWN, "kept: journalled in a batch marker, which does not show whether it was acknowledged"
+        Verdict.UNKNOWN, "journalled in a batch marker, which does not show whether it was acknowledged"
     )
 
     def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
@@ -112,7 +114,7 @@ def candidates(stores: Mapping[str, Any], older_than_ms: int, report: SweepRepor
                 batched = store.journalled_in_batch(locator)
                 out.append(Pending(name, locator, parsed.topic, parsed.message_id, batched))
             except (GatewayError, AttributeError) as exc:
-                report.kept.append((locator, f"kept: the locator does not parse ({exc})"))
+                report.kept.append((locator, f"the locator does not parse ({exc})"))
     return out
 
 
@@ -123,19 +125,22 @@ def sweep(
     verifier: Verifier,
     now_ms: int | None = None,
     dry_run: bool = True,
+    on_progress: ProgressObserver = ignore,
 ) -> SweepReport:
     """Judge every write pending for longer than ``grace_ms``; delete only the proved absent.
 
     Also aborts multipart uploads older than the grace period in stores that have them (S3): an
     upload that old belongs to a producer that died or gave up, and S3 bills it until aborted.
+    ``on_progress`` hears each pending write acted on (the verifier reports its own reading).
     """
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - grace_ms + 1
     report = SweepReport(dry_run=dry_run)
     batch = candidates(stores, cutoff, report)
     verdicts = verifier(batch) if batch else {}
-    for pending in batch:
-        verification = verdicts.get(pending, Verification(Verdict.UNKNOWN, "kept: the verifier gave no verdict"))
+    for done, pending in enumerate(batch):
+        on_progress(Progress("sweep", "pending writes", done, len(batch), "writes"))
+        verification = verdicts.get(pending, Verification(Verdict.UNKNOWN, "the verifier gave no verdict"))
         store = stores[pending.store]
         try:
             if verification.verdict is Verdict.LANDED:
@@ -152,6 +157,7 @@ def sweep(
         except GatewayError as exc:
             log.warning("could not sweep %s from %s: %s", pending.locator, pending.store, exc)
             report.failed.append((pending.locator, f"{type(exc).__name__}: {exc}"))
+    on_progress(Progress("sweep", "pending writes", len(batch), len(batch), "writes"))
     for name, store in stores.items():
         abort_stale_uploads(name, store, cutoff, dry_run=report.dry_run, aborted=report.aborted, failed=report.failed)
     return report
@@ -209,12 +215,14 @@ def kafka_verifier(
     stores: Mapping[str, Any] | None = None,
     *,
     timeout_s: float = 600.0,
+    on_progress: ProgressObserver = ignore,
 ) -> Verifier:
     """A verifier that reads each topic named by the batch up to its end offsets, then ``read_committed``
     over the offsets of the envelopes found, to tell the committed ones from the aborted ones.
 
     ``timeout_s`` bounds each topic's two reads together; running out of time leaves writes unknown.
     ``stores`` is accepted for compatibility and unused: the locators already name their topics.
+    ``on_progress`` hears the records read of each topic, batch by batch (``gateway gc`` shows them).
     """
 
     def verify(batch: Sequence[Pending]) -> Mapping[Pending, Verification]:
@@ -223,7 +231,7 @@ def kafka_verifier(
             by_topic.setdefault(p.topic, []).append(p)
         out: dict[Pending, Verification] = {}
         for topic, wanted in sorted(by_topic.items()):
-            scan = scan_topic(client_config, topic, wanted, timeout_s=timeout_s)
+            scan = scan_topic(client_config, topic, wanted, timeout_s=timeout_s, on_progress=on_progress)
             for problem in (scan.problem, scan.committed and scan.committed.problem):
                 if problem:
                     log.warning("topic %s: %s", topic, problem)

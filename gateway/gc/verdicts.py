@@ -271,18 +271,18 @@ def judge(pending: Pending, scan: TopicScan) -> Verification:
     if committed is not None and pending in committed.found:
         return Verification(Verdict.LANDED, f"a committed envelope in {scan.topic} points at it")
     if not scan.complete:
-        return Verification(Verdict.UNKNOWN, f"kept: {scan.problem}")
+        return Verification(Verdict.UNKNOWN, f"{scan.problem}")
     seen = sorted(scan.sightings.get(pending, ()))
     if not seen:
         ends = ", ".join(f"{p}:{end}" for p, end in sorted(scan.ends.items())) or "empty"
         return Verification(Verdict.ABSENT, f"no envelope in {scan.topic} (read every partition to {ends})")
     if committed is None:
         what = "an undecodable envelope" if pending in scan.suspects else "an envelope"
-        return Verification(Verdict.UNKNOWN, f"kept: {what} in {scan.topic} points at it, not read committed")
+        return Verification(Verdict.UNKNOWN, f"{what} in {scan.topic} points at it, not read committed")
     if pending in committed.suspects:
-        return Verification(Verdict.UNKNOWN, f"kept: an undecodable envelope in {scan.topic} mentions it")
+        return Verification(Verdict.UNKNOWN, f"an undecodable envelope in {scan.topic} mentions it")
     for sighting in seen:
         if not committed.covers(sighting):
-            return Verification(Verdict.UNKNOWN, f"kept: {committed.undecided(scan.topic, sighting)}")
+            return Verification(Verdict.UNKNOWN, f"{committed.undecided(scan.topic, sighting)}")
     where = ", ".join(f"{scan.topic}[{p}] offset {o}" for p, o in seen)
     return Verification(Verdict.ABSENT, f"only aborted envelopes point at it ({where}): read_committed went past them")

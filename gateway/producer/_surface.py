@@ -89,18 +89,23 @@ class ProducerSurface:
         return queued
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Drop queued and in-flight records, as confluent-kafka's; each one purged reports a failed delivery."""
         self._outbox.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     def cluster_id(self, timeout: float = -1) -> str:
+        """The cluster's id, as confluent-kafka's: to tell which cluster a producer writes to."""
         return self._outbox.kafka.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Rotate the SASL user and password without a new producer."""
         self._outbox.kafka.set_sasl_credentials(username, password)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Cluster metadata, as confluent-kafka's, for checking topics before producing."""
         return self._outbox.kafka.list_topics(topic=topic, timeout=timeout)
 
     def metrics(self) -> dict[str, int]:
+        """Counters by route and store, and each store's health (``store.<name>.healthy``), for dashboards."""
         out = self._metrics.snapshot()
         for name, health in self.health.items():
             out[f"store.{name}.healthy"] = int(health.healthy)
@@ -176,9 +181,11 @@ class ProducerTransactions:
     _outbox: Outbox
 
     def init_transactions(self, timeout: float = -1) -> None:
+        """Register ``transactional.id`` with the broker; call once before the first ``begin_transaction``."""
         self._outbox.init_transactions(timeout)
 
     def begin_transaction(self) -> None:
+        """Start a transaction: envelopes and segments sent until the commit are visible together or not at all."""
         self._outbox.begin_transaction()
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:

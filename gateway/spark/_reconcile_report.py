@@ -6,10 +6,10 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from gateway.command import EXIT_FAILED
+from gateway.command import EXIT_FAILED, EXIT_REFUSED
 from gateway.gc.sweeper import EXIT_INCOMPLETE
 
-EXIT_SHARED_PREFIX = 5
+EXIT_SHARED_PREFIX = EXIT_REFUSED  # the CLI's one table of exit codes (gateway.command) owns the number
 """``gateway reconcile --delete`` deleted nothing: the store's prefix also holds objects of topics it was not
 told about, whose envelopes (or their mirrors) it did not read, so no orphan was proved unreferenced."""
 

@@ -70,4 +70,5 @@ class AzureBlobStore(BlobStore):
 
     @property
     def container(self) -> str:
+        """Azure's word for the bucket: the container the payloads are written to."""
         return self.bucket

@@ -118,6 +118,7 @@ class BlobStore(BlobReads, BlobJournal):
 
     # -- locators --------------------------------------------------------------------------
     def key_for(self, topic: str, message_id: uuid.UUID) -> str:
+        """The object's name in the bucket: ``<prefix><topic>/<message id>``, checked so no input escapes the prefix."""
         return f"{self.prefix}{validate_topic(topic)}/{validate_message_id(message_id)}"
 
     def locator_for(self, topic: str, message_id: uuid.UUID, size: int = 0) -> str:

@@ -67,12 +67,15 @@ class RedisLocator:
     bucket: int | None = None
 
     def head(self, prefix: str) -> str:
+        """The key prefix of the payload's journal bucket (its hash tag in the slotted layout: one slot per bucket)."""
         return prefix if self.bucket is None else bucket_head(prefix, self.bucket)
 
     def base(self, prefix: str) -> str:
+        """The key every entry of the payload starts with."""
         return f"{self.head(prefix)}:{self.topic}:{self.message_id}"
 
     def keys(self, prefix: str) -> list[str]:
+        """The keys of the payload's entries, in order: what a read fetches and a delete removes."""
         base = self.base(prefix)
         return [f"{base}:{i}" for i in range(self.count)]
 
@@ -85,9 +88,11 @@ class RedisLocator:
         return f"{self.base(prefix)}#{self.count}x{self.entry_bytes}"
 
     def pending_key(self, prefix: str) -> str:
+        """The sorted set of pending writes the payload is journalled in until Kafka acknowledges it."""
         return f"{self.head(prefix)}:pending"
 
     def index_key(self, prefix: str) -> str:
+        """The sorted set of written payloads, by write time: what ``list_locators`` reads."""
         return f"{self.head(prefix)}:written"
 
     def kept_index_key(self, prefix: str) -> str:
@@ -95,6 +100,7 @@ class RedisLocator:
         return f"{self.head(prefix)}:kept"
 
     def entries_for(self, size: int) -> int:
+        """How many entries a payload of ``size`` bytes takes in this locator's entry size."""
         return entries_for(size, self.entry_bytes)
 
 

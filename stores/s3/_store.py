@@ -177,6 +177,7 @@ class S3Store(S3Reads, S3Housekeeping, S3StoreJournal):
 
     # -- locators --------------------------------------------------------------------------
     def key_for(self, topic: str, message_id: uuid.UUID) -> str:
+        """The object's key: ``<prefix><topic>/<message id>``, checked so no input escapes the prefix."""
         return f"{self.prefix}{validate_topic(topic)}/{validate_message_id(message_id)}"
 
     def locator_for(self, topic: str, message_id: uuid.UUID, size: int = 0) -> str:
@@ -184,6 +185,7 @@ class S3Store(S3Reads, S3Housekeeping, S3StoreJournal):
         return f"s3://{self.bucket}/{self.key_for(topic, message_id)}"
 
     def marker_key(self, parsed: S3Locator) -> str:
+        """The key of the payload's pending marker (the journal S3 keeps beside the objects)."""
         return self.journal.marker_key(parsed)
 
     def validate_locator(self, locator: str) -> S3Locator:

@@ -1,8 +1,10 @@
-"""Every subcommand of ``gateway`` fails in one line, with its documented exit code, within 10 s.
+"""Every subcommand of ``gateway`` fails in one line, with the exit code of the table in docs/cli.md.
 
-Each case runs the real command as a subprocess against a dead broker (a closed local port), a
-bucket that does not exist on a real moto server, or a bad argument. ``timeout=10`` makes a hang a
-failure (``TimeoutExpired``); it is not a speed measurement.
+Each case runs the real command as a subprocess against a dead broker or Redis (a closed local
+port), a bucket or topic that does not exist on a real server, a bad argument or setting, a
+missing package, or a signal; every row of :data:`gateway.command.EXIT_CODES` is driven here
+(``test_every_exit_code_has_a_case``). ``timeout=60`` makes a hang a failure (``TimeoutExpired``)
+on a loaded machine; it is not a speed measurement.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gateway.testing.redis_server import RedisServer
 from gateway.testing.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
-USAGE, UNREACHABLE, FAILED = 2, 3, 1
+USAGE, UNREACHABLE, FAILED, UNKNOWN_TOPIC, MISSING_EXTRA = 2, 3, 1, 5, 6
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -29,7 +31,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=60,
         env={**os.environ, **(env or {})},
     )
 
@@ -96,9 +98,9 @@ def test_gc_missing_bucket(missing_bucket: list[str]) -> None:
     assert_one_line(run_cli("gc", *missing_bucket, env=S3_ENV), FAILED, "gc", "gw-no-such-bucket")
 
 
-def test_reconcile_missing_bucket(missing_bucket: list[str], kafka: KafkaService) -> None:
-    """A live broker, so that the probe passes and the bucket is what fails."""
-    out = run_cli("reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", "t", *missing_bucket, env=S3_ENV)
+def test_reconcile_missing_bucket(missing_bucket: list[str], kafka: KafkaService, topic: str) -> None:
+    """A live broker and topic, so that the probe passes and the bucket is what fails."""
+    out = run_cli("reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, *missing_bucket, env=S3_ENV)
     assert_one_line(out, FAILED, "reconcile", "gw-no-such-bucket")
 
 
@@ -178,5 +180,96 @@ def test_reconcile_without_pyspark_names_the_spark_extra() -> None:
         "--redis-url",
         "redis://127.0.0.1:1/0",
     )
-    assert out.returncode != 0
-    assert "kafka-hybrid-gateway[spark]" in out.stderr, out.stderr
+    assert_one_line(out, MISSING_EXTRA, "reconcile", "kafka-hybrid-gateway[spark]")
+
+
+# ---------------------------------------------------------------------------------------------
+# the rest of the exit-code table: a dead Redis, an unknown topic, refused settings, no command, a signal
+
+
+def dead_redis() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+def test_gc_dead_redis_is_unreachable_naming_redis() -> None:
+    assert_one_line(run_cli("gc", "--redis-url", dead_redis()), UNREACHABLE, "gc", "Redis")
+
+
+def test_reconcile_dead_redis_is_unreachable_naming_redis(kafka: KafkaService, topic: str) -> None:
+    out = run_cli("reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", topic, "--redis-url", dead_redis())
+    assert_one_line(out, UNREACHABLE, "reconcile", "Redis")
+
+
+def test_reconcile_unknown_topic_has_its_own_code(kafka: KafkaService, redis_server: RedisServer) -> None:
+    store = ["--redis-url", redis_server.url]
+    out = run_cli("reconcile", "--bootstrap", kafka.bootstrap_servers, "--topic", "gw-no-such-topic", *store)
+    assert_one_line(out, UNKNOWN_TOPIC, "reconcile", "'gw-no-such-topic'")
+
+
+@pytest.mark.parametrize("command", ["gc", "reconcile"])
+def test_an_unknown_kafka_option_is_a_usage_error_not_an_unreachable_broker(command: str) -> None:
+    topic = ["--topic", "t"] if command == "reconcile" else []
+    store = ["--redis-url", "redis://127.0.0.1:1/0", "--bootstrap", dead()]
+    out = run_cli(command, *store, *topic, "--kafka-option", "no.such.setting=1")
+    assert_one_line(out, USAGE, command, "no.such.setting")
+    assert "cannot reach" not in out.stderr
+
+
+def test_a_bad_key_in_the_command_config_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text("no.such.setting=1\n")
+    config.chmod(0o600)
+    out = run_cli("gc", "--redis-url", "redis://127.0.0.1:1/0", "--bootstrap", dead(), "--command-config", str(config))
+    assert_one_line(out, USAGE, "gc", "no.such.setting")
+
+
+def test_gateway_without_a_command_is_a_usage_error() -> None:
+    out = run_cli()
+    assert out.returncode == USAGE, out.stdout + out.stderr
+    assert out.stdout == ""
+    assert "usage: gateway" in out.stderr and "name a command" in out.stderr
+
+
+def test_a_terminated_command_exits_128_plus_the_signal() -> None:
+    """gc waits on a broker that accepts the connection and never answers; SIGTERM ends it as terminated.
+
+    The signal is sent once the listener saw the connection, so the command is inside its probe.
+    """
+    import signal
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.settimeout(60)
+        port = listener.getsockname()[1]
+        cmd = [sys.executable, "-m", "gateway.cli", "gc", "--redis-url", "redis://127.0.0.1:1/0"]
+        cmd += ["--bootstrap", f"127.0.0.1:{port}"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            conn, _ = listener.accept()
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            conn.close()
+        finally:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+
+
+CASES = {
+    FAILED: "test_gc_missing_bucket",
+    USAGE: "test_bad_argument",
+    UNREACHABLE: "test_gc_dead_redis_is_unreachable_naming_redis",
+    UNKNOWN_TOPIC: "test_reconcile_unknown_topic_has_its_own_code",
+    MISSING_EXTRA: "test_reconcile_without_pyspark_names_the_spark_extra",
+}
+"""The test that drives each code of the table (0 and 4, gc's, are driven in tests/integration/test_gc.py)."""
+
+
+def test_every_exit_code_has_a_case() -> None:
+    from gateway.command import EXIT_CODES, EXIT_INCOMPLETE, EXIT_OK
+
+    assert set(EXIT_CODES) == {*CASES, EXIT_OK, EXIT_INCOMPLETE}
+    assert all(callable(globals()[name]) for name in CASES.values())

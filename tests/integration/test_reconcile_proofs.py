@@ -128,7 +128,7 @@ def test_reconcile_keeps_what_a_mirror_points_at_and_refuses_a_prefix_shared_wit
     the fix ``reconcile --topic A --delete`` deleted the payload the mirror points at. Named through
     the consumers' ``reference.topic.renames`` the mirror is scanned and the payload stays; not named,
     in a prefix that also holds objects written for ``source.A``, ``--delete`` deletes nothing and
-    says which topic (exit 5)."""
+    says which topic (exit 7)."""
     tag = uuid.uuid4().hex[:8]
     source, mirror = f"rcm-{tag}", f"source.rcm-{tag}"
     for name in (source, mirror):
@@ -169,7 +169,7 @@ def test_reconcile_keeps_what_a_mirror_points_at_and_refuses_a_prefix_shared_wit
     orphan = store.put(source, uuid.uuid4(), b"no envelope points here")
     time.sleep(0.01)
     code, out, err = _reconcile(capsys, *args, "--delete")
-    assert code == EXIT_SHARED_PREFIX == 5, out + err
+    assert code == EXIT_SHARED_PREFIX == 7, out + err
     assert f"the prefix is shared with topics not reconciled: {mirror} (1 objects)" in err, err
     assert _deleted(out) == [] and f"orphan: s3 {orphan}" in out, out
     assert _sent(store, source) == sorted([mirrored, orphan])

@@ -85,14 +85,14 @@ def properties(tmp_path: Path, **settings: str) -> str:
 def test_gc_with_a_wrong_redis_password_names_the_store_and_masks_the_password(secret_redis: RedisServer) -> None:
     url = f"redis://:{WRONG_SECRET}@127.0.0.1:{secret_redis.port}/0"
     out = cli("gc", "--redis-url", url)
-    assert out.returncode == 1, out.stderr
+    assert out.returncode == 3, out.stderr  # refused credentials: the table's 3, naming Redis
     assert "StoreUnavailableError: Redis at 'redis://:***@127.0.0.1" in out.stderr, out.stderr
     assert_no_secret(out.stdout, out.stderr)
 
 
 def test_gc_with_an_unreachable_redis_masks_the_password() -> None:
     out = cli("gc", "--redis-url", f"redis://user:{REDIS_SECRET}@127.0.0.1:{free_port()}/0")
-    assert out.returncode == 1 and "redis://user:***@127.0.0.1" in out.stderr, out.stderr
+    assert out.returncode == 3 and "redis://user:***@127.0.0.1" in out.stderr, out.stderr
     assert_no_secret(out.stdout, out.stderr)
 
 
@@ -146,7 +146,7 @@ def test_the_environment_supplies_credentials_and_a_wrong_one_is_reported_masked
     good = cli("gc", "--redis-url", url, "--no-verify", env={"GATEWAY_REDIS_PASSWORD": REDIS_SECRET})
     assert good.returncode == 0, good.stderr
     bad = cli("gc", "--redis-url", url, env={"GATEWAY_REDIS_PASSWORD": WRONG_SECRET})
-    assert bad.returncode == 1 and "StoreUnavailableError" in bad.stderr, bad.stderr
+    assert bad.returncode == 3 and "StoreUnavailableError" in bad.stderr, bad.stderr
     assert_no_secret(good.stdout, good.stderr, bad.stdout, bad.stderr)
 
 

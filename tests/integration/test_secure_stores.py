@@ -297,12 +297,12 @@ def test_gc_sweeps_orphans_of_both_tls_stores_with_credentials_from_a_file(
     assert no_ca.returncode == 3 and "SSL" in no_ca.stderr and BUCKET in no_ca.stderr, no_ca.stderr
     wrong_config = command_config(tmp_path, tls_s3, password=WRONG_PASSWORD)
     wrong = gc(*store_args, "--no-verify", "--command-config", wrong_config)
-    assert wrong.returncode == 1, wrong.stderr
+    assert wrong.returncode == 3, wrong.stderr
     assert "StoreUnavailableError: Redis at 'rediss://127.0.0.1" in wrong.stderr, wrong.stderr
     assert "authentication failed" in wrong.stderr, wrong.stderr
     no_redis_ca = [*store_args[:1], tls_redis.url_for(ca_certs=False), *store_args[2:]]
     no_redis_ca = gc(*no_redis_ca, "--no-verify", "--command-config", command_config(tmp_path, tls_s3))
-    assert no_redis_ca.returncode == 1 and "TLS failed" in no_redis_ca.stderr, no_redis_ca.stderr
+    assert no_redis_ca.returncode == 3 and "TLS failed" in no_redis_ca.stderr, no_redis_ca.stderr
     assert_no_secret(no_ca.stdout, no_ca.stderr, wrong.stdout, wrong.stderr, no_redis_ca.stdout, no_redis_ca.stderr)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import _EntryCommand
-from gateway.command import COMMANDS_GROUP, CommandError
+from gateway.command import COMMANDS_GROUP, EXIT_MISSING_EXTRA, CommandError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,15 +39,34 @@ def test_demo_and_bench_are_declared_entry_points_that_load() -> None:
         command = getattr(import_module(entry.module), entry.attr)
         assert callable(command.add_arguments) and callable(command.run) and command.help, name
     assert EntryPoint("demo", entries["demo"], COMMANDS_GROUP).extras == ["testing"]
-    assert EntryPoint("bench", entries["bench"], COMMANDS_GROUP).extras == ["bench"]
+    assert EntryPoint("bench", entries["bench"], COMMANDS_GROUP).extras == []  # no published extra: a checkout
 
 
-def test_a_command_whose_module_is_missing_names_the_extra_to_install() -> None:
-    entry = EntryPoint("bench", "no_such_package_here.command:COMMAND [bench]", COMMANDS_GROUP)
+def test_a_command_whose_extra_is_missing_names_the_extra_to_install() -> None:
+    entry = EntryPoint("demo", "no_such_package_here.command:COMMAND [testing]", COMMANDS_GROUP)
     command = _EntryCommand(entry)
     assert command.command is None
-    with pytest.raises(CommandError, match=r"pip install 'kafka-hybrid-gateway\[bench\]'"):
+    with pytest.raises(CommandError, match=r"pip install 'kafka-hybrid-gateway\[testing\]'") as raised:
         command.run(object())  # type: ignore[arg-type]
+    assert raised.value.code == EXIT_MISSING_EXTRA
+
+
+def test_bench_from_a_wheel_says_in_one_line_that_it_runs_from_a_checkout() -> None:
+    """The wheel has no ``benchmarks`` package and no extra installs one: the advice is the checkout."""
+    entry = EntryPoint("bench", "no_such_package_here.command:COMMAND", COMMANDS_GROUP)
+    command = _EntryCommand(entry)
+    with pytest.raises(CommandError) as raised:
+        command.run(object())  # type: ignore[arg-type]
+    assert raised.value.code == EXIT_MISSING_EXTRA
+    assert "source checkout" in str(raised.value) and "make bench" in str(raised.value)
+    assert "pip install" not in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_bench_extra_is_not_published() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    extras = text.split("[project.optional-dependencies]\n", 1)[1].split("\n[", 1)[0]
+    assert not re.search(r"^bench\s*=", extras, re.MULTILINE)
+    assert "matplotlib" not in extras
 
 
 @pytest.mark.parametrize(

@@ -82,3 +82,12 @@ def test_the_producer_key_table_has_every_key_the_producer_reads() -> None:
     rows = set(re.findall(r"^\|\s*`([a-z0-9_.]+)`", section, re.MULTILINE))
     producer_keys = set(_defaults(consumer=False)) - {"message.max.bytes"}  # a bullet: left for librdkafka
     assert sorted(producer_keys - rows) == []
+
+
+def test_docs_cli_md_has_one_row_per_exit_code_and_every_command_code_is_in_the_table() -> None:
+    from gateway.command import COMMAND_EXIT_STATUSES, EXIT_CODES
+
+    rows = re.findall(r"^\| (\d+|128\+N) \|", (DOCS / "cli.md").read_text(), re.MULTILINE)
+    assert rows == [*map(str, sorted(EXIT_CODES)), "128+N"]
+    for name, statuses in COMMAND_EXIT_STATUSES.items():
+        assert set(statuses) <= set(EXIT_CODES), name

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from gateway.command import EXIT_FAILED, EXIT_USAGE, CommandError, exit_status_text, size_argument
+from gateway.command import COMMAND_EXIT_STATUSES, EXIT_USAGE, CommandError, exit_status_text, size_argument
 from gateway.testing.demo._model import DemoOptions
 from gateway.testing.kafka_service import BACKENDS
 
-DEMO_EXIT_STATUSES = {0: "every stage verified", EXIT_FAILED: "a message or row did not verify"}
+DEMO_EXIT_STATUSES = COMMAND_EXIT_STATUSES["demo"]
 
 
 class DemoCommand:
