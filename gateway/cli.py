@@ -14,7 +14,9 @@ from typing import Any, cast
 from gateway.command import (
     COMMAND_EXIT_STATUSES,
     COMMANDS_GROUP,
+    EXIT_INCOMPLETE,
     EXIT_MISSING_EXTRA,
+    EXIT_REFUSED,
     EXIT_USAGE,
     Command,
     OneLineParser,
@@ -530,13 +532,13 @@ def _reconcile(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(line)
     code = report.exit_code()
-    if code == 4:
+    if code == EXIT_INCOMPLETE:
         print(
             f"gateway reconcile: incomplete: {len(report.undecided)} kept because nothing proved them live or "
             "dead (reasons above); run again once that is resolved",
             file=sys.stderr,
         )
-    elif code == 5:
+    elif code == EXIT_REFUSED:
         print(f"gateway reconcile: {report.withheld}", file=sys.stderr)
     return code
 
