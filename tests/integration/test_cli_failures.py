@@ -265,11 +265,23 @@ CASES = {
     UNKNOWN_TOPIC: "test_reconcile_unknown_topic_has_its_own_code",
     MISSING_EXTRA: "test_reconcile_without_pyspark_names_the_spark_extra",
 }
-"""The test that drives each code of the table (0 and 4, gc's, are driven in tests/integration/test_gc.py)."""
+"""The test that drives each code of the table here; the others are driven elsewhere (:data:`ELSEWHERE`)."""
+
+ELSEWHERE = {
+    0: "tests/integration/test_gc.py",
+    4: "tests/integration/test_gc.py and test_reconcile_proofs.py (an open transaction)",
+    7: "tests/integration/test_reconcile_proofs.py (a prefix shared with a topic not named)",
+}
 
 
 def test_every_exit_code_has_a_case() -> None:
-    from gateway.command import EXIT_CODES, EXIT_INCOMPLETE, EXIT_OK
+    from gateway.command import EXIT_CODES, EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED
 
-    assert set(EXIT_CODES) == {*CASES, EXIT_OK, EXIT_INCOMPLETE}
+    assert {EXIT_OK, EXIT_INCOMPLETE, EXIT_REFUSED} == set(ELSEWHERE)
+    assert set(EXIT_CODES) == {*CASES, *ELSEWHERE}
     assert all(callable(globals()[name]) for name in CASES.values())
+    proofs = (ROOT / "tests" / "integration" / "test_reconcile_proofs.py").read_text()
+    assert (
+        "def test_reconcile_keeps_what_a_mirror_points_at_and_refuses_a_prefix_shared_with_a_topic_not_named" in proofs
+    )
+    assert "EXIT_SHARED_PREFIX == 7" in proofs
