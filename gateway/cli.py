@@ -6,7 +6,7 @@ import argparse
 import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, cast
@@ -402,7 +402,7 @@ def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
 
 def _gc(args: argparse.Namespace) -> int:
     from gateway.gc.progress import ignore
-    from gateway.gc.sweeper import EXIT_INCOMPLETE, kafka_verifier, sweep, unverified
+    from gateway.gc.sweeper import kafka_verifier, sweep, unverified
 
     options, credentials = _settings(args)
     _check_store_args(args, credentials)
@@ -446,16 +446,7 @@ def _gc(args: argparse.Namespace) -> int:
     finally:
         if shown is not None:
             shown.close()
-    for line in _gc_lines(report):
-        print(line)
-    code = report.exit_code()
-    if code == EXIT_INCOMPLETE:
-        print(
-            f"gateway gc: incomplete: {len(report.kept)} pending payloads kept because nothing proved them "
-            "dead (reasons above); run again once that is resolved",
-            file=sys.stderr,
-        )
-    return code
+    return _print_report("gateway gc", _gc_lines(report), report.exit_code(), f"{len(report.kept)} pending payloads")
 
 
 def _gc_lines(report: Any) -> list[str]:
@@ -529,17 +520,22 @@ def _reconcile(args: argparse.Namespace) -> int:
     finally:
         if owned:
             spark.stop()
-    for line in report.lines():
+    code = _print_report("gateway reconcile", report.lines(), report.exit_code(), str(len(report.undecided)))
+    if code == EXIT_REFUSED:
+        print(f"gateway reconcile: {report.withheld}", file=sys.stderr)
+    return code
+
+
+def _print_report(prog: str, lines: Iterable[str], code: int, kept: str) -> int:
+    """The report on stdout; for :data:`EXIT_INCOMPLETE`, one line on stderr saying what was kept and why."""
+    for line in lines:
         print(line)
-    code = report.exit_code()
     if code == EXIT_INCOMPLETE:
         print(
-            f"gateway reconcile: incomplete: {len(report.undecided)} kept because nothing proved them live or "
-            "dead (reasons above); run again once that is resolved",
+            f"{prog}: incomplete: {kept} kept because nothing proved them live or dead (reasons above);"
+            " run again once that is resolved",
             file=sys.stderr,
         )
-    elif code == EXIT_REFUSED:
-        print(f"gateway reconcile: {report.withheld}", file=sys.stderr)
     return code
 
 

@@ -41,26 +41,24 @@ def assert_no_secret(*texts: object) -> None:
             assert secret not in str(text), f"{secret!r} leaked into: {text}"
 
 
-@pytest.fixture(scope="module")
-def secret_redis() -> Iterator[RedisServer]:
-    server = RedisServer(password=REDIS_SECRET, from_env=False)
+def _redis_with_password(password: str) -> Iterator[RedisServer]:
+    server = RedisServer(password=password, from_env=False)
     try:
         server.start()
     except Exception as exc:
         pytest.skip(f"redis-server: {exc}")
     with server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def secret_redis() -> Iterator[RedisServer]:
+    yield from _redis_with_password(REDIS_SECRET)
 
 
 @pytest.fixture(scope="module")
 def delimited_redis() -> Iterator[RedisServer]:
-    server = RedisServer(password=DELIMITED_SECRET, from_env=False)
-    try:
-        server.start()
-    except Exception as exc:
-        pytest.skip(f"redis-server: {exc}")
-    with server:
-        yield server
+    yield from _redis_with_password(DELIMITED_SECRET)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
