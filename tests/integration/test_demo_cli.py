@@ -53,6 +53,7 @@ def test_demo_without_stores_leaves_out_what_the_embedded_cluster_cannot_hold() 
 
 
 @pytest.mark.kafka
+@pytest.mark.embedded
 @pytest.mark.spark
 def test_demo_runs_the_spark_stage_after_the_kafka_routes() -> None:
     """``make demo``'s job: on the demo's own cluster (the backend's), the Spark stage reads, copies and

@@ -33,7 +33,7 @@ from gateway.testing.embedded import (
     _Lib,
 )
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.kafka, pytest.mark.embedded, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"log_level": 0}  # connection-refused noise from tests that break the cluster on purpose
