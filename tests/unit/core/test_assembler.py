@@ -149,3 +149,8 @@ def test_chunks_arriving_out_of_turn_are_placed_in_sequence_order() -> None:
     assert [r is INCOMPLETE for r in results] == [True, True, True, True, False]
     assert results[-1].value == b"aaaabbbbccccdd"
     assert type(results[-1].value) is bytes
+
+
+def test_the_library_feeds_segments_only() -> None:
+    """Records are classified once, by the consumer; a value-taking entry point would be a second classifier."""
+    assert not hasattr(MessageAssembler, "assemble")
