@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from gateway.core.buffers import BytesBuilder
 from gateway.core.flow import FlowState
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
-from gateway.protocol.classify import read_segment
-from gateway.protocol.headers import LargeMessageHeader, decode_lm
 from gateway.protocol.primitives import INT64_MAX
 from gateway.protocol.records import TopicPartitionKey
 from gateway.protocol.segments import Segment
@@ -327,36 +325,13 @@ class MessageAssembler(_WaitingForRoom):
         return {tp: next(iter(t.values())) for tp, t in self._by_partition.items() if t}
 
     # -- feeding -----------------------------------------------------------------------------
-    def assemble(
-        self,
-        tp: TopicPartitionKey,
-        offset: int,
-        value: bytes | None,
-        lm_header: bytes | None = None,
-        *,
-        has_lm_header: bool = False,
-    ) -> Assembled:
-        """One record in; a whole message or :data:`INCOMPLETE` out.
-
-        ``lm_header`` is the value of the record's *last* ``_lm`` header. Raises
-        :class:`InvalidSegmentError` for segments LinkedIn would reject and, when configured,
-        :class:`LargeMessageDroppedError` after an eviction (the current segment stays buffered).
-        """
-        if value is None:
-            return Assembled(None, offset, offset, False)
-        header: LargeMessageHeader | None = None
-        if lm_header is not None or has_lm_header:
-            try:
-                header = decode_lm(lm_header)
-            except Exception as exc:
-                raise InvalidSegmentError(f"unreadable _lm header at offset {offset}: {exc}") from exc
-        segment = read_segment(value, header)
-        if segment is None:
-            return Assembled(value, offset, offset, False)
-        return self.add_segment(tp, offset, segment)
-
     def add_segment(self, tp: TopicPartitionKey, offset: int, segment: Segment) -> Assembled:
-        """A record already known to be a segment (see :func:`~gateway.protocol.classify.classify`)."""
+        """A record already known to be a segment (see :func:`~gateway.protocol.classify.classify`).
+
+        A whole message or :data:`INCOMPLETE` out. Raises :class:`InvalidSegmentError` for segments
+        LinkedIn would reject and, when configured, :class:`LargeMessageDroppedError` after an
+        eviction (the current segment stays buffered).
+        """
         if segment.number_of_segments == 1:
             return Assembled(bytes(segment.payload), offset, offset, True, 1)
         return self._add(tp, offset, segment)

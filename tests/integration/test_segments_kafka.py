@@ -14,6 +14,7 @@ from gateway.core.assembler import INCOMPLETE, MessageAssembler
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import last_header
 from gateway.testing import KafkaService
+from tests.assembling import assemble
 from tests.helpers import payload
 from tests.kafkautil import produce_records, read_partition
 
@@ -50,7 +51,7 @@ def _round_trip(kafka: KafkaService, topic: str, consumer_config: Any, size: int
     if key is None:
         assert all(m.key() == records[0].key and len(m.key()) == 16 for m in got)
     assembler = MessageAssembler(capacity=64_000_000)
-    results = [assembler.assemble((topic, 0), m.offset(), m.value(), last_header(m.headers(), LM_HEADER)) for m in got]
+    results = [assemble(assembler, (topic, 0), m.offset(), m.value(), last_header(m.headers(), LM_HEADER)) for m in got]
     assert all(r is INCOMPLETE for r in results[:-1])
     assert hashlib.sha256(results[-1].value or b"").digest() == hashlib.sha256(value).digest()
     assert results[-1].starting_offset == got[0].offset()

@@ -10,6 +10,7 @@ from gateway.core.pipeline import ConsumerPipeline, InvalidRecord, PlainMessage
 from gateway.protocol import encode_segment
 from gateway.protocol.headers import LM_HEADER
 from gateway.protocol.records import Record
+from tests.assembling import assemble
 from tests.helpers import payload, segments
 
 TP = ("t", 0)
@@ -19,7 +20,7 @@ def test_capacity_bounds_many_tiny_incomplete_messages() -> None:
     """Issue 13, defect 5: a message's bookkeeping (about 1.7 kB) lay outside the capacity."""
     assembler = MessageAssembler(capacity=100_000, expiration_offset_gap=1_000_000)
     for i in range(1000):
-        assert assembler.assemble(TP, i, encode_segment(uuid.uuid4(), 0, 2, 2, b"x")) is INCOMPLETE
+        assert assemble(assembler, TP, i, encode_segment(uuid.uuid4(), 0, 2, 2, b"x")) is INCOMPLETE
         assert assembler.accounted_bytes <= assembler.capacity
     assert assembler.incomplete_count <= 100_000 // (MESSAGE_BOOKKEEPING_BYTES + SEGMENT_BOOKKEEPING_BYTES)
     assert assembler.buffered_bytes == assembler.incomplete_count
@@ -34,8 +35,8 @@ def test_same_message_id_in_two_partitions_is_assembled_apart() -> None:
     assembler = MessageAssembler()
     results = []
     for i, (v, _) in enumerate(parts):  # interleaved, as one consumer reading both topics sees them
-        results.append(assembler.assemble(("t", 0), i, v))
-        results.append(assembler.assemble(("t-mirror", 0), i, v))
+        results.append(assemble(assembler, ("t", 0), i, v))
+        results.append(assemble(assembler, ("t-mirror", 0), i, v))
     whole = [r for r in results if r is not INCOMPLETE]
     assert [bytes(r.value or b"") for r in whole] == [value, value]
     assert assembler.incomplete_count == 0 and not assembler.dropped

@@ -9,6 +9,7 @@ import pytest
 from gateway.core.assembler import INCOMPLETE, MessageAssembler
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol import encode_segment
+from tests.assembling import assemble
 from tests.helpers import lm_of, payload, segments
 
 TP = ("t", 0)
@@ -16,16 +17,16 @@ TP = ("t", 0)
 
 def test_plain_and_null_values_pass_through_without_copy() -> None:
     value = b"plain value that is long enough to be checked as a segment........"
-    result = MessageAssembler().assemble(TP, 5, value)
+    result = assemble(MessageAssembler(), TP, 5, value)
     assert result.value is value and (result.starting_offset, result.ending_offset) == (5, 5)
     assert not result.segmented
-    assert MessageAssembler().assemble(TP, 6, None).value is None
+    assert assemble(MessageAssembler(), TP, 6, None).value is None
 
 
 def test_single_segment_skips_size_check() -> None:
     mid = uuid.uuid4()
     wrapped = encode_segment(mid, 0, 1, 100, b"hello")  # declares 100 bytes, carries 5
-    result = MessageAssembler().assemble(TP, 0, wrapped)
+    result = assemble(MessageAssembler(), TP, 0, wrapped)
     assert result.value == b"hello" and result.segmented
 
 
@@ -33,11 +34,11 @@ def test_out_of_order_and_duplicate_segments() -> None:
     value = payload(3000)
     parts = segments(value, 1000)
     assembler = MessageAssembler()
-    assert assembler.assemble(TP, 10, parts[2][0]) is INCOMPLETE
-    assert assembler.assemble(TP, 11, parts[0][0]) is INCOMPLETE
-    assert assembler.assemble(TP, 12, parts[0][0]) is INCOMPLETE  # resent: ignored
+    assert assemble(assembler, TP, 10, parts[2][0]) is INCOMPLETE
+    assert assemble(assembler, TP, 11, parts[0][0]) is INCOMPLETE
+    assert assemble(assembler, TP, 12, parts[0][0]) is INCOMPLETE  # resent: ignored
     assert assembler.buffered_bytes == 2000
-    result = assembler.assemble(TP, 13, parts[1][0])
+    result = assemble(assembler, TP, 13, parts[1][0])
     assert result.value == value and result.starting_offset == 10 and result.ending_offset == 13
     assert assembler.buffered_bytes == 0 and assembler.incomplete_count == 0
 
@@ -46,7 +47,7 @@ def test_header_only_segments() -> None:
     value = payload(2500)
     parts = segments(value, 1000, header_only=True)
     assembler = MessageAssembler()
-    out = [assembler.assemble(TP, i, v, lm_of(h)) for i, (v, h) in enumerate(parts)]
+    out = [assemble(assembler, TP, i, v, lm_of(h)) for i, (v, h) in enumerate(parts)]
     assert out[-1].value == value and out[0] is INCOMPLETE
 
 
@@ -54,7 +55,7 @@ def test_eviction_of_eldest_respects_capacity_and_reports() -> None:
     assembler = MessageAssembler(capacity=8_000_000, message_bookkeeping=0, segment_bookkeeping=0)
     for i in range(20):
         first = segments(payload(1_000_000, i), 500_000)[0][0]
-        assembler.assemble(("t", i % 3), i, first)
+        assemble(assembler, ("t", i % 3), i, first)
         assert assembler.buffered_bytes <= 8_000_000
     assert assembler.buffered_bytes == 16 * 500_000  # 16 halves fit; 4 eldest evicted
     assert [d.reason for d in assembler.dropped] == ["evicted"] * 4
@@ -71,9 +72,9 @@ def test_eviction_raises_when_configured_and_keeps_current_segment() -> None:
     )
     a = segments(payload(1800, 1), 600)
     b = segments(payload(1800, 2), 600)
-    assert assembler.assemble(TP, 0, a[0][0]) is INCOMPLETE
+    assert assemble(assembler, TP, 0, a[0][0]) is INCOMPLETE
     with pytest.raises(LargeMessageDroppedError) as info:
-        assembler.assemble(TP, 1, b[0][0])  # 1200 > 1000: A, the eldest, goes
+        assemble(assembler, TP, 1, b[0][0])  # 1200 > 1000: A, the eldest, goes
     assert info.value.dropped.starting_offset == 0
     assert assembler.buffered_bytes == 600  # B's first segment stays buffered
     assert assembler.safe_offsets() == {TP: 1}
@@ -82,8 +83,8 @@ def test_eviction_raises_when_configured_and_keeps_current_segment() -> None:
 def test_expiry_by_offset_gap_is_silent_and_moves_safe_offset() -> None:
     assembler = MessageAssembler(expiration_offset_gap=5, exception_on_message_dropped=True)
     parts = segments(payload(3000), 1000)
-    assembler.assemble(TP, 0, parts[0][0])
-    assembler.assemble(TP, 1, parts[1][0])
+    assemble(assembler, TP, 0, parts[0][0])
+    assemble(assembler, TP, 1, parts[1][0])
     assert assembler.safe_offset(TP, 5) == 0
     assert assembler.safe_offset(TP, 6) > 6  # expired: start 0 < 6 - 5
     assert assembler.buffered_bytes == 0
@@ -93,19 +94,19 @@ def test_expiry_by_offset_gap_is_silent_and_moves_safe_offset() -> None:
 def test_uuid_conflict_and_over_declared_bytes() -> None:
     mid = uuid.uuid4()
     assembler = MessageAssembler()
-    assembler.assemble(TP, 0, encode_segment(mid, 0, 3, 30, b"x" * 10))
+    assemble(assembler, TP, 0, encode_segment(mid, 0, 3, 30, b"x" * 10))
     with pytest.raises(InvalidSegmentError, match="UUID conflict"):
-        assembler.assemble(TP, 1, encode_segment(mid, 1, 4, 30, b"x" * 10))
+        assemble(assembler, TP, 1, encode_segment(mid, 1, 4, 30, b"x" * 10))
     with pytest.raises(InvalidSegmentError, match="more bytes"):
-        assembler.assemble(TP, 2, encode_segment(mid, 1, 3, 30, b"x" * 25))
+        assemble(assembler, TP, 2, encode_segment(mid, 1, 3, 30, b"x" * 25))
 
 
 def test_out_of_order_offsets_rejected() -> None:
     mid = uuid.uuid4()
     assembler = MessageAssembler()
-    assembler.assemble(TP, 10, encode_segment(mid, 0, 2, 20, b"x" * 10))
+    assemble(assembler, TP, 10, encode_segment(mid, 0, 2, 20, b"x" * 10))
     with pytest.raises(InvalidSegmentError, match="Out of order"):
-        assembler.assemble(TP, 9, encode_segment(mid, 1, 2, 20, b"x" * 10))
+        assemble(assembler, TP, 9, encode_segment(mid, 1, 2, 20, b"x" * 10))
 
 
 @pytest.mark.parametrize(
@@ -115,20 +116,20 @@ def test_out_of_order_offsets_rejected() -> None:
 def test_declared_bounds(count: int, size: int, match: str) -> None:
     assembler = MessageAssembler(capacity=32_000_000, max_segments=200_000)
     with pytest.raises(InvalidSegmentError, match=match):
-        assembler.assemble(TP, 0, encode_segment(uuid.uuid4(), 0, count, size, b"x"))
+        assemble(assembler, TP, 0, encode_segment(uuid.uuid4(), 0, count, size, b"x"))
     assert assembler.incomplete_count == 0 and assembler.buffered_bytes == 0
 
 
 def test_segment_at_least_capacity_rejected() -> None:
     assembler = MessageAssembler(capacity=100, max_message_bytes=1000)
     with pytest.raises(InvalidSegmentError, match="buffer capacity"):
-        assembler.assemble(TP, 0, encode_segment(uuid.uuid4(), 0, 2, 400, b"x" * 200))
+        assemble(assembler, TP, 0, encode_segment(uuid.uuid4(), 0, 2, 400, b"x" * 200))
 
 
 def test_clear_partition_frees_only_that_partition() -> None:
     assembler = MessageAssembler()
-    assembler.assemble(("t", 0), 0, segments(payload(2000, 1), 1000)[0][0])
-    assembler.assemble(("t", 1), 0, segments(payload(2000, 2), 1000)[0][0])
+    assemble(assembler, ("t", 0), 0, segments(payload(2000, 1), 1000)[0][0])
+    assemble(assembler, ("t", 1), 0, segments(payload(2000, 2), 1000)[0][0])
     assembler.clear(("t", 0))
     assert assembler.buffered_bytes == 1000 and assembler.safe_offsets() == {("t", 1): 0}
 
@@ -148,3 +149,8 @@ def test_chunks_arriving_out_of_turn_are_placed_in_sequence_order() -> None:
     assert [r is INCOMPLETE for r in results] == [True, True, True, True, False]
     assert results[-1].value == b"aaaabbbbccccdd"
     assert type(results[-1].value) is bytes
+
+
+def test_the_library_feeds_segments_only() -> None:
+    """Records are classified once, by the consumer; a value-taking entry point would be a second classifier."""
+    assert not hasattr(MessageAssembler, "assemble")

@@ -38,6 +38,7 @@ from gateway.protocol.primitives import (
     uuid_halves,
 )
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
+from tests.assembling import assemble
 
 uuids = st.uuids()
 int32 = st.integers(-(2**31), 2**31 - 1)
@@ -182,7 +183,7 @@ def test_split_then_assemble_is_identity(
     results = []
     for offset, record in enumerate(records):
         value = bytes(record.value or b"")
-        result = assembler.assemble(("t", 0), offset, value, last_header(record.headers, LM_HEADER))
+        result = assemble(assembler, ("t", 0), offset, value, last_header(record.headers, LM_HEADER))
         results.append(result)
     assert all(r is INCOMPLETE for r in results[:-1])
     assert results[-1].value == payload
@@ -201,7 +202,7 @@ def test_assembly_is_order_and_duplicate_insensitive(payload: bytes, segment_siz
     assembler = MessageAssembler(capacity=10_000_000)
     result = None
     for offset, index in enumerate(sequence):
-        result = assembler.assemble(("t", 0), offset, bytes(records[index].value or b""))
+        result = assemble(assembler, ("t", 0), offset, bytes(records[index].value or b""))
     assert result is not None and result.value == payload
 
 
@@ -213,7 +214,7 @@ def test_uuid_halves_are_java_signed() -> None:
 def test_header_only_segment_with_bad_header_raises() -> None:
     bad = encode_lm(LargeMessageHeader(2, uuid.uuid4(), 3, 2, 100))  # seq >= count
     with pytest.raises(InvalidSegmentError):
-        MessageAssembler().assemble(("t", 0), 0, b"x" * 10, bad)
+        assemble(MessageAssembler(), ("t", 0), 0, b"x" * 10, bad)
 
 
 @given(st.integers(INT64_MIN, INT64_MAX), st.integers(INT64_MIN, INT64_MAX))
