@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -88,11 +88,15 @@ class Setting(abc.ABC, Generic[T]):
         return self.parse(conf[self.key], error) if self.key in conf else self.default
 
     def option(self, options: Mapping[str, str], error: type[Exception] = ValueError) -> T:
-        """The value in Spark's option map (names lower-cased, as Spark hands them over); empty text is unset."""
-        value = options.get((self.spark or self.key).lower())
+        """The value in Spark's option map (names lower-cased, as Spark hands them over); empty text is unset.
+
+        A refusal names the option as Spark handed it over (``includeheaders``), as it always has.
+        """
+        name = (self.spark or self.key).lower()
+        value = options.get(name)
         if value is None or (str(value).strip() == "" and not self.keeps_empty()):
             return self.default
-        return self.parse(value, error)
+        return (self if name == self.key else replace(self, key=name)).parse(value, error)
 
     def keeps_empty(self) -> bool:
         """Whether empty text is a value of its own (an empty prefix) rather than "unset"."""

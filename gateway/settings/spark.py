@@ -133,3 +133,26 @@ SPARK_SOURCE: tuple[Setting[Any], ...] = (
     INCLUDE_HEADERS,
 )
 """The options of Spark's own Kafka source, as this source reads them (all known here, two refused)."""
+
+SINK_TOPIC = TextSetting("topic", None, "the topic of rows without a topic column", spark="topic")
+SINK_SEGMENT_BYTES = OptionalIntSetting(
+    "max.message.segment.bytes",
+    None,
+    "the writers' chunk size, as the producer's key",
+    spark="max.message.segment.bytes",
+    minimum=1,
+    default_doc="the producer's default",
+)
+SINK_REFERENCE_ABOVE = OptionalIntSetting(
+    "reference.above",
+    None,
+    "values larger than this go by reference to reference.store (SizeThresholdPolicy(reference_above=...))",
+    spark="reference.above",
+    minimum=0,
+)
+SINK_REFERENCE_STORE = TextSetting(
+    "reference.store", None, "the store referenced values go to", spark="reference.store"
+)
+
+SINK: tuple[Setting[Any], ...] = (SINK_TOPIC, SINK_SEGMENT_BYTES, SINK_REFERENCE_ABOVE, SINK_REFERENCE_STORE)
+"""The sink's own options; it also takes reference.encryption, reference.compression and the store options."""

@@ -27,7 +27,7 @@ from gateway.consumer.reference_rules import (
 from gateway.errors import ConfigurationError
 from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
-from gateway.settings import SPARK, SPARK_SOURCE, Setting, check_minimum, parse_bool, parse_int
+from gateway.settings import SPARK, SPARK_SOURCE, Setting
 from gateway.settings import consumer as keys
 from gateway.settings import spark as spark_keys
 from gateway.settings import stores as store_keys
@@ -209,26 +209,6 @@ T = TypeVar("T")
 def _read(setting: Setting[T], options: Mapping[str, str]) -> T:
     """An option through its declaration (:mod:`gateway.settings`), refused as an :class:`OptionError`."""
     return setting.option(options, OptionError)
-
-
-def _int(options: Mapping[str, str], key: str, default: int | None, minimum: int | None = None) -> int | None:
-    """An integer option the schema does not declare (none of this source's own)."""
-    value = options.get(key)
-    if value is None or str(value).strip() == "":
-        return default
-    return check_minimum(key, parse_int(key, value, OptionError), minimum, OptionError)
-
-
-def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
-    return default if value is None else parse_bool(key, value, OptionError)
-
-
-def _str(options: Mapping[str, str], key: str, default: str | None = None) -> str | None:
-    value = options.get(key)
-    if value is None or str(value) == "":
-        return default
-    return str(value)
 
 
 @dataclass(frozen=True, slots=True)

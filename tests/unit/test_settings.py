@@ -83,11 +83,11 @@ SPARK_BOUNDED = [s for s in SPARK if isinstance(s, (IntSetting, OptionalIntSetti
 @pytest.mark.parametrize("setting", SPARK_BOUNDED, ids=lambda s: s.key)
 def test_spark_refuses_what_the_schema_refuses_in_the_same_words(setting: IntSetting | OptionalIntSetting) -> None:
     assert setting.minimum is not None and setting.spark is not None
-    name = setting.spark.lower()
-    message = f"{setting.key} must be >= {setting.minimum}, got {setting.minimum - 1}"
+    name = setting.spark.lower()  # as Spark hands options over, and as the refusal names them
+    message = f"{name} must be >= {setting.minimum}, got {setting.minimum - 1}"
     with pytest.raises(OptionError, match=f"^{message}$"):
         parse_options({**SPARK_BASE, name: str(setting.minimum - 1)}, streaming=False)
-    with pytest.raises(OptionError, match=f"^{setting.key} must be an integer, got 'many'$"):
+    with pytest.raises(OptionError, match=f"^{name} must be an integer, got 'many'$"):
         parse_options({**SPARK_BASE, name: "many"}, streaming=False)
 
 
@@ -158,3 +158,17 @@ def test_value_settings_hand_their_value_to_their_own_parser() -> None:
     assert isinstance(renames, ValueSetting)
     assert renames.pop({"reference.topic.renames": "a.${topic}"}) == "a.${topic}"
     assert renames.pop({}) is None
+
+
+def test_the_sink_reads_its_declared_options() -> None:
+    from gateway.settings import spark as spark_keys
+    from gateway.spark.sink import SINK_OPTIONS, parse_sink_options
+
+    assert {s.key for s in spark_keys.SINK} <= set(SINK_OPTIONS)
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1"}
+    with pytest.raises(OptionError, match=r"^reference\.above must be >= 0, got -1$"):
+        parse_sink_options({**base, "reference.above": "-1"})
+    with pytest.raises(OptionError, match=r"^max\.message\.segment\.bytes must be an integer, got 'x'$"):
+        parse_sink_options({**base, "max.message.segment.bytes": "x"})
+    options = parse_sink_options({**base, "topic": "t", "max.message.segment.bytes": "5000"})
+    assert (options.topic, options.segment_bytes, options.reference_above) == ("t", 5000, None)
