@@ -31,6 +31,8 @@ from gateway.command import (
 )
 from gateway.config import check_url_userinfo, mask_url
 from gateway.errors import ConfigurationError
+from gateway.settings import TextSetting
+from gateway.settings import stores as store_keys
 
 GC_EXIT_STATUSES = COMMAND_EXIT_STATUSES["gc"]
 RECONCILE_EXIT_STATUSES = COMMAND_EXIT_STATUSES["reconcile"]
@@ -100,16 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
     reconcile.add_argument("--topic", required=True, action="append", help="topic to reconcile (repeat for several)")
     reconcile.add_argument("--redis-url", help="Redis store, e.g. redis://127.0.0.1:6379/0")
-    reconcile.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
+    _setting_flag(reconcile, store_keys.REDIS_PREFIX, "key prefix of the Redis store")
     reconcile.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
     reconcile.add_argument("--s3-bucket", help="S3 bucket of the store")
-    reconcile.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
+    _setting_flag(reconcile, store_keys.S3_PREFIX, "key prefix of the S3 store")
     reconcile.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
     reconcile.add_argument("--s3-ca-bundle", metavar="PEM", help=_S3_CA_HELP)
-    reconcile.add_argument(
-        "--redis-name", default="redis", help="store name the producers gave the Redis store (default redis)"
-    )
-    reconcile.add_argument("--s3-name", default="s3", help="store name the producers gave the S3 store (default s3)")
+    _setting_flag(reconcile, store_keys.REDIS_NAME, "store name the producers gave the Redis store")
+    _setting_flag(reconcile, store_keys.S3_NAME, "store name the producers gave the S3 store")
     _cloud_args(reconcile, "store name the producers gave")
     reconcile.add_argument(
         "--grace",
@@ -202,16 +202,22 @@ _S3_CA_HELP = (
 )
 
 
+def _setting_flag(parser: argparse.ArgumentParser, setting: TextSetting, what: str) -> None:
+    """``--redis-prefix`` and the like: the flag of a store setting, with the settings schema's default."""
+    flag = "--" + setting.key.replace(".", "-")
+    parser.add_argument(flag, default=setting.default, help=f"{what} (default {setting.default})")
+
+
 def _store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-url", help="Redis store to sweep, e.g. redis://127.0.0.1:6379/0")
-    parser.add_argument("--redis-prefix", default="gw", help="key prefix of the Redis store (default gw)")
-    parser.add_argument("--redis-name", default="redis", help="label of the Redis store in the report (default redis)")
+    _setting_flag(parser, store_keys.REDIS_PREFIX, "key prefix of the Redis store")
+    _setting_flag(parser, store_keys.REDIS_NAME, "label of the Redis store in the report")
     parser.add_argument("--s3-endpoint", help="S3 endpoint URL (omit for AWS)")
     parser.add_argument("--s3-bucket", help="S3 bucket to sweep")
-    parser.add_argument("--s3-prefix", default="gw/", help="key prefix of the S3 store (default gw/)")
+    _setting_flag(parser, store_keys.S3_PREFIX, "key prefix of the S3 store")
     parser.add_argument("--s3-region", help="S3 region (default: boto3's configuration)")
     parser.add_argument("--s3-ca-bundle", metavar="PEM", help=_S3_CA_HELP)
-    parser.add_argument("--s3-name", default="s3", help="label of the S3 store in the report (default s3)")
+    _setting_flag(parser, store_keys.S3_NAME, "label of the S3 store in the report")
     _cloud_args(parser, "label in the report of")
 
 
@@ -274,15 +280,16 @@ def _credential_args(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
     """Kafka settings and store credentials from env, file and argv; ``--redis-url`` may come from them too."""
     kafka, stores = client_settings(args.command_config, _kafka_options(args.kafka_option))
-    if not args.redis_url and stores.get("redis.url"):
-        args.redis_url = stores["redis.url"]
-    if not args.s3_ca_bundle and stores.get("s3.ca.bundle"):
-        args.s3_ca_bundle = stores["s3.ca.bundle"]
+    if not args.redis_url and stores.get(store_keys.REDIS_URL.key):
+        args.redis_url = stores[store_keys.REDIS_URL.key]
+    if not args.s3_ca_bundle and stores.get(store_keys.S3_CA_BUNDLE.key):
+        args.s3_ca_bundle = stores[store_keys.S3_CA_BUNDLE.key]
     return kafka, stores
 
 
 def _redis_kwargs(stores: dict[str, str]) -> dict[str, str]:
-    return {name: stores[f"redis.{name}"] for name in ("username", "password") if stores.get(f"redis.{name}")}
+    given = {"username": store_keys.REDIS_USERNAME.key, "password": store_keys.REDIS_PASSWORD.key}
+    return {name: stores[key] for name, key in given.items() if stores.get(key)}
 
 
 def _with_credentials(url: str, kwargs: dict[str, str]) -> str:

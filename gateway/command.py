@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn, Protocol
 
+from gateway.settings.stores import COMMAND_CREDENTIALS
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INCOMPLETE, EXIT_UNKNOWN_TOPIC, EXIT_MISSING_EXTRA, EXIT_REFUSED = 4, 5, 6, 7
 
@@ -220,16 +222,9 @@ def check_container(store: Any) -> None:
         fail(f"{where}: {exc}")
 
 
-STORE_SETTINGS = (
-    "redis.url",
-    "redis.username",
-    "redis.password",
-    "s3.access.key",
-    "s3.secret.key",
-    "s3.ca.bundle",
-    "azure.connection.string",
-)
-"""Store settings a ``--command-config`` file or the environment may hold; every other key is a Kafka setting."""
+STORE_SETTINGS = tuple(setting.key for setting in COMMAND_CREDENTIALS)
+"""Store settings a ``--command-config`` file or the environment may hold; every other key is a Kafka setting
+(declared in :mod:`gateway.settings.stores`)."""
 
 ENV_PREFIX = "GATEWAY_"
 """``GATEWAY_KAFKA_SASL_PASSWORD`` is ``sasl.password``; ``GATEWAY_REDIS_PASSWORD`` is ``redis.password``."""

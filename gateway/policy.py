@@ -6,10 +6,11 @@ value size, headers), so it can be tested alone and swapped per application.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from gateway.protocol.headers import Header
 
@@ -81,14 +82,75 @@ class MessageInfo:
     """The producer's effective segment size: values up to it fit in one record."""
 
 
-@runtime_checkable
-class Policy(Protocol):
+class Policy(abc.ABC):
     """Chooses each message's route; the producer asks it once per message, so it can look at size,
-    topic and headers (:class:`SizeThresholdPolicy` is the usual one)."""
+    topic and headers (:class:`SizeThresholdPolicy` is the usual one).
 
+    Subclass it and implement :meth:`route`; the other methods are what a policy may also know, each
+    with the answer of a policy that does not, so the producer asks them of any policy and never asks
+    what a policy can do (as :class:`~gateway.store.Store` declares its optional features). An object
+    that only has a ``route`` method is a policy too: the producer wraps it (:func:`as_policy`), and
+    it gets these defaults.
+    """
+
+    @abc.abstractmethod
     def route(self, message: MessageInfo) -> Route:
         """The route of ``message``; a policy must not raise for a message it does not expect."""
-        ...
+
+    def store_names(self) -> set[str]:
+        """Every store this policy may route to, so that a producer refuses a missing one up front.
+
+        The default names none: the producer then learns of a missing store when a message is routed there.
+        """
+        return set()
+
+    def store_for(self, topic: str) -> str | None:
+        """The store this policy names for ``topic``: where a compacted topic's large messages go.
+
+        The default names none: the producer's only store takes them, if it has exactly one.
+        """
+        return None
+
+    def always_plain_up_to(self, segment_size: int) -> int:
+        """The largest value this policy sends plain on every topic: the producer skips the policy below it.
+
+        The default, -1, promises nothing: the policy is asked for every message.
+        """
+        return -1
+
+
+class Router(Protocol):
+    """What a policy that does not subclass :class:`Policy` must have: a ``route`` method (for type checkers)."""
+
+    def route(self, message: MessageInfo) -> Route: ...
+
+
+class RouteOnlyPolicy(Policy):
+    """An object with a ``route`` method and nothing declared, as a :class:`Policy` with the defaults."""
+
+    def __init__(self, router: Router) -> None:
+        try:
+            self._route = router.route
+        except AttributeError:
+            raise TypeError(
+                f"policy must be a gateway.Policy or have a route(MessageInfo) method, got {type(router).__name__}"
+            ) from None
+        self.router = router
+
+    def route(self, message: MessageInfo) -> Route:
+        return self._route(message)
+
+    def __repr__(self) -> str:
+        return f"RouteOnlyPolicy({self.router!r})"
+
+
+def as_policy(policy: Policy | Router | None) -> Policy:
+    """``policy=`` as a :class:`Policy`: itself, the default :class:`SizeThresholdPolicy` for None, or wrapped."""
+    if policy is None:
+        return SizeThresholdPolicy()
+    if isinstance(policy, Policy):
+        return policy
+    return RouteOnlyPolicy(policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +161,7 @@ class TopicOverride:
 
 
 @dataclass(frozen=True)
-class SizeThresholdPolicy:
+class SizeThresholdPolicy(Policy):
     """Plain up to the segment size, chunked up to ``reference_above``, a reference beyond it.
 
     ``reference_above=None`` never references (LinkedIn's behaviour); ``store=None`` likewise.

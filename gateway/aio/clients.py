@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException, Message
 from gateway.consumer import HybridConsumer
 from gateway.consumer.handoff import Loan
 from gateway.encryption import KeyProvider
-from gateway.policy import Policy
+from gateway.policy import Policy, Router
 from gateway.producer import HybridProducer, delivery_error
 from gateway.store import Store
 
@@ -74,7 +74,7 @@ class AIOHybridProducer(_Driven):
     def __init__(
         self,
         producer_conf: Mapping[str, Any],
-        policy: Policy | None = None,
+        policy: Policy | Router | None = None,
         stores: Mapping[str, Store] | None = None,
         *,
         max_workers: int = 1,

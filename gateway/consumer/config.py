@@ -64,7 +64,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_PAYLOAD_BYTES, pop_bool, pop_int
 from gateway.consumer._errors import ErrorPolicy, UnresolvedSettings
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.consumer.reference_rules import (
@@ -72,7 +71,7 @@ from gateway.consumer.reference_rules import (
     ReferenceRules,
     parse_topic_renames,
 )
-from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS, Resolver
+from gateway.consumer.resolver import Resolver
 from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
 from gateway.core.pipeline import ConsumerPipeline
@@ -81,13 +80,16 @@ from gateway.errors import ConfigurationError
 from gateway.librdkafka.group_offsets import pop_commit_encoding
 from gateway.protocol.metadata import CommitEncoding
 from gateway.protocol.peers import PeerFormat, PeerReader, parse_peer_formats
+from gateway.settings import LIBRDKAFKA_DEFAULTS
+from gateway.settings import consumer as keys
+from gateway.settings.shared import LOG_WARNING_INTERVAL_MS, REFERENCE_MAX_PAYLOAD_BYTES
 from gateway.store import Store
 
-FETCH_QUEUE_BACKOFF_MS = 3
+FETCH_QUEUE_BACKOFF_MS = keys.FETCH_QUEUE_BACKOFF_MS.default
 """librdkafka's ``fetch.queue.backoff.ms`` unless the configuration sets it (see the module docstring)."""
-QUEUED_MAX_KBYTES = 12_288
+QUEUED_MAX_KBYTES = keys.QUEUED_MAX_KBYTES.default
 """librdkafka's ``queued.max.messages.kbytes`` unless the configuration sets it (see the module docstring)."""
-FETCH_BATCH_BYTES = 2_000_000
+FETCH_BATCH_BYTES = keys.FETCH_BATCH_BYTES.default
 """``fetch.batch.bytes``: about how many bytes of raw records one fetch moves into the local queue."""
 
 
@@ -154,33 +156,32 @@ class ConsumerSettings:
 def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, dict[str, Any]]:
     """Our settings, and the configuration for librdkafka with our keys removed (its auto-commit off)."""
     conf = dict(config)
-    capacity = pop_int(conf, "message.assembler.buffer.capacity", DEFAULT_MAX_MESSAGE_BYTES, minimum=1)
-    gap = pop_int(conf, "message.assembler.expiration.offset.gap", 1000, minimum=0)
-    max_segments = pop_int(conf, "message.assembler.max.segments.per.message", 100_000, minimum=1)
-    max_message = pop_int(conf, "message.assembler.max.message.bytes", capacity, minimum=1)
-    max_tracked = pop_int(conf, "max.tracked.messages.per.partition", 500, minimum=1)
-    raise_on_drop = pop_bool(conf, "exception.on.message.dropped", True)
-    stall_timeout_s = pop_int(conf, "message.assembler.stall.timeout.ms", 30_000, minimum=0) / 1000.0
-    auto_commit = pop_bool(conf, "enable.auto.commit", True)
-    auto_commit_s = pop_int(conf, "auto.commit.interval.ms", 5000, minimum=0) / 1000.0
-    auto_offset_store = pop_bool(conf, "enable.auto.offset.store", True)
-    batch = pop_int(conf, "fetch.batch.records", 500, minimum=1)
-    batch_bytes = pop_int(conf, "fetch.batch.bytes", FETCH_BATCH_BYTES, minimum=1)
-    conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
-    conf.setdefault("queued.max.messages.kbytes", QUEUED_MAX_KBYTES)
-    bad_as_payload = pop_bool(conf, "treat.bad.segments.as.payload", False)
+    capacity = keys.BUFFER_CAPACITY.pop(conf)
+    gap = keys.EXPIRATION_OFFSET_GAP.pop(conf)
+    max_segments = keys.MAX_SEGMENTS.pop(conf)
+    declared_max = keys.MAX_MESSAGE_BYTES.pop(conf)
+    max_message = capacity if declared_max is None else declared_max
+    max_tracked = keys.MAX_TRACKED.pop(conf)
+    raise_on_drop = keys.EXCEPTION_ON_DROP.pop(conf)
+    stall_timeout_s = keys.STALL_TIMEOUT_MS.pop(conf) / 1000.0
+    auto_commit = keys.ENABLE_AUTO_COMMIT.pop(conf)
+    auto_commit_s = keys.AUTO_COMMIT_INTERVAL_MS.pop(conf) / 1000.0
+    auto_offset_store = keys.ENABLE_AUTO_OFFSET_STORE.pop(conf)
+    batch = keys.FETCH_BATCH_RECORDS.pop(conf)
+    batch_bytes = keys.FETCH_BATCH_BYTES.pop(conf)
+    for librdkafka_key in LIBRDKAFKA_DEFAULTS:
+        conf.setdefault(librdkafka_key.key, librdkafka_key.default)
+    bad_as_payload = keys.BAD_SEGMENTS_AS_PAYLOAD.pop(conf)
     _linkedin_resets(conf)
-    error_mode = str(conf.pop("reference.error.mode", "raise")).lower()
-    if error_mode not in ("raise", "deliver"):
-        raise ValueError(f"reference.error.mode must be 'raise' or 'deliver', got {error_mode!r}")
-    workers = pop_int(conf, "reference.fetch.workers", DEFAULT_WORKERS, minimum=1)
-    budget = pop_int(conf, "reference.fetch.budget.bytes", DEFAULT_BUDGET, minimum=0)
+    error_mode = keys.REFERENCE_ERROR_MODE.pop(conf)
+    workers = keys.FETCH_WORKERS.pop(conf)
+    budget = keys.FETCH_BUDGET_BYTES.pop(conf)
     rules = reference_rules(conf)
-    on_commit = conf.pop("on_commit", None)
+    on_commit = keys.ON_COMMIT.pop(conf)
     unresolved = _unresolved_settings(conf)
-    warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
+    warning_interval_s = LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0
     peers = peer_reader(conf)
-    peer_max_bytes = pop_int(conf, "large.message.peer.max.bytes", DEFAULT_PEER_MAX_BYTES, minimum=1)
+    peer_max_bytes = keys.PEER_MAX_BYTES.pop(conf)
     commit_encoding = pop_commit_encoding(conf)
     conf["enable.auto.commit"] = False
     settings = ConsumerSettings(
@@ -213,17 +214,17 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
 
 def reference_rules(conf: dict[str, Any]) -> ReferenceRules:
     """``reference.max.payload.bytes`` and ``reference.topic.renames`` popped from ``conf``."""
-    max_payload = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
-    return ReferenceRules(max_payload, parse_topic_renames(conf.pop("reference.topic.renames", None)))
+    max_payload = REFERENCE_MAX_PAYLOAD_BYTES.pop(conf)
+    return ReferenceRules(max_payload, parse_topic_renames(keys.TOPIC_RENAMES.pop(conf)))
 
 
 def peer_reader(conf: dict[str, Any]) -> PeerReader | None:
     """``large.message.peer.formats`` (and ``.bakdata.keys``) popped from ``conf``; ``None`` when no format is on."""
-    formats = parse_peer_formats(conf.pop("large.message.peer.formats", None))
-    keys = pop_bool(conf, "large.message.peer.bakdata.keys", False)
-    if keys and PeerFormat.BAKDATA not in formats:
+    formats = parse_peer_formats(keys.PEER_FORMATS.pop(conf))
+    bakdata_keys = keys.PEER_BAKDATA_KEYS.pop(conf)
+    if bakdata_keys and PeerFormat.BAKDATA not in formats:
         raise ConfigurationError("large.message.peer.bakdata.keys needs 'bakdata' in large.message.peer.formats")
-    return PeerReader(formats, keys) if formats else None
+    return PeerReader(formats, bakdata_keys) if formats else None
 
 
 def _linkedin_resets(conf: dict[str, Any]) -> None:
@@ -234,7 +235,7 @@ def _linkedin_resets(conf: dict[str, Any]) -> None:
             " resets to one end only: use earliest (also what liclosest does without a committed offset) or"
             " latest, or error to handle out-of-range offsets in the application"
         )
-    if pop_bool(conf, "exception.on.invalid.offset.reset", False):
+    if keys.EXCEPTION_ON_INVALID_RESET.pop(conf):
         raise ValueError(
             "exception.on.invalid.offset.reset=true goes with liclosest; use auto.offset.reset=error, which"
             " reports an invalid offset as an error event"
@@ -242,13 +243,8 @@ def _linkedin_resets(conf: dict[str, Any]) -> None:
 
 
 def _unresolved_settings(conf: dict[str, Any]) -> UnresolvedSettings:
-    name = str(conf.pop("reference.error.policy", "raise")).lower()
-    try:
-        policy = ErrorPolicy(name)
-    except ValueError:
-        choices = ", ".join(repr(p.value) for p in ErrorPolicy)
-        raise ValueError(f"reference.error.policy must be one of {choices}, got {name!r}") from None
-    attempts = pop_int(conf, "reference.error.max.attempts", 1, minimum=1)
-    backoff_s = pop_int(conf, "reference.error.retry.backoff.ms", 100, minimum=0) / 1000.0
-    topic = conf.pop("reference.dead.letter.topic", None)
+    policy = ErrorPolicy(keys.ERROR_POLICY.pop(conf))
+    attempts = keys.ERROR_MAX_ATTEMPTS.pop(conf)
+    backoff_s = keys.ERROR_RETRY_BACKOFF_MS.pop(conf) / 1000.0
+    topic = keys.DEAD_LETTER_TOPIC.pop(conf)
     return UnresolvedSettings(policy, attempts, backoff_s, None if topic is None else str(topic))

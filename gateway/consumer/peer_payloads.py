@@ -24,8 +24,9 @@ from gateway.consumer.reference_rules import ReferenceRules, object_written_for
 from gateway.errors import LocatorError, PayloadIntegrityError
 from gateway.protocol.compression import decompress
 from gateway.protocol.peers import PeerPart, PeerPointer, PeerRecord
+from gateway.settings import consumer as keys
 
-DEFAULT_PEER_MAX_BYTES = 268_435_456
+DEFAULT_PEER_MAX_BYTES = keys.PEER_MAX_BYTES.default
 """``large.message.peer.max.bytes``: the largest object (and decompressed payload) a peer pointer may name."""
 
 

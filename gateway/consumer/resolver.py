@@ -28,10 +28,11 @@ from gateway.errors import (
 )
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
+from gateway.settings import consumer as keys
 from gateway.store import Store, locator_topic
 
-DEFAULT_WORKERS = 4
-DEFAULT_BUDGET = 32_000_000
+DEFAULT_WORKERS = keys.FETCH_WORKERS.default
+DEFAULT_BUDGET = keys.FETCH_BUDGET_BYTES.default
 """Bytes fetched ahead and not yet taken: three 10 MB payloads ahead already keep four fetch threads busy,
 so a larger budget buys no read rate and holds more payloads in memory (measured in docs/consumer.md
 §6, "Fetching referenced payloads ahead")."""

@@ -29,10 +29,11 @@ from gateway.protocol.primitives import INT64_MAX
 from gateway.protocol.records import TopicPartitionKey
 from gateway.protocol.segments import Segment
 from gateway.protocol.slots import direct_init
+from gateway.settings import consumer as keys
 
-DEFAULT_BUFFER_CAPACITY = 32_000_000
-DEFAULT_EXPIRATION_OFFSET_GAP = 1000
-DEFAULT_MAX_SEGMENTS = 100_000
+DEFAULT_BUFFER_CAPACITY = keys.BUFFER_CAPACITY.default
+DEFAULT_EXPIRATION_OFFSET_GAP = keys.EXPIRATION_OFFSET_GAP.default
+DEFAULT_MAX_SEGMENTS = keys.MAX_SEGMENTS.default
 MESSAGE_BOOKKEEPING_BYTES = 1024
 """What an incomplete message costs beyond its chunks (its record, id, dict entries), counted in the capacity."""
 SEGMENT_BOOKKEEPING_BYTES = 256

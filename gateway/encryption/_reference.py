@@ -19,6 +19,7 @@ from gateway.errors import ConfigurationError, KeyUnavailableError
 from gateway.protocol.encryption import ALGORITHMS_BY_NAME, DEFAULT_SEGMENT_LOG2, Binding, Encryption, sealed_size
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.payload_encoding import decode_payload
+from gateway.settings.shared import REFERENCE_ENCRYPTION
 from gateway.store import Store, locator_topic
 
 ENCRYPTION_KEY = "reference.encryption"
@@ -65,10 +66,7 @@ class ReferenceEncryption:
     @classmethod
     def from_config(cls, conf: MutableMapping[str, Any], provider: KeyProvider | None) -> ReferenceEncryption:
         """Pop ``reference.encryption`` (``none`` or ``aes256-gcm``) from a producer's configuration."""
-        value = str(conf.pop(ENCRYPTION_KEY, NONE)).strip().lower()
-        if value not in CHOICES:
-            raise ConfigurationError(f"{ENCRYPTION_KEY} must be one of {', '.join(CHOICES)}, got {value!r}")
-        return cls(provider, enabled=value != NONE)
+        return cls(provider, enabled=REFERENCE_ENCRYPTION.pop(conf, ConfigurationError) != NONE)
 
     def check_stores(self, stores: Mapping[str, Store]) -> None:
         """Refuse, at construction, a store sealed payloads cannot be bound to (it cannot tell its locator first)."""

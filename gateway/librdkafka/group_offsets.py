@@ -26,7 +26,6 @@ from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Producer, TopicPartition
 
-from gateway.config import pop_choice
 from gateway.librdkafka.binding import (
     CLOSED,
     COMMIT_CB,
@@ -43,18 +42,18 @@ from gateway.librdkafka.binding import (
 )
 from gateway.protocol.metadata import CommitEncoding, commit_metadata, encode_metadata
 from gateway.protocol.records import TopicPartitionKey
+from gateway.settings.shared import COMMIT_METADATA_ENCODING
 
 log = logging.getLogger(__name__)
 
 _WAIT_SLICE_MS = 200  # a synchronous commit waits in slices, so Ctrl-C gets in between
 
-COMMIT_ENCODING_KEY = "commit.metadata.encoding"
+COMMIT_ENCODING_KEY = COMMIT_METADATA_ENCODING.key
 
 
 def pop_commit_encoding(conf: MutableMapping[str, Any]) -> CommitEncoding:
     """``commit.metadata.encoding`` popped from ``conf``: ``nul-terminated`` (the default) or ``java``."""
-    choices = tuple(e.value for e in CommitEncoding)
-    return CommitEncoding(pop_choice(conf, COMMIT_ENCODING_KEY, CommitEncoding.NUL_TERMINATED.value, choices))
+    return CommitEncoding(COMMIT_METADATA_ENCODING.pop(conf))
 
 
 @dataclass(frozen=True, slots=True)

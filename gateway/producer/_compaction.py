@@ -21,7 +21,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.errors import ConfigurationError
-from gateway.policy import Route, RouteKind
+from gateway.policy import Policy, Route, RouteKind
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class CompactionGuard:
     """
 
     def __init__(
-        self, policies: CleanupPolicies | None, policy: Any, stores: Mapping[str, object], segment_bytes: int
+        self, policies: CleanupPolicies | None, policy: Policy, stores: Mapping[str, object], segment_bytes: int
     ) -> None:
         self._policies = policies
         self._policy = policy
@@ -166,14 +166,13 @@ class CompactionGuard:
         return (self._policies.policy(topic) if self._policies is not None else None) or "unknown"
 
 
-def reference_route(policy: Any, stores: Mapping[str, object], topic: str, size: int, cleanup: str) -> Route:
+def reference_route(policy: Policy, stores: Mapping[str, object], topic: str, size: int, cleanup: str) -> Route:
     """The reference route a message too large for one record takes on a compacted topic.
 
     The policy's store for the topic (``store_for``) when it has one, else the producer's only
     store; with neither, :class:`CompactedTopicError` before anything is written.
     """
-    store_for = getattr(policy, "store_for", None)
-    store = store_for(topic) if callable(store_for) else None
+    store = policy.store_for(topic)
     if store is None and len(stores) == 1:
         store = next(iter(stores))
     if store is None or store not in stores:

@@ -10,29 +10,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_MAX_PAYLOAD_BYTES,
-    peek_int,
-    pop_bool,
-    pop_choice,
-    pop_int,
-)
 from gateway.core.assembler import buffered_cost
 from gateway.errors import MessageTooLargeError, RecordTooLargeError
 from gateway.health import StoreHealth
 from gateway.producer.outgoing import headers_size
-from gateway.producer.reference.digests import CHECKSUM_SETTINGS
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
 from gateway.protocol.payload_encoding import parse_compression
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
+from gateway.settings import DEFAULT_MAX_MESSAGE_BYTES, PRODUCER, rename_aliases
+from gateway.settings import producer as keys
+from gateway.settings.producer import DEFAULT_SEGMENT_BYTES
+from gateway.settings.shared import (
+    LOG_WARNING_INTERVAL_MS,
+    MAX_CHUNKED_MESSAGE_BYTES,
+    REFERENCE_MAX_PAYLOAD_BYTES,
+)
 
-DEFAULT_SEGMENT_BYTES = 800_000
 RECORD_OVERHEAD = 512
+"""Room kept below ``message.max.bytes`` for librdkafka's per-record framing and the batch header."""
 MIN_SEGMENT_ROOM = 1024
 """The smallest segment payload a chunked message may be cut into (see ``check_segment_room``)."""
-"""Room kept below ``message.max.bytes`` for librdkafka's per-record framing and the batch header."""
 
 
 def _overhead(header_only: bool) -> int:
@@ -45,35 +43,35 @@ class ProducerSettings:
 
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     """The effective chunk size: ``max.message.segment.bytes``, capped to fit under ``message.max.bytes``."""
-    header_only: bool = False
-    timestamp_header: bool = True
-    wrap_small: bool = False
-    block_s: float = 60.0
-    max_message_bytes: int = 1_000_000
-    fallback_cap: int = 16_000_000
-    failure_threshold: int = 3
-    failure_window_ms: int = 30_000
-    probe_interval_ms: int = 5_000
-    chunking: bool = True
+    header_only: bool = keys.RECORD_HEADER_ENABLE.default
+    timestamp_header: bool = keys.HEADER_TIMESTAMP_ENABLED.default
+    wrap_small: bool = keys.SEGMENT_WRAPPING_REQUIRED.default
+    block_s: float = keys.BLOCK_MS.default / 1000.0
+    max_message_bytes: int = keys.MESSAGE_MAX_BYTES.default
+    fallback_cap: int = keys.FALLBACK_INLINE_MAX_BYTES.default
+    failure_threshold: int = keys.STORE_FAILURE_THRESHOLD.default
+    failure_window_ms: int = keys.STORE_FAILURE_WINDOW_MS.default
+    probe_interval_ms: int = keys.STORE_PROBE_INTERVAL_MS.default
+    chunking: bool = keys.LARGE_MESSAGE_ENABLED.default
     """``large.message.enabled``: false sends what the policy would chunk as one plain record."""
-    compaction_check: bool = True
+    compaction_check: bool = keys.COMPACTION_CHECK.default
     """``large.message.compaction.check``: ask the brokers whether a topic is compacted before chunking on it."""
-    topic_config_refresh_s: float = 300.0
-    checksum: str = "auto"
+    topic_config_refresh_s: float = keys.TOPIC_CONFIG_REFRESH_MS.default / 1000.0
+    checksum: str = keys.REFERENCE_CHECKSUM.default
     """``reference.checksum``: the payload digest in envelopes (see :mod:`gateway.producer.reference.digests`)."""
-    write_window: int = 8
+    write_window: int = keys.WRITE_WINDOW.default
     """``reference.write.window``: store writes awaiting their reply at once (1: each before ``produce`` returns;
     a store that cannot pipeline writes one at a time whatever the window)."""
-    write_linger_s: float = 0.01
+    write_linger_s: float = keys.WRITE_LINGER_MS.default / 1000.0
     """``reference.write.linger.ms``: the longest a write waits in the window before its envelope is queued."""
-    max_chunked_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_chunked_bytes: int = MAX_CHUNKED_MESSAGE_BYTES.default
     """``large.message.max.bytes``: the most buffer a chunked message may take in a consumer (its bytes and
     bookkeeping, :func:`~gateway.core.assembler.buffered_cost`); the default consumer's buffer capacity."""
-    max_reference_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_reference_bytes: int = REFERENCE_MAX_PAYLOAD_BYTES.default
     """``reference.max.payload.bytes``: the largest payload written to a store; the default consumer's limit."""
     compression: str | None = None
     """``reference.compression``: how stored payloads are encoded (:mod:`gateway.protocol.payload_encoding`)."""
-    warning_interval_s: float = 10.0
+    warning_interval_s: float = LOG_WARNING_INTERVAL_MS.default / 1000.0
     """``log.warning.interval.ms``: at most one warning line per store and fallback outcome per interval."""
 
     @property
@@ -148,27 +146,27 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     ``ValueError`` names the key for a value that is not a number or boolean, or is out of bounds.
     """
     conf = dict(config)
-    _linkedin_names(conf)
-    chunking = pop_bool(conf, "large.message.enabled", True)
-    segment_bytes = pop_int(conf, "max.message.segment.bytes", DEFAULT_SEGMENT_BYTES, minimum=1)
-    header_only = pop_bool(conf, "li.record.header.enable", False)
-    timestamp_header = pop_bool(conf, "header.timestamp.enabled", True)
-    wrap_small = pop_bool(conf, "li.large.message.segment.wrapping.required", False)
-    block_s = pop_int(conf, "large.message.block.ms", 60_000, minimum=0) / 1000.0
-    max_message_bytes = peek_int(conf, "message.max.bytes", 1_000_000)
-    fallback_cap = pop_int(conf, "reference.fallback.inline.max.bytes", 16_000_000, minimum=0)
-    failure_threshold = pop_int(conf, "store.failure.threshold", 3, minimum=1)
-    failure_window_ms = pop_int(conf, "store.failure.window.ms", 30_000, minimum=1)
-    probe_interval_ms = pop_int(conf, "store.probe.interval.ms", 5_000, minimum=0)
-    compaction_check = pop_bool(conf, "large.message.compaction.check", True)
-    refresh_s = pop_int(conf, "large.message.topic.config.refresh.ms", 300_000, minimum=0) / 1000.0
-    checksum = pop_choice(conf, "reference.checksum", "auto", CHECKSUM_SETTINGS)
-    write_window = pop_int(conf, "reference.write.window", 8, minimum=1)
-    write_linger_s = pop_int(conf, "reference.write.linger.ms", 10, minimum=1) / 1000.0
-    max_chunked = pop_int(conf, "large.message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES, minimum=1)
-    max_reference = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
-    compression = parse_compression(conf.pop("reference.compression", None))
-    warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
+    rename_aliases(conf, PRODUCER)
+    chunking = keys.LARGE_MESSAGE_ENABLED.pop(conf)
+    segment_bytes = keys.MAX_MESSAGE_SEGMENT_BYTES.pop(conf)
+    header_only = keys.RECORD_HEADER_ENABLE.pop(conf)
+    timestamp_header = keys.HEADER_TIMESTAMP_ENABLED.pop(conf)
+    wrap_small = keys.SEGMENT_WRAPPING_REQUIRED.pop(conf)
+    block_s = keys.BLOCK_MS.pop(conf) / 1000.0
+    max_message_bytes = keys.MESSAGE_MAX_BYTES.peek(conf)
+    fallback_cap = keys.FALLBACK_INLINE_MAX_BYTES.pop(conf)
+    failure_threshold = keys.STORE_FAILURE_THRESHOLD.pop(conf)
+    failure_window_ms = keys.STORE_FAILURE_WINDOW_MS.pop(conf)
+    probe_interval_ms = keys.STORE_PROBE_INTERVAL_MS.pop(conf)
+    compaction_check = keys.COMPACTION_CHECK.pop(conf)
+    refresh_s = keys.TOPIC_CONFIG_REFRESH_MS.pop(conf) / 1000.0
+    checksum = keys.REFERENCE_CHECKSUM.pop(conf)
+    write_window = keys.WRITE_WINDOW.pop(conf)
+    write_linger_s = keys.WRITE_LINGER_MS.pop(conf) / 1000.0
+    max_chunked = MAX_CHUNKED_MESSAGE_BYTES.pop(conf)
+    max_reference = REFERENCE_MAX_PAYLOAD_BYTES.pop(conf)
+    compression = parse_compression(keys.REFERENCE_COMPRESSION.pop(conf))
+    warning_interval_s = LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -197,23 +195,8 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     return settings, conf
 
 
-LINKEDIN_ALIASES = {
-    "enable.record.header": "li.record.header.enable",
-    "large.message.segment.wrapping.required": "li.large.message.segment.wrapping.required",
-    "max.block.ms": "large.message.block.ms",
-}
-"""``LiKafkaProducer`` names (README spellings included) and the keys they mean here."""
-
-
-def _linkedin_names(conf: dict[str, Any]) -> None:
-    """Rename LinkedIn's keys to ours; both spellings with different values is an error."""
-    for theirs, ours in LINKEDIN_ALIASES.items():
-        if theirs not in conf:
-            continue
-        value = conf.pop(theirs)
-        if ours in conf and str(conf[ours]).lower() != str(value).lower():
-            raise ValueError(f"{theirs}={value!r} and {ours}={conf[ours]!r} say different things; set one")
-        conf[ours] = value
+LINKEDIN_ALIASES = {alias: setting.key for setting in PRODUCER for alias in setting.aliases}
+"""``LiKafkaProducer`` names (README spellings included) and the keys they mean here (from the schema)."""
 
 
 def confluent_config(config: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

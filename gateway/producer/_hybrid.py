@@ -22,7 +22,7 @@ from gateway.auditing import Auditor, AuditType
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
-from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
+from gateway.policy import Policy, Route, RouteKind, Router, as_policy
 from gateway.producer._admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
@@ -71,7 +71,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
     def __init__(
         self,
         config: Mapping[str, Any] | None = None,
-        policy: Policy | None = None,
+        policy: Policy | Router | None = None,
         stores: Mapping[str, Store] | None = None,
         *,
         auditor: Auditor | None = None,
@@ -84,10 +84,9 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         self._serializers = Serializers.pop_from(config)
         self.settings, conf = parse_producer_config(config)
         self.segment_bytes = self.settings.segment_bytes
-        self.policy: Policy = policy if policy is not None else SizeThresholdPolicy()
+        self.policy: Policy = as_policy(policy)
         self.stores: dict[str, Store] = checked_stores(stores)
-        named = getattr(self.policy, "store_names", None)
-        missing = sorted(set(named()) - set(self.stores)) if callable(named) else []
+        missing = sorted(self.policy.store_names() - set(self.stores))
         if missing:
             raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
         encryption.check_stores(self.stores)

@@ -23,8 +23,7 @@ class RouteChooser:
         self.settings = settings
         self.policy = policy
         self._compaction = compaction
-        limit = getattr(policy, "always_plain_up_to", None)
-        self.plain_up_to: int = limit(settings.segment_bytes) if callable(limit) else -1
+        self.plain_up_to: int = policy.always_plain_up_to(settings.segment_bytes)
         """Values up to this size are plain for every topic (-1: the policy says nothing of the kind)."""
 
     def route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:

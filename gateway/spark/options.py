@@ -15,21 +15,23 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
-from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES, mask_url, parse_bool, redact_config
+from gateway.config import mask_url, redact_config
 from gateway.consumer.config import peer_reader
-from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES
 from gateway.consumer.reference_rules import (
     DEFAULT_RULES,
     ReferenceRules,
     parse_topic_renames,
 )
-from gateway.consumer.resolver import DEFAULT_BUDGET, DEFAULT_WORKERS
-from gateway.core.assembler import DEFAULT_BUFFER_CAPACITY, DEFAULT_EXPIRATION_OFFSET_GAP, DEFAULT_MAX_SEGMENTS
 from gateway.errors import ConfigurationError
 from gateway.protocol.peers import PeerReader
 from gateway.protocol.records import TopicPartitionKey
+from gateway.settings import SPARK, SPARK_SOURCE, Setting
+from gateway.settings import consumer as keys
+from gateway.settings import spark as spark_keys
+from gateway.settings import stores as store_keys
+from gateway.settings.shared import REFERENCE_MAX_PAYLOAD_BYTES
 from gateway.spark.cloud_stores import CLOUD_STORE_OPTIONS, cloud_store_fields, cloud_store_names
 from gateway.spark.kafkaconf import SPARK_REFUSED_SOURCE, KafkaOptionError, translate
 
@@ -47,7 +49,7 @@ BATCH_GROUP_ID_PREFIX = "spark-kafka-relation"
 """Spark's Kafka source names a batch query's consumer group ``spark-kafka-relation-<uuid>``."""
 STREAM_GROUP_ID_PREFIX = "spark-kafka-source"
 """... and a streaming query's ``spark-kafka-source-<uuid>-<hash of the checkpoint path>``."""
-DEFAULT_NETWORK_TIMEOUT_MS = 120_000
+DEFAULT_NETWORK_TIMEOUT_MS = spark_keys.DEFAULT_NETWORK_TIMEOUT_MS
 """``spark.network.timeout`` unset (120s): the fallback of ``kafkaConsumer.pollTimeoutMs``, as in Spark."""
 
 
@@ -189,9 +191,9 @@ class TimestampSpec:
 
 def parse_timestamps(opts: Mapping[str, str], single: str, by_partition: str) -> TimestampSpec | None:
     """``startingTimestamp`` wins over ``startingOffsetsByTimestamp`` (and so for ending), as in Spark."""
-    if opts.get(single.lower(), "").strip():
-        value = _required_int(opts, single.lower(), 0, 0)
-        return TimestampSpec(every=value)
+    every = _read(spark_keys.STARTING_TIMESTAMP if single == "startingTimestamp" else spark_keys.ENDING_TIMESTAMP, opts)
+    if every is not None:
+        return TimestampSpec(every=every)
     text = opts.get(by_partition.lower(), "").strip()
     if not text:
         return None
@@ -201,35 +203,12 @@ def parse_timestamps(opts: Mapping[str, str], single: str, by_partition: str) ->
     return TimestampSpec(specific=spec.specific)
 
 
-def _int(options: Mapping[str, str], key: str, default: int | None, minimum: int | None = None) -> int | None:
-    value = options.get(key)
-    if value is None or str(value).strip() == "":
-        return default
-    try:
-        number = int(str(value).strip().replace("_", ""))
-    except ValueError as exc:
-        raise OptionError(f"{key} must be an integer, got {value!r}") from exc
-    if minimum is not None and number < minimum:
-        raise OptionError(f"{key} must be >= {minimum}, got {number}")
-    return number
+T = TypeVar("T")
 
 
-def _required_int(options: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
-    value = _int(options, key, default, minimum)
-    assert value is not None
-    return value
-
-
-def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
-    return default if value is None else parse_bool(key, value, OptionError)
-
-
-def _str(options: Mapping[str, str], key: str, default: str | None = None) -> str | None:
-    value = options.get(key)
-    if value is None or str(value) == "":
-        return default
-    return str(value)
+def _read(setting: Setting[T], options: Mapping[str, str]) -> T:
+    """An option through its declaration (:mod:`gateway.settings`), refused as an :class:`OptionError`."""
+    return setting.option(options, OptionError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,14 +264,14 @@ class SourceOptions:
     kafka_config: Mapping[str, str] = field(default_factory=dict)
     starting_offsets: OffsetSpec = OffsetSpec("earliest")
     ending_offsets: OffsetSpec = OffsetSpec("latest", (), LATEST)
-    fail_on_data_loss: bool = True
+    fail_on_data_loss: bool = spark_keys.FAIL_ON_DATA_LOSS.default
     subscription: Subscription | None = None
     """None means ``subscribe`` to ``topics``."""
     starting_timestamps: TimestampSpec | None = None
     ending_timestamps: TimestampSpec | None = None
     timestamp_strategy: str = "error"
     """``startingOffsetsByTimestampStrategy``: what a starting timestamp after a partition's last record does."""
-    include_headers: bool = True
+    include_headers: bool = spark_keys.INCLUDE_HEADERS.default
     """``includeHeaders``: true by default, the API promises a ``headers`` column; false drops it as Spark does."""
     # stores
     keyring: str | None = None
@@ -320,27 +299,27 @@ class SourceOptions:
     azure_container: str | None = None
     azure_prefix: str = "gw/"
     azure_name: str = "azure"
-    fetch_workers: int = DEFAULT_WORKERS
-    fetch_budget: int = DEFAULT_BUDGET
+    fetch_workers: int = keys.FETCH_WORKERS.default
+    fetch_budget: int = keys.FETCH_BUDGET_BYTES.default
     reference_rules: ReferenceRules = DEFAULT_RULES
     """``reference.max.payload.bytes`` and ``reference.topic.renames``, as the consumer's keys."""
     # records other libraries wrote
     peers: PeerReader | None = None
-    peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
+    peer_max_bytes: int = keys.PEER_MAX_BYTES.default
     peer_buckets: tuple[tuple[str, str], ...] = ()
     """``peer.s3.buckets``: ``(bucket, prefix)`` of each place peers' objects may be read from."""
     # assembler
-    buffer_capacity: int = DEFAULT_BUFFER_CAPACITY
-    expiration_offset_gap: int = DEFAULT_EXPIRATION_OFFSET_GAP
-    max_segments: int = DEFAULT_MAX_SEGMENTS
+    buffer_capacity: int = keys.BUFFER_CAPACITY.default
+    expiration_offset_gap: int = keys.EXPIRATION_OFFSET_GAP.default
+    max_segments: int = keys.MAX_SEGMENTS.default
     max_message_bytes: int | None = None
-    lookback_offsets: int = DEFAULT_EXPIRATION_OFFSET_GAP + 1
+    lookback_offsets: int = keys.EXPIRATION_OFFSET_GAP.default + 1
     # planning
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     poll_timeout_ms: int = DEFAULT_NETWORK_TIMEOUT_MS
-    high_watermark_from: str = "listOffsets"
+    high_watermark_from: str = spark_keys.HIGH_WATERMARK_FROM.default
     group_id: str = field(default_factory=lambda: f"{BATCH_GROUP_ID_PREFIX}-{uuid.uuid4()}")
 
     def __repr__(self) -> str:
@@ -411,21 +390,26 @@ def parse_options(
             "endingOffsets, endingTimestamp and endingOffsetsByTimestamp are for batch queries"
             ' (Spark\'s Kafka source: "ending offset not valid in streaming queries")'
         )
-    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if strategy not in ("error", "latest"):
-        raise OptionError(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
+    strategy_setting = spark_keys.TIMESTAMP_STRATEGY
+    strategy = opts.get(strategy_setting.key.lower(), strategy_setting.default).strip().lower()
+    if strategy not in strategy_setting.choices:  # Spark's words, not the schema's "one of"
+        raise OptionError(f"{strategy_setting.key} must be {' or '.join(strategy_setting.choices)}, got {strategy!r}")
     for refused in _REFUSED:
         if refused in opts:
             raise OptionError(
                 f"option {_CASED.get(refused, refused)} is not supported by hybrid-kafka: {_REFUSED[refused]}"
             )
-    gap = _required_int(opts, "message.assembler.expiration.offset.gap", DEFAULT_EXPIRATION_OFFSET_GAP, 0)
-    capacity = _required_int(opts, "message.assembler.buffer.capacity", DEFAULT_BUFFER_CAPACITY, 1)
-    high_from = opts.get("highwatermarkfrom", "listOffsets")
-    if high_from.lower() not in ("listoffsets", "fetch"):
-        raise OptionError(f"highWatermarkFrom must be listOffsets or fetch, got {high_from!r}")
+    gap = _read(keys.EXPIRATION_OFFSET_GAP, opts)
+    capacity = _read(keys.BUFFER_CAPACITY, opts)
+    high_setting = spark_keys.HIGH_WATERMARK_FROM
+    high_from = opts.get(high_setting.key.lower(), high_setting.default)
+    cased = {choice.lower(): choice for choice in high_setting.choices}
+    if high_from.lower() not in cased:  # Spark's casing kept in the message
+        raise OptionError(f"{high_setting.key} must be {' or '.join(high_setting.choices)}, got {high_from!r}")
     if group_id is None:
-        prefix = _str(opts, "groupidprefix") or (STREAM_GROUP_ID_PREFIX if streaming else BATCH_GROUP_ID_PREFIX)
+        prefix = _read(spark_keys.GROUP_ID_PREFIX, opts) or (
+            STREAM_GROUP_ID_PREFIX if streaming else BATCH_GROUP_ID_PREFIX
+        )
         group_id = f"{prefix}-{uuid.uuid4()}"
     return SourceOptions(
         bootstrap_servers=bootstrap,
@@ -433,21 +417,21 @@ def parse_options(
         kafka_config=kafka_config,
         starting_offsets=starting,
         ending_offsets=ending,
-        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        fail_on_data_loss=_read(spark_keys.FAIL_ON_DATA_LOSS, opts),
         **store_fields(opts),
-        fetch_workers=_required_int(opts, "reference.fetch.workers", DEFAULT_WORKERS, 1),
-        fetch_budget=_required_int(opts, "reference.fetch.budget.bytes", DEFAULT_BUDGET, 0),
+        fetch_workers=_read(keys.FETCH_WORKERS, opts),
+        fetch_budget=_read(keys.FETCH_BUDGET_BYTES, opts),
         reference_rules=reference_rules(opts),
         buffer_capacity=capacity,
         expiration_offset_gap=gap,
-        max_segments=_required_int(opts, "message.assembler.max.segments.per.message", DEFAULT_MAX_SEGMENTS, 1),
-        max_message_bytes=_int(opts, "message.assembler.max.message.bytes", None, 1),
-        lookback_offsets=_required_int(opts, "lookbackoffsets", gap + 1, 0),
-        max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", None, 1),
-        min_partitions=_int(opts, "minpartitions", None, 1),
-        max_records_per_partition=_int(opts, "maxrecordsperpartition", None, 1),
-        poll_timeout_ms=_required_int(opts, "kafkaconsumer.polltimeoutms", network_timeout_ms, 1),
-        high_watermark_from="fetch" if high_from.lower() == "fetch" else "listOffsets",
+        max_segments=_read(keys.MAX_SEGMENTS, opts),
+        max_message_bytes=_read(keys.MAX_MESSAGE_BYTES, opts),
+        lookback_offsets=_or(_read(spark_keys.LOOKBACK_OFFSETS, opts), gap + 1),
+        max_offsets_per_trigger=_read(spark_keys.MAX_OFFSETS_PER_TRIGGER, opts),
+        min_partitions=_read(spark_keys.MIN_PARTITIONS, opts),
+        max_records_per_partition=_read(spark_keys.MAX_RECORDS_PER_PARTITION, opts),
+        poll_timeout_ms=_or(_read(spark_keys.POLL_TIMEOUT_MS, opts), network_timeout_ms),
+        high_watermark_from=cased[high_from.lower()],
         subscription=subscription,
         starting_timestamps=parse_timestamps(opts, "startingTimestamp", "startingOffsetsByTimestamp"),
         ending_timestamps=parse_timestamps(opts, "endingTimestamp", "endingOffsetsByTimestamp"),
@@ -458,6 +442,11 @@ def parse_options(
     )
 
 
+def _or(value: int | None, default: int) -> int:
+    """An option whose default is another value (``lookbackOffsets``: the gap + 1)."""
+    return default if value is None else value
+
+
 def include_headers(opts: Mapping[str, str]) -> bool:
     """``includeHeaders``: whether rows have a ``headers`` column at all.
 
@@ -465,7 +454,7 @@ def include_headers(opts: Mapping[str, str]) -> bool:
     ``headers`` (where LinkedIn's ``_lm`` and envelope headers are visible), and a default that removed a
     column would break every reader written against it. ``includeHeaders=false`` gives Spark's schema.
     """
-    return _bool({str(k).lower(): str(v) for k, v in opts.items()}, "includeheaders", True)
+    return _read(spark_keys.INCLUDE_HEADERS, {str(k).lower(): str(v) for k, v in opts.items()})
 
 
 def source_kafka_config(opts: Mapping[str, str]) -> dict[str, str]:
@@ -497,61 +486,44 @@ def network_timeout_ms(value: str | None) -> int:
 
 
 STORE_OPTIONS = (
-    "redis.url",
-    "redis.prefix",
-    "redis.name",
-    "s3.endpoint",
-    "s3.bucket",
-    "s3.prefix",
-    "s3.region",
-    "s3.access.key",
-    "s3.secret.key",
-    "s3.name",
-    "s3.path.style",
-    "s3.ca.bundle",
+    *(setting.key for setting in store_keys.REDIS_AND_S3),
     *CLOUD_STORE_OPTIONS,
-    "encryption.keyring",
-    "encryption.kms.key",
-    "encryption.kms.region",
-    "encryption.kms.endpoint",
-    "encryption.kms.access.key",
-    "encryption.kms.secret.key",
+    *(setting.key for setting in store_keys.ENCRYPTION),
 )
 """The payload store options, the same for the reader and the sink."""
 
 
 def _kms_options(opts: Mapping[str, str]) -> KmsOptions | None:
-    access, secret = _str(opts, "encryption.kms.access.key"), _str(opts, "encryption.kms.secret.key")
+    access, secret = _read(store_keys.KMS_ACCESS_KEY, opts), _read(store_keys.KMS_SECRET_KEY, opts)
     if (access is None) != (secret is None):
         raise OptionError("encryption.kms.access.key and encryption.kms.secret.key go together")
-    key = _str(opts, "encryption.kms.key")
+    key = _read(store_keys.KMS_KEY, opts)
     if key is None:
-        rest = [name for name in ("region", "endpoint", "access.key") if _str(opts, f"encryption.kms.{name}")]
+        given = (store_keys.KMS_REGION, store_keys.KMS_ENDPOINT, store_keys.KMS_ACCESS_KEY)
+        rest = [setting.key for setting in given if _read(setting, opts)]
         if rest:
-            raise OptionError(
-                f"encryption.kms.{rest[0]} is given without encryption.kms.key (the key id, ARN or alias)"
-            )
+            raise OptionError(f"{rest[0]} is given without encryption.kms.key (the key id, ARN or alias)")
         return None
-    region, endpoint = _str(opts, "encryption.kms.region"), _str(opts, "encryption.kms.endpoint")
+    region, endpoint = _read(store_keys.KMS_REGION, opts), _read(store_keys.KMS_ENDPOINT, opts)
     return KmsOptions(key, region, endpoint, access, secret)
 
 
 def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     """The :class:`SourceOptions` fields that describe the payload stores (keys lower-cased)."""
     fields: dict[str, Any] = {
-        "redis_url": _str(opts, "redis.url"),
-        "redis_prefix": _str(opts, "redis.prefix", "gw") or "gw",
-        "redis_name": _str(opts, "redis.name", "redis") or "redis",
-        "s3_endpoint": _str(opts, "s3.endpoint"),
-        "s3_bucket": _str(opts, "s3.bucket"),
-        "s3_prefix": opts.get("s3.prefix", "gw/"),
-        "s3_region": _str(opts, "s3.region"),
-        "s3_access_key": _str(opts, "s3.access.key"),
-        "s3_secret_key": _str(opts, "s3.secret.key"),
-        "s3_name": _str(opts, "s3.name", "s3") or "s3",
-        "s3_path_style": _bool(opts, "s3.path.style", True),
-        "s3_ca_bundle": _str(opts, "s3.ca.bundle"),
-        "keyring": _str(opts, "encryption.keyring"),
+        "redis_url": _read(store_keys.REDIS_URL, opts),
+        "redis_prefix": _read(store_keys.REDIS_PREFIX, opts),
+        "redis_name": _read(store_keys.REDIS_NAME, opts),
+        "s3_endpoint": _read(store_keys.S3_ENDPOINT, opts),
+        "s3_bucket": _read(store_keys.S3_BUCKET, opts),
+        "s3_prefix": _read(store_keys.S3_PREFIX, opts),
+        "s3_region": _read(store_keys.S3_REGION, opts),
+        "s3_access_key": _read(store_keys.S3_ACCESS_KEY, opts),
+        "s3_secret_key": _read(store_keys.S3_SECRET_KEY, opts),
+        "s3_name": _read(store_keys.S3_NAME, opts),
+        "s3_path_style": _read(store_keys.S3_PATH_STYLE, opts),
+        "s3_ca_bundle": _read(store_keys.S3_CA_BUNDLE, opts),
+        "keyring": _read(store_keys.ENCRYPTION_KEYRING, opts),
         "kms": _kms_options(opts),
     }
     if (fields["s3_access_key"] is None) != (fields["s3_secret_key"] is None):
@@ -568,10 +540,10 @@ def store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
 def reference_rules(opts: Mapping[str, str]) -> ReferenceRules:
     """What envelopes a task fetches, from the consumer's keys (:mod:`gateway.consumer.reference_rules`)."""
     try:
-        renames = parse_topic_renames(_str(opts, "reference.topic.renames"))
+        renames = parse_topic_renames(_read(keys.TOPIC_RENAMES, opts))
     except ConfigurationError as exc:
         raise OptionError(str(exc)) from None
-    return ReferenceRules(_required_int(opts, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, 1), renames)
+    return ReferenceRules(_read(REFERENCE_MAX_PAYLOAD_BYTES, opts), renames)
 
 
 def peer_fields(opts: Mapping[str, str]) -> dict[str, Any]:
@@ -581,7 +553,7 @@ def peer_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     except ConfigurationError as exc:
         raise OptionError(str(exc)) from None
     buckets = []
-    for entry in (_str(opts, "peer.s3.buckets") or "").split(","):
+    for entry in (_read(spark_keys.PEER_S3_BUCKETS, opts) or "").split(","):
         bucket, _, prefix = entry.strip().partition("/")
         if bucket:
             buckets.append((bucket, prefix))
@@ -589,56 +561,21 @@ def peer_fields(opts: Mapping[str, str]) -> dict[str, Any]:
         raise OptionError("peer.s3.buckets needs large.message.peer.formats")
     return {
         "peers": peers,
-        "peer_max_bytes": _required_int(opts, "large.message.peer.max.bytes", DEFAULT_PEER_MAX_BYTES, 1),
+        "peer_max_bytes": _read(keys.PEER_MAX_BYTES, opts),
         "peer_buckets": tuple(buckets),
     }
 
 
 # -- option names ------------------------------------------------------------------------------
 
-_SPARK_OPTIONS = (
-    "subscribe",
-    "subscribePattern",
-    "assign",
-    "startingOffsets",
-    "endingOffsets",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss",
-    "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "minPartitions",
-    "maxRecordsPerPartition",
-    "groupIdPrefix",
-    "includeHeaders",
-)
+_SPARK_OPTIONS = tuple(setting.key for setting in SPARK_SOURCE)
 """Spark's Kafka source options: all are known here, a few refused (:data:`_REFUSED`), two without effect."""
 
 OWN_OPTIONS = (
     *STORE_OPTIONS,
-    "reference.fetch.workers",
-    "reference.fetch.budget.bytes",
-    "reference.max.payload.bytes",
-    "reference.topic.renames",
-    "large.message.peer.formats",
-    "large.message.peer.bakdata.keys",
-    "large.message.peer.max.bytes",
-    "peer.s3.buckets",
-    "message.assembler.buffer.capacity",
-    "message.assembler.expiration.offset.gap",
-    "message.assembler.max.segments.per.message",
-    "message.assembler.max.message.bytes",
-    "lookbackOffsets",
-    "highWatermarkFrom",
+    *(setting.key for setting in SPARK if setting not in SPARK_SOURCE and setting.key not in STORE_OPTIONS),
 )
-"""Options only ``hybrid-kafka`` has."""
+"""Options only ``hybrid-kafka`` has (declared in :mod:`gateway.settings`, GCS's and Azure's by their stores)."""
 
 _REFUSED = {
     "minoffsetspertrigger": "micro-batches are never delayed to collect a minimum; use maxOffsetsPerTrigger",

@@ -27,6 +27,9 @@ from gateway.errors import ConfigurationError, GatewayError
 from gateway.policy import SizeThresholdPolicy
 from gateway.producer.outgoing import RESERVED_HEADERS
 from gateway.protocol.payload_encoding import parse_compression
+from gateway.settings import spark as spark_keys
+from gateway.settings.producer import REFERENCE_COMPRESSION
+from gateway.settings.shared import REFERENCE_ENCRYPTION
 from gateway.spark.cloud_stores import cloud_store_names
 from gateway.spark.kafkaconf import SPARK_REFUSED_SINK, KafkaOptionError, translate
 from gateway.spark.options import (
@@ -34,9 +37,7 @@ from gateway.spark.options import (
     STORE_OPTIONS,
     OptionError,
     SourceOptions,
-    _bool,
-    _int,
-    _str,
+    _read,
     options_repr,
     store_fields,
 )
@@ -44,15 +45,12 @@ from gateway.spark.options import (
 log = logging.getLogger(__name__)
 
 SINK_OPTIONS = (
-    "topic",
-    "max.message.segment.bytes",
-    "reference.above",
-    "reference.store",
-    "reference.encryption",
-    "reference.compression",
+    *(setting.key for setting in spark_keys.SINK),
+    REFERENCE_ENCRYPTION.key,
+    REFERENCE_COMPRESSION.key,
     *STORE_OPTIONS,
 )
-"""Options the sink takes beside ``kafka.*``."""
+"""Options the sink takes beside ``kafka.*`` (declared in :mod:`gateway.settings`)."""
 _SPARK_WRITE_OPTIONS = ("checkpointLocation", "includeHeaders")
 """Spark's own, handed to every streaming sink, and ``includeHeaders``, which Spark's Kafka sink takes and
 ignores (a ``headers`` column is written whenever there is one): a job's reader options can be reused."""
@@ -124,8 +122,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     bootstrap = opts.get("kafka.bootstrap.servers")
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers is required")
-    if "includeheaders" in opts:
-        _bool(opts, "includeheaders", False)  # a value that is not a boolean is a mistake however it is used
+    _read(spark_keys.INCLUDE_HEADERS, opts)  # a value that is not a boolean is a mistake however it is used
     raw = {k[len(_KAFKA_PREFIX) :]: v for k, v in opts.items() if k.startswith(_KAFKA_PREFIX)}
     raw.pop("bootstrap.servers", None)
     try:
@@ -136,16 +133,17 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     result = SinkOptions(
         bootstrap_servers=bootstrap,
         producer_config=producer,
-        topic=_str(opts, "topic"),
-        segment_bytes=_int(opts, "max.message.segment.bytes", None, 1),
-        reference_above=_int(opts, "reference.above", None, 0),
-        reference_store=_str(opts, "reference.store"),
+        topic=_read(spark_keys.SINK_TOPIC, opts),
+        segment_bytes=_read(spark_keys.SINK_SEGMENT_BYTES, opts),
+        reference_above=_read(spark_keys.SINK_REFERENCE_ABOVE, opts),
+        reference_store=_read(spark_keys.SINK_REFERENCE_STORE, opts),
         stores=stores,
-        encryption=(_str(opts, "reference.encryption") or "none").lower(),
+        encryption=(opts.get(REFERENCE_ENCRYPTION.key) or REFERENCE_ENCRYPTION.default).lower(),
         compression=_compression(opts),
     )
-    if result.encryption not in ("none", "aes256-gcm"):
-        raise OptionError(f"reference.encryption must be none or aes256-gcm, got {result.encryption!r}")
+    if result.encryption not in REFERENCE_ENCRYPTION.choices:  # in the words the sink has always used
+        choices = " or ".join(REFERENCE_ENCRYPTION.choices)
+        raise OptionError(f"{REFERENCE_ENCRYPTION.key} must be {choices}, got {result.encryption!r}")
     if result.encryption != "none" and stores.keyring is None and stores.kms is None:
         raise OptionError(
             "reference.encryption=aes256-gcm needs encryption.keyring (env or a key ring file) or encryption.kms.key"
@@ -269,6 +267,6 @@ class HybridKafkaStreamWriter(DataSourceStreamWriter):
 
 def _compression(opts: Mapping[str, str]) -> str | None:
     try:
-        return parse_compression(_str(opts, "reference.compression"))
+        return parse_compression(opts.get(REFERENCE_COMPRESSION.key) or None)
     except ConfigurationError as exc:
         raise OptionError(str(exc)) from None

@@ -1,58 +1,33 @@
-"""The configuration keys and defaults the docs show are the ones the code reads.
+"""The configuration keys, defaults and bounds the docs show are the settings schema's.
 
-The defaults live where the code reads them (``parse_producer_config``, ``parse_consumer_config``);
-this test records every key those parsers look up, with its default, and checks each docs table row
-that names such a key against it, so the docs cannot drift from the code again.
+Every key, its default and its bound live in :mod:`gateway.settings`, which the producer, the consumer,
+the Spark source and the command read; each docs table row that names such a key is checked against
+it, so the docs cannot drift from the code again.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import pytest
 
-from gateway.consumer import config as consumer_config
-from gateway.producer import _config as producer_config
+from gateway.settings import CONSUMER, PRODUCER, SPARK, IntSetting, OptionalIntSetting
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _ROW = re.compile(r"^\|\s*`(?P<key>[a-z0-9_.]+)`\s*\|\s*(?P<default>[^|]*)\|")
 
 
 def _defaults(producer: bool = True, consumer: bool = True) -> dict[str, Any]:
-    """Every key the parsers read, with its default: the readers are wrapped to take notes."""
-    asked: dict[str, Any] = {}
-    parsers = [
-        (module, parse)
-        for module, parse, wanted in (
-            (producer_config, producer_config.parse_producer_config, producer),
-            (consumer_config, consumer_config.parse_consumer_config, consumer),
-        )
-        if wanted
-    ]
+    """Every key the producer and the consumer read, with its default, from the settings schema."""
+    tables = [*(PRODUCER if producer else ()), *(CONSUMER if consumer else ())]
+    return {setting.key: setting.default for setting in tables}
 
-    def noting(read: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(conf: Any, key: str, default: Any, *args: Any, **kwargs: Any) -> Any:
-            asked.setdefault(key, default)
-            return read(conf, key, default, *args, **kwargs)
 
-        return wrapper
-
-    for module, parse in parsers:
-        readers = [
-            name
-            for name in ("pop_int", "pop_bool", "peek_int", "pop_str", "pop_float", "pop_choice")
-            if hasattr(module, name)
-        ]
-        with ExitStack() as patches:
-            for name in readers:
-                patches.enter_context(patch.object(module, name, noting(getattr(module, name))))
-            parse({})
-    return asked
+def _minimum(key: str) -> int | None:
+    minima = {s.key: s.minimum for s in (*PRODUCER, *CONSUMER) if isinstance(s, (IntSetting, OptionalIntSetting))}
+    return minima.get(key)
 
 
 def _normal(text: str) -> str:
@@ -88,6 +63,18 @@ def test_every_key_the_clients_read_is_documented() -> None:
     assert missing == []
 
 
+_BOUND = re.compile(r"\(\s*(?:≥|>=)\s*([\d\s_\u202f\u00a0]+)\)")
+
+
+@pytest.mark.parametrize(("page", "key", "cell"), [r for r in _documented() if r[1] in _defaults()])
+def test_documented_bounds_match_the_schema(page: str, key: str, cell: str) -> None:
+    """A row that shows a bound, ``32 000 000 (≥ 1)``, shows the one the parsers enforce."""
+    shown = _BOUND.search(cell)
+    if shown is not None:
+        bound = int(re.sub(r"[\s_\u202f\u00a0]", "", shown.group(1)))
+        assert bound == _minimum(key), f"{page}: `{key}` shows ≥ {bound}, the schema's bound is {_minimum(key)}"
+
+
 @pytest.mark.parametrize(("page", "key", "cell"), [r for r in _documented() if r[1] in _defaults()])
 def test_documented_defaults_match_the_code(page: str, key: str, cell: str) -> None:
     default = _defaults()[key]
@@ -95,7 +82,7 @@ def test_documented_defaults_match_the_code(page: str, key: str, cell: str) -> N
     if key == "message.assembler.max.message.bytes" and "capacity" in shown:
         return  # documented as derived: the buffer capacity, which its own row checks
     if shown in ("", "-", "—", "none"):
-        assert default is None, f"{page}: `{key}` shows no default, the code's is {default!r}"
+        assert default in (None, "none"), f"{page}: `{key}` shows no default, the code's is {default!r}"
         return
     if isinstance(default, bool):
         assert shown == str(default).lower(), f"{page}: `{key}` shows {cell.strip()!r}, the code's is {default}"
@@ -115,25 +102,13 @@ _PROSE_DEFAULTS = {"", "-", "\u2013", "\u2014", "none", "required", "aws", "boto
 
 
 def _spark_defaults() -> dict[str, Any]:
-    """Every option ``parse_options`` reads through its typed readers, lower-cased as Spark passes them."""
-    from gateway.spark import options
-
-    asked: dict[str, Any] = {}
-
-    def noting(read: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(opts: Any, key: str, default: Any = None, *args: Any, **kwargs: Any) -> Any:
-            asked.setdefault(key.lower(), default)
-            return read(opts, key, default, *args, **kwargs)
-
-        return wrapper
-
-    with ExitStack() as patches:
-        for name in ("_int", "_required_int", "_bool", "_str"):
-            if hasattr(options, name):
-                patches.enter_context(patch.object(options, name, noting(getattr(options, name))))
-        for streaming in (False, True):
-            options.parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}, streaming=streaming)
-    return asked
+    """Every option the source declares in the settings schema, lower-cased as Spark passes them, with its default."""
+    return {
+        (setting.spark or setting.key).lower(): setting.fallback
+        if isinstance(setting, OptionalIntSetting) and setting.fallback is not None
+        else setting.default
+        for setting in SPARK
+    }
 
 
 def _spark_rows() -> list[tuple[str, str]]:

@@ -22,12 +22,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from gateway.protocol.encryption import Encryption
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, digest_of
+from gateway.settings.producer import REFERENCE_CHECKSUM
 from gateway.store import Store
 
 OVERLAP_FROM_BYTES = 1 << 20
 """Payloads from this size up are hashed in a worker while the store writes them."""
 
-CHECKSUM_SETTINGS = ("auto", "sha256", "blake3")
+CHECKSUM_SETTINGS = REFERENCE_CHECKSUM.choices
 """The values of ``reference.checksum``."""
 
 

@@ -151,10 +151,11 @@ def demo_producer(options: DemoOptions, env: DemoEnv) -> HybridProducer:
 
 
 @dataclass(frozen=True)
-class TieredPolicy:
+class TieredPolicy(Policy):
     """The demo's own policy: the size threshold policy, then a second store for the largest values.
 
-    It shows what a custom policy looks like: one call per message, a ``Route`` back.
+    It shows what a custom policy looks like: one call per message, a ``Route`` back, and what it
+    declares beyond that (the stores it names, the sizes it always sends plain).
     """
 
     base: SizeThresholdPolicy
