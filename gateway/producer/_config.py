@@ -19,9 +19,9 @@ from gateway.config import (
     pop_int,
 )
 from gateway.core.assembler import buffered_cost
+from gateway.core.outgoing import headers_size
 from gateway.errors import MessageTooLargeError, RecordTooLargeError
 from gateway.health import StoreHealth
-from gateway.producer.outgoing import headers_size
 from gateway.producer.reference.digests import CHECKSUM_SETTINGS
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
@@ -31,7 +32,6 @@ from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
 from gateway.producer._route_choice import RouteChooser, forced_route
 from gateway.producer._surface import CLOSED, NO_OUTBOX, ProducerSurface, ProducerTransactions
-from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.serialization import Serializers
@@ -110,7 +110,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         self._plain_up_to = self._routes.plain_up_to
         self._direct_room = self.settings.max_message_bytes - self.settings.overhead
         """Key and value bytes a record on the direct path may take, as :meth:`ProducerSettings.segment_room` counts."""
-        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.kafka.list_topics, clock))
+        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.list_topics, clock))
         self._closed = False
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._outbox.send, metrics=self._metrics, clock=clock)
@@ -201,7 +201,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
                 self._outbox.produce_plain(message)
                 self._metrics.plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
-                self._chunks.send(message)
+                self._outbox.in_turn(self._chunks.send, message)
         except BaseException as exc:
             if auditor is not None:
                 auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)
@@ -268,11 +268,10 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         """
         if self._closed:
             return False
-        steps: list[Callable[[], object]] = [lambda: self.flush(timeout), self._refuse_produce]
-        steps += [self._references.close, self._compaction.close]  # the writer settles its window first
+        after: list[Callable[[], object]] = [self._references.close, self._compaction.close]
         if self._auditor is not None:
-            steps += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
-        return self._outbox.close(steps)
+            after += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
+        return self._outbox.close([lambda: self.flush(timeout), self._refuse_produce], after)
 
     def _refuse_produce(self) -> None:
         self._closed = True  # from here on produce() refuses, whatever the flush raised
