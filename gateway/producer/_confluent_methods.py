@@ -33,7 +33,7 @@ class _NoOutbox:
 NO_OUTBOX = cast(Outbox, _NoOutbox())
 
 
-class ProducerSurface:
+class ConfluentMethods:
     """Mixed into :class:`~gateway.HybridProducer`, which provides the attributes declared here."""
 
     _outbox: Outbox
@@ -169,7 +169,7 @@ def _batch_error(exc: Exception) -> KafkaError:
     return KafkaError(code, f"{type(exc).__name__}: {exc}")
 
 
-class ProducerTransactions:
+class TransactionMethods:
     """confluent-kafka's transaction methods, with the store writes of an aborted transaction undone.
 
     Segments and envelopes go through the one librdkafka producer, so they are in the open

@@ -3,7 +3,7 @@
 Per message, a policy picks the route. Plain records go straight to librdkafka with the caller's
 arguments untouched. Chunked messages become LinkedIn segments that share key, partition and
 timestamp; their per-segment delivery reports are folded into one ``on_delivery`` call per
-logical message (:mod:`gateway.producer._delivery`). Reference messages are written to a store first and
+logical message (:mod:`gateway.producer._segment_reports`). Reference messages are written to a store first and
 removed again if Kafka refuses the envelope (:mod:`gateway.producer.reference.writer`). This class only
 drives them (:mod:`gateway.producer._chunked_writer` for segments): every record of every route, and
 every poll, flush, purge and transaction call, goes to librdkafka through one
@@ -24,21 +24,21 @@ from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, SizeThresholdPolicy
-from gateway.producer._admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.producer._config import confluent_config, parse_producer_config
+from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
+from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._route_choice import RouteChooser, forced_route
-from gateway.producer._surface import CLOSED, NO_OUTBOX, ProducerSurface, ProducerTransactions
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
 
-class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
+class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
     """Drop-in for ``confluent_kafka.Producer`` with per-message routing.
 
     A subclass of ``confluent_kafka.Producer``, as confluent-kafka's own ``SerializingProducer`` is, so
