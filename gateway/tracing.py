@@ -33,7 +33,7 @@ except ImportError:  # the otel extra is not installed: every hook below is a no
     trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from gateway.producer.outgoing import OutgoingMessage
+    from gateway.core.outgoing import OutgoingMessage
 
 _SCOPE = "kafka-hybrid-gateway"
 _provider: Any = None

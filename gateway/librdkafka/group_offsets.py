@@ -13,7 +13,8 @@ unreadable metadata raise.
 
 What a commit's metadata text becomes on the wire is ``commit.metadata.encoding`` (see
 :class:`~gateway.protocol.metadata.CommitEncoding`), read by :func:`pop_commit_encoding` for the
-consumer's commits and for :class:`ExactProducer`'s transaction offsets alike.
+consumer's commits and for the producer's transaction offsets alike
+(:class:`gateway.producer._outbox.ExactProducer`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from gateway.librdkafka.binding import (
     Librdkafka,
     client_handle,
     destroy_list,
-    fatal_error,
     handle_field,
     new_list,
     read_list,
@@ -332,29 +332,3 @@ def _raise_error(lib: Librdkafka, error: int | None) -> None:
     finally:
         lib.error_destroy(error)
     raise KafkaException(kafka_error)
-
-
-class ExactProducer(Producer):
-    """librdkafka's producer of a ``HybridProducer``, saying exactly what librdkafka says.
-
-    Transaction offsets carry their metadata as ``commit.metadata.encoding`` says (taken out of the
-    configuration here, before librdkafka sees it), and a fatal error confluent-kafka's ``flush``
-    loses (a bare ``SystemError``) is raised as the fatal ``KafkaException`` it is.
-    """
-
-    def __init__(self, conf: dict[str, Any]) -> None:
-        conf = dict(conf)
-        self._commit_encoding = pop_commit_encoding(conf)
-        super().__init__(conf)
-
-    def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
-        send_offsets_to_transaction(self, list(positions), group_metadata, timeout, self._commit_encoding)
-
-    def flush(self, *args: Any, **kwargs: Any) -> int:
-        try:
-            return int(super().flush(*args, **kwargs))
-        except SystemError as exc:
-            fatal = fatal_error(self, RD_KAFKA_PRODUCER)
-            if fatal is None:
-                raise
-            raise KafkaException(KafkaError(fatal[0], fatal[1], fatal=True)) from exc

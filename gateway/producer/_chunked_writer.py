@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.core.outgoing import OutgoingMessage, Send
 from gateway.errors import LargeMessageSendError
 from gateway.producer._config import ProducerSettings
-from gateway.producer._delivery import DeliveryFold, InFlight
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import OutgoingMessage, Send
+from gateway.producer._segment_reports import DeliveryFold, InFlight
 from gateway.protocol.headers import TIMESTAMP_HEADER, encode_timestamp, has_header
 from gateway.protocol.primitives import random_uuid4
 from gateway.protocol.records import OutRecord

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.assembler import buffered_cost
+from gateway.core.outgoing import headers_size
 from gateway.errors import MessageTooLargeError, RecordTooLargeError
 from gateway.health import StoreHealth
-from gateway.producer.outgoing import headers_size
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
 from gateway.protocol.payload_encoding import parse_compression

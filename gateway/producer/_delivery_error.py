@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Message
 
+from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.errors import (
     ConfigurationError,
     DeliveryError,
@@ -24,7 +25,6 @@ from gateway.errors import (
     PayloadTooLargeError,
     StoreUnavailableError,
 )
-from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 
 
 def delivery_error(err: Any) -> KafkaError | None:

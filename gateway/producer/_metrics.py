@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.histogram import LATENCY_BUCKETS, SIZE_BUCKETS, Histogram, HistogramSet, HistogramSnapshot
-from gateway.producer.outgoing import OutgoingMessage
 
 _PLAIN = ("plain", "")
 """The size histogram's labels for plain records (route, no store)."""

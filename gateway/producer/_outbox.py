@@ -1,16 +1,22 @@
-"""The outbox: the one way out of a ``HybridProducer`` to librdkafka.
+"""The outbox: the one way out of a ``HybridProducer`` to librdkafka, and the one module that calls its producer.
 
 Every record the producer sends (a plain record, a segment, an envelope), every wait for delivery
-reports (``poll``, ``flush``, the queue-full wait), ``purge`` and every transaction call goes through
-:class:`Outbox`, the way aiokafka's accumulator and sender are the only path to its brokers. So the
-rules that cross routes have one owner:
+reports (``poll``, ``flush``, the queue-full wait), ``purge``, every transaction call and every
+question to the cluster (``cluster_id``, ``list_topics``) goes through :class:`Outbox`, the way
+aiokafka's accumulator and sender are the only path to its brokers. So the rules that cross routes
+have one owner:
 
-* **Order.** Reference writes still in the write window (:class:`~gateway.producer.reference.window.WriteWindow`,
-  ``reference.write.window``) are settled, their envelopes queued, before librdkafka sees any other
-  call, under the window's lock. A record never overtakes an earlier ``produce``, whichever route
-  either took and whichever thread calls.
-* **Time.** The outbox owns the window, whose thread settles a write that waited
-  ``reference.write.linger.ms`` when nobody calls (what keeps ``gateway gc`` safe for a quiet producer).
+* **Order.** A pending store write is an entry in the outbox's queue (the write window,
+  :class:`~gateway.producer.reference.window.WriteWindow`, ``reference.write.window``); its envelope
+  is produced when the write resolves, in produce order. The outbox reaches librdkafka only through
+  the queue's :meth:`~gateway.producer.reference.window.WriteWindow.in_turn`, so no call overtakes an
+  earlier ``produce``, whichever route either took and whichever thread calls. Records a write
+  resolves into (its envelope, or its segments after a fallback) go out by :attr:`Outbox.send`,
+  which is librdkafka's ``produce`` with the queue-full wait and never waits for the queue: they
+  are the queue's turn.
+* **Time.** The queue's thread settles a write that waited ``reference.write.linger.ms`` when nobody
+  calls (what keeps ``gateway gc`` safe for a quiet producer); its queue-full wait does not serve the
+  application's delivery reports.
 * **Late failures.** A write that failed after ``produce`` returned is reported to its ``on_delivery``
   from ``poll``/``flush``, like librdkafka's own failures.
 * **Bookkeeping after reports and transactions.** The reference writer is told when reports were
@@ -23,13 +29,40 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway.clock import Clock
-from gateway.librdkafka.group_offsets import ExactProducer
+from gateway.core.outgoing import OutgoingMessage, Send
+from gateway.librdkafka.binding import RD_KAFKA_PRODUCER, fatal_error
+from gateway.librdkafka.group_offsets import pop_commit_encoding, send_offsets_to_transaction
 from gateway.producer._queue_full import BlockingSend
-from gateway.producer.outgoing import OutgoingMessage, Send
 from gateway.producer.reference.window import WriteWindow
+
+
+class ExactProducer(Producer):
+    """librdkafka's producer of a ``HybridProducer``, saying exactly what librdkafka says.
+
+    Transaction offsets carry their metadata as ``commit.metadata.encoding`` says (taken out of the
+    configuration here, before librdkafka sees it), and a fatal error confluent-kafka's ``flush``
+    loses (a bare ``SystemError``) is raised as the fatal ``KafkaException`` it is.
+    """
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        conf = dict(conf)
+        self._commit_encoding = pop_commit_encoding(conf)
+        super().__init__(conf)
+
+    def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
+        send_offsets_to_transaction(self, list(positions), group_metadata, timeout, self._commit_encoding)
+
+    def flush(self, *args: Any, **kwargs: Any) -> int:
+        try:
+            return int(super().flush(*args, **kwargs))
+        except SystemError as exc:
+            fatal = fatal_error(self, RD_KAFKA_PRODUCER)
+            if fatal is None:
+                raise
+            raise KafkaException(KafkaError(fatal[0], fatal[1], fatal=True)) from exc
 
 
 class OutboxListener(Protocol):
@@ -44,7 +77,7 @@ class OutboxListener(Protocol):
     def transaction_aborted(self) -> None: ...
 
 
-class _Nobody:
+class _NoListener:
     def reports_served(self) -> None:
         pass
 
@@ -59,24 +92,34 @@ class _Nobody:
 
 
 class Outbox:
-    """librdkafka's producer, the write window in front of it, and the queue-full wait.
+    """librdkafka's producer, the queue of pending writes in front of it, and the queue-full wait.
 
-    ``produce`` is librdkafka's own bound method when the window holds one write (nothing can be in
-    flight), else the call that settles the window first. ``send`` is the queue-full wait that
-    segments and envelopes take (:class:`~gateway.producer._queue_full.BlockingSend`).
+    ``produce`` is librdkafka's own bound method when the queue holds at most one write (nothing can
+    be pending when another call comes), else the same call in its turn. ``send`` is the queue-full
+    wait that segments and envelopes take (:class:`~gateway.producer._queue_full.BlockingSend`).
     """
 
-    def __init__(self, conf: Mapping[str, Any], window: WriteWindow, clock: Clock, block_s: float) -> None:
-        self.kafka: Producer = ExactProducer(dict(conf))
+    def __init__(
+        self,
+        conf: Mapping[str, Any],
+        window: WriteWindow,
+        clock: Clock,
+        block_s: float,
+        kafka: Callable[[dict[str, Any]], Producer] = ExactProducer,
+    ) -> None:
+        self._kafka: Producer = kafka(dict(conf))
         self.window = window
-        self.listener: OutboxListener = _Nobody()
-        self.produce: Callable[..., None] = self.kafka.produce if window.size <= 1 else self._produce_in_order
-        """``Producer.produce``'s arguments; settles the writes in flight first."""
-        self.send: Send = BlockingSend(self, clock, block_s)
+        self.listener: OutboxListener = _NoListener()
+        self.produce: Callable[..., None] = self._kafka.produce if window.size <= 1 else self._produce_in_turn
+        """``Producer.produce``'s arguments, after the writes ahead of it."""
+        self.send: Send = BlockingSend(self._kafka.produce, self._kafka.poll, clock, block_s, self._serves_reports)
 
-    def _produce_in_order(self, *args: Any, **kwargs: Any) -> None:
-        self.window.drain()
-        self.kafka.produce(*args, **kwargs)
+    def _serves_reports(self) -> bool:
+        """Whether a queue-full wait on this thread may serve delivery reports: not on the queue's own thread."""
+        return not self.window.on_own_thread()
+
+    def _produce_in_turn(self, *args: Any, **kwargs: Any) -> None:
+        self.window.in_turn(self._kafka.produce, *args, **kwargs)
 
     def produce_plain(self, message: OutgoingMessage) -> None:
         """One record with the caller's own arguments; a full queue raises at once, as librdkafka does."""
@@ -87,63 +130,80 @@ class Outbox:
             kwargs["on_delivery"] = message.on_delivery
         self.produce(message.topic, **kwargs)
 
+    def in_turn(self, action: Callable[[OutgoingMessage], None], message: OutgoingMessage) -> None:
+        """Send ``message`` by ``action`` (a route's writer) after the writes ahead of it."""
+        self.window.in_turn(action, message)
+
     def poll(self, timeout: float) -> int:
         """Delivery reports served, late write failures included."""
-        self.window.drain()
-        served = int(self.kafka.poll(timeout)) + self.window.report_failures()
+        served = int(self.window.in_turn(self._kafka.poll, timeout)) + self.window.report_failures()
         self.listener.reports_served()
         return served
 
     def flush(self, timeout: float | None = -1) -> int:
         """librdkafka's records still in flight after ``timeout`` (None or negative: no limit)."""
-        self.window.drain()
-        self.window.report_failures()
-        left = int(_call(self.kafka.flush, timeout))
+        left = int(self.window.in_turn(self._flush, timeout))
         self.listener.reports_served()
         return left
 
+    def _flush(self, timeout: float | None) -> Any:
+        self.window.report_failures()
+        return _call(self._kafka.flush, timeout)
+
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
-        self.window.drain()  # each envelope in librdkafka's queue, then purged like any record
-        self.kafka.purge(in_queue=in_queue, in_flight=in_flight, blocking=blocking)
+        # each envelope in librdkafka's queue first, then purged like any record
+        self.window.in_turn(self._kafka.purge, in_queue=in_queue, in_flight=in_flight, blocking=blocking)
 
     def __len__(self) -> int:
-        """Records librdkafka holds (the window's writes are counted by the reference writer)."""
-        return len(self.kafka)
+        """Records librdkafka holds (the queue's writes are counted by the reference writer)."""
+        return len(self._kafka)
+
+    # -- what the producer's surface asks of the cluster (no record involved: no turn to wait for) ----
+    def cluster_id(self, timeout: float = -1) -> str:
+        return str(self._kafka.cluster_id(timeout))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        self._kafka.set_sasl_credentials(username, password)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._kafka.list_topics(topic=topic, timeout=timeout)
+
+    @property
+    def librdkafka(self) -> Producer:
+        """The producer itself, for ``HybridProducer.inner`` only (calls on it are outside the queue's order)."""
+        return self._kafka
 
     # -- transactions: writes in flight belong before each call -----------------------------------
     def init_transactions(self, timeout: float = -1) -> None:
-        _call(self.kafka.init_transactions, timeout)
+        _call(self._kafka.init_transactions, timeout)
 
     def begin_transaction(self) -> None:
-        self.window.drain()
-        self.kafka.begin_transaction()
+        self.window.in_turn(self._kafka.begin_transaction)
         self.listener.transaction_begun()
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
-        self.window.drain()
-        _call(self.kafka.send_offsets_to_transaction, timeout, positions, group_metadata)
+        self.window.in_turn(_call, self._kafka.send_offsets_to_transaction, timeout, positions, group_metadata)
 
     def commit_transaction(self, timeout: float = -1) -> None:
         """Commit with every envelope of the transaction in it; on an error the writes stay tracked for the abort."""
-        self.window.drain()
-        _call(self.kafka.commit_transaction, timeout)
+        self.window.in_turn(_call, self._kafka.commit_transaction, timeout)
         self.listener.transaction_committed()
 
     def abort_transaction(self, timeout: float = -1) -> None:
-        self.window.drain()
-        _call(self.kafka.abort_transaction, timeout)
+        self.window.in_turn(_call, self._kafka.abort_transaction, timeout)
         self.listener.transaction_aborted()
 
-    def close(self, steps: Sequence[Callable[[], object]]) -> bool:
-        """Run ``steps``, settle and stop the window, close librdkafka's producer; then raise the first error.
+    def close(self, before: Sequence[Callable[[], object]], after: Sequence[Callable[[], object]] = ()) -> bool:
+        """Run ``before``, settle and stop the queue (its one close), run ``after``, close librdkafka's producer;
+        then raise the first error.
 
         Closed whatever a step raises, as confluent-kafka's producer is: a fenced transactional
         producer's close raises ``_FENCED`` and is closed all the same.
         """
         errors: list[Exception] = []
-        for step in (*steps, self.window.close):
+        for step in (*before, self.window.close, *after):
             _attempt(step, errors)
-        closed = _attempt(self.kafka.close, errors)
+        closed = _attempt(self._kafka.close, errors)
         if errors:
             raise errors[0]
         return bool(closed)
@@ -165,4 +225,4 @@ def _call(method: Callable[..., Any], timeout: float | None, *args: Any) -> Any:
     return method(*args, timeout)
 
 
-__all__ = ["Outbox", "OutboxListener"]
+__all__ = ["ExactProducer", "Outbox", "OutboxListener"]

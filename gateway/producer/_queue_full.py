@@ -7,35 +7,16 @@ the second orphaned. So, unlike a plain record, they wait for room: delivery rep
 
 A thread of the library's own (the write window's) waits without serving them: delivery reports,
 and the application's callbacks they run, belong to the application's ``poll`` and ``flush``.
+Which thread that is, the outbox says (``serves_reports``), from the thread's identity.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from gateway.clock import Clock
-
-_quiet = threading.local()
-
-
-@contextmanager
-def without_serving_reports() -> Iterator[None]:
-    """In this thread, wait for queue room by sleeping instead of serving delivery reports."""
-    _quiet.on = True
-    try:
-        yield
-    finally:
-        _quiet.on = False
-
-
-class _Queue(Protocol):
-    def produce(self, topic: str, **kwargs: Any) -> None: ...
-
-    def poll(self, timeout: float) -> int: ...
 
 
 class BlockingSend:
@@ -44,18 +25,27 @@ class BlockingSend:
     ``BufferError`` is raised at once when ``block_s`` is 0, else once ``block_s`` has passed.
     """
 
-    __slots__ = ("_block_s", "_clock", "_producer")
+    __slots__ = ("_block_s", "_clock", "_poll", "_produce", "_serves_reports")
 
-    def __init__(self, producer: _Queue, clock: Clock, block_s: float) -> None:
-        self._producer = producer
+    def __init__(
+        self,
+        produce: Callable[..., None],
+        poll: Callable[[float], object],
+        clock: Clock,
+        block_s: float,
+        serves_reports: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._produce = produce
+        self._poll = poll
         self._clock = clock
         self._block_s = block_s
+        self._serves_reports = serves_reports
 
     def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
         deadline: float | None = None  # the clock is read only once the queue is full
         while True:
             try:
-                self._producer.produce(topic, **kwargs)
+                self._produce(topic, **kwargs)
                 return
             except BufferError:
                 now = self._clock.monotonic()
@@ -63,7 +53,7 @@ class BlockingSend:
                     deadline = now + self._block_s
                 if now >= deadline:
                     raise
-            if getattr(_quiet, "on", False):
-                time.sleep(0.05)
+            if self._serves_reports():
+                self._poll(0.05)
             else:
-                self._producer.poll(0.05)
+                time.sleep(0.05)

@@ -9,10 +9,10 @@ compacted topic never gets chunks (:class:`~gateway.producer._compaction.Compact
 
 from __future__ import annotations
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._config import ProducerSettings
-from gateway.producer.outgoing import OutgoingMessage
 from gateway.protocol.headers import Headers
 
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
+from gateway.core.outgoing import RESERVED_HEADERS
 from gateway.errors import ConfigurationError, GatewayError
 from gateway.policy import SizeThresholdPolicy
-from gateway.producer.outgoing import RESERVED_HEADERS
 from gateway.protocol.payload_encoding import parse_compression
 from gateway.settings import spark as spark_keys
 from gateway.settings.producer import REFERENCE_COMPRESSION

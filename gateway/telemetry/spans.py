@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.telemetry.semconv import ClientInfo, error_type, message_key
 
 if TYPE_CHECKING:
-    from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
+    from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
     from gateway.telemetry.meters import Instruments
 
 try:

@@ -12,7 +12,7 @@ _WITHOUT_OTEL = """
 import sys
 sys.modules["opentelemetry"] = None  # as if the package were not installed
 from gateway import tracing
-from gateway.producer.outgoing import OutgoingMessage
+from gateway.core.outgoing import OutgoingMessage
 assert not tracing.enabled()
 assert tracing.start_produce(OutgoingMessage.of("t", b"v", headers=[("a", b"1")])) is None
 spans = tracing.ConsumerTelemetry({"group.id": "g"})

@@ -26,9 +26,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from gateway.core.outgoing import DeliveryCallback
 from gateway.producer._delivery_error import report
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import DeliveryCallback
 from gateway.protocol.headers import Headers
 from gateway.store import Store
 

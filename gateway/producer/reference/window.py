@@ -9,10 +9,10 @@ envelope then. A store that cannot pipeline (S3, a Redis cluster) writes as with
 Two rules follow; the producer's outbox, which owns this window, is their one owner:
 
 * **Order.** Every record leaves in the order ``produce`` was called. The producer's
-  :class:`~gateway.producer._outbox.Outbox`, the one way to librdkafka, settles every write in flight
-  (under the window's lock) before each call that sends or waits for records, and a write stays in
-  the window until its envelope is queued. So no call site has to remember it, and a thread that
-  polls or produces beside another cannot slip in between.
+  :class:`~gateway.producer._outbox.Outbox`, the one way to librdkafka, reaches it only through
+  :meth:`WriteWindow.in_turn`, which settles every write in flight (under the window's lock) first,
+  and a write counts as in flight until its envelope is queued. So no call site has to remember it,
+  and a thread that polls or produces beside another cannot slip in between.
 * **Time.** A write waits in the window at most ``reference.write.linger.ms`` after it was sent,
   whatever the application does: a thread of the window's own settles it then if no call did. The
   store's reply and queueing the envelope follow (a full librdkafka queue is waited on for at most
@@ -36,14 +36,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
+from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer._delivery_error import delivery_error, failed_message
-from gateway.producer._queue_full import without_serving_reports
-from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer.reference.digests import PendingDigest
 from gateway.store import PutPipeline, Store
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_LINGER_S = 0.01
 """``reference.write.linger.ms``' default: far below any Kafka timeout, above a burst's spacing."""
@@ -55,11 +57,16 @@ IDLE_THREAD_S = 1.0
 
 @dataclass(slots=True)
 class WriteInFlight:
-    """One message whose payload is on its way to ``store``; its envelope waits for the store's reply."""
+    """One message whose payload is on its way to ``store``; its envelope waits for the store's reply.
+
+    The entry knows how it resolves (``settle``, the reference writer's): the window calls it when
+    the write's turn comes, so the window needs no writer wired in after construction.
+    """
 
     name: str
     store: Store
-    pipeline: PutPipeline
+    pipeline: PutPipeline | None
+    """None for a write made in ``produce`` (a store that cannot pipeline); only pipelined writes wait here."""
     message: OutgoingMessage
     message_id: uuid.UUID
     locator: str
@@ -67,34 +74,35 @@ class WriteInFlight:
     forced: bool
     sent_ms: int
     started: float
+    settle: Callable[[WriteInFlight], None]
     queued_at: float = field(default_factory=time.monotonic)
     """When the window took it, on the clock its linger thread waits by."""
 
 
 class WriteWindow:
-    """The writes in flight, oldest first, each store's pipeline, and the thread that bounds their wait.
+    """The outbox's queue of pending writes, oldest first, each store's pipeline, and the thread that bounds their wait.
 
-    ``settle`` (the reference writer's) confirms one write and queues its envelope, or takes the
-    turn a failed write takes; the window calls it for the oldest write, under its lock, and drops
-    the write only afterwards, so whoever holds the lock never sees a write half gone.
+    The one owner of "earlier writes first": :meth:`in_turn` runs an action once every write ahead
+    of it has its envelope queued, and the outbox reaches librdkafka only that way. A write is taken
+    off the queue when its turn comes and is held as ``resolving`` until its envelope is queued, so
+    another thread still sees it in flight and waits for the lock, while the settling thread itself,
+    should an application callback served during a queue-full wait produce again, simply continues
+    with the next write (nothing is settled twice, nothing skipped).
     """
 
     def __init__(self, size: int, stores: Mapping[str, Store], linger_s: float = DEFAULT_LINGER_S) -> None:
         self.size = size
         self.writes: deque[WriteInFlight] = deque()
+        self.resolving: WriteInFlight | None = None
+        """The write whose envelope is being queued right now (off ``writes``, still in flight)."""
         self.lock = threading.RLock()
         self.linger_s = linger_s
-        self._settle: Callable[[WriteInFlight], None] = _unset
-        self._settling = False
         self._failures: deque[tuple[DeliveryCallback, BaseException, OutgoingMessage | None]] = deque()
         self._pipelines: dict[str, PutPipeline | None] = {}
         self._stores = stores
         self._wake = threading.Condition(self.lock)
         self._thread: threading.Thread | None = None
         self._closed = False
-
-    def settle_with(self, settle: Callable[[WriteInFlight], None]) -> None:
-        self._settle = settle
 
     def pipeline_for(self, name: str) -> PutPipeline | None:
         """``name``'s pipeline, opened on first use; None with a window of 1 or a store that cannot pipeline."""
@@ -106,7 +114,11 @@ class WriteWindow:
 
     def __len__(self) -> int:
         """Messages not yet handed to Kafka nor reported: writes in flight and failures to report."""
-        return len(self.writes) + len(self._failures)
+        return len(self.writes) + (self.resolving is not None) + len(self._failures)
+
+    def on_own_thread(self) -> bool:
+        """Whether the caller is the window's linger thread, which must not serve the application's reports."""
+        return self._thread is threading.current_thread()
 
     def add(self, write: WriteInFlight) -> None:
         """Take a write just sent; settle the oldest while the window is full."""
@@ -119,23 +131,25 @@ class WriteWindow:
             while len(self.writes) >= self.size:
                 self._settle_oldest()
 
+    def in_turn(self, action: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``action(*args, **kwargs)`` once every write ahead of it has its envelope queued."""
+        self.drain()
+        return action(*args, **kwargs)
+
     def drain(self) -> None:
-        """Settle every write in flight, oldest first; a no-op inside a settle (its envelope is being queued)."""
-        if not self.writes:  # read without the lock: a write is only ever added by a thread holding it, and
-            return  # a thread that sees none here has no write of its own in flight to order behind
+        """Settle every write in flight, oldest first."""
+        if not self.writes and self.resolving is None:  # read without the lock: a write is only ever added by
+            return  # a thread holding it, and one that sees none has no write of its own to order behind
         with self.lock:
-            if self._settling:
-                return
             while self.writes:
                 self._settle_oldest()
 
     def _settle_oldest(self) -> None:
-        self._settling = True
+        write = self.resolving = self.writes.popleft()
         try:
-            self._settle(self.writes[0])
+            write.settle(write)
         finally:
-            self.writes.popleft()
-            self._settling = False
+            self.resolving = None
 
     def failed(
         self, on_delivery: DeliveryCallback | None, error: BaseException, message: OutgoingMessage | None = None
@@ -175,8 +189,7 @@ class WriteWindow:
                     self._wake.wait(due)
                     continue
                 try:
-                    with without_serving_reports():  # delivery reports stay for the application's poll
-                        self.drain()
+                    self.drain()  # its queue-full wait sleeps (on_own_thread): reports stay for the application's poll
                 except Exception:  # settle reports its own failures; this is a defect, logged, not fatal
                     log.exception("settling the reference write window failed")
             self._thread = None
@@ -194,10 +207,6 @@ class WriteWindow:
             if pipeline is not None:
                 pipeline.close()
         self._pipelines.clear()
-
-
-def _unset(write: WriteInFlight) -> None:
-    raise RuntimeError(f"the write window has no writer to settle {write.locator}")
 
 
 __all__ = ["DEFAULT_LINGER_S", "IDLE_THREAD_S", "WriteInFlight", "WriteWindow"]

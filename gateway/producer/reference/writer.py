@@ -16,24 +16,24 @@ whole route is unit-tested with an in-memory store.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
+from gateway.core.outgoing import OutgoingMessage, Send
+from gateway.core.routes import envelope_record
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError, MessageTooLargeError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import OutgoingMessage, Send
+from gateway.producer.reference._bookkeeping import ReferenceBookkeeping
 from gateway.producer.reference._envelope_delivery import EnvelopeDelivery
 from gateway.producer.reference._fallback import FallbackGuard
-from gateway.producer.reference.digests import PayloadDigester, PendingDigest
-from gateway.producer.reference.transactions import TransactionLedger, undo
+from gateway.producer.reference.digests import PayloadDigester
+from gateway.producer.reference.transactions import TransactionLedger
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
-from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.envelope import Envelope
 from gateway.protocol.payload_encoding import encode_payload
 from gateway.store import Payload, Store
 from gateway.telemetry.logs import RateLimitedLog
@@ -41,8 +41,13 @@ from gateway.telemetry.logs import RateLimitedLog
 log = logging.getLogger(__name__)
 
 
-class ReferenceWriter:
-    """Sends messages by reference to named stores, and tracks each store's health for the fallback."""
+class ReferenceWriter(ReferenceBookkeeping):
+    """Sends messages by reference to named stores, and tracks each store's health for the fallback.
+
+    A write to a store that pipelines joins the outbox's queue (``window``) and settles in its turn;
+    any other write, and a fallback decided while sending, runs in its turn (:meth:`WriteWindow.in_turn`).
+    Records go out by ``send``, which never waits for the queue: the writer calls it only in its turn.
+    """
 
     def __init__(
         self,
@@ -74,9 +79,8 @@ class ReferenceWriter:
         """``reference.compression``: the store keeps :func:`encode_payload`'s output; the envelope's digest
         and size stay the application's (so the store is not handed the digest to check its bytes by)."""
         self.transaction = TransactionLedger()
-        """Writes of the open Kafka transaction, undone by ``abort_transaction``."""
         self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
-        self.window.settle_with(self._settle)
+        """The outbox's queue of pending writes; the outbox closes it."""
         self._send_chunked = send_chunked or _no_chunking
         self._encryption = encryption if encryption is not None else ReferenceEncryption(None)
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
@@ -87,11 +91,6 @@ class ReferenceWriter:
     def fallback_cap(self) -> int:
         """``reference.fallback.inline.max.bytes``: the largest message sent inline when its store is down."""
         return self._fallbacks.cap
-
-    @property
-    def marks_to_clear(self) -> int:
-        """Acknowledged writes whose pending mark is still set, waiting for :meth:`clear_acked_marks`."""
-        return len(self._reports)
 
     def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
         """Send ``message`` by reference; returns the route it took: ``route``, or ``CHUNKED`` after falling back.
@@ -118,46 +117,57 @@ class ReferenceWriter:
     def _write(
         self, name: str, store: Store, route: Route, forced: bool, message: OutgoingMessage, persistent: bool
     ) -> Route:
-        health = self.health[name]
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
-        if not health.allow(now) and not self._probe_answered(name):
-            return self._fallback(name, forced, message, "is marked unhealthy")
+        if not self.health[name].allow(now) and not self._probe_answered(name):
+            return self.window.in_turn(self._fallback, name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = store.next_message_id(message.topic, now)
         encoded = encode_payload(payload, self.compression)  # compressed first: ciphertext does not compress
         sealed = self._encryption.seal(store, message.topic, message_id, encoded)
-        encryption = None if sealed is None else sealed.encryption
         stored: Payload = encoded if sealed is None else sealed.payload
         digested: Payload = payload if sealed is None else stored  # a sealed payload's envelope describes it
         if sealed is not None and encoded is not payload:
             self._check_declared(len(stored))  # compressed, then sealed: its size is known only now
-        if pipeline is None:
-            pending = self._digests.begin(digested, store)
-            pending.encryption = encryption
+        locator = ""
+        if pipeline is not None:
             try:
-                locator = store.put(
-                    message.topic,
-                    message_id,
-                    stored,
-                    pending_since_ms=now,
-                    sha256=pending.known_sha256() if stored is digested else None,
-                    persistent=persistent,
+                locator = pipeline.submit(
+                    message.topic, message_id, stored, pending_since_ms=now, persistent=persistent
                 )
             except StoreError as exc:
-                return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
-            self._put_succeeded(name, store, locator, pending, message_id, message, now, started)
-            return route
-        try:
-            locator = pipeline.submit(message.topic, message_id, stored, pending_since_ms=now, persistent=persistent)
-        except StoreError as exc:
-            return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
-        pending = self._digests.begin(digested, store)  # once sent: the server takes the write meanwhile
-        pending.encryption = encryption
-        self.window.add(
-            WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
+                return self.window.in_turn(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
+        digest = self._digests.begin(digested, store)  # after a submit: the server takes the write meanwhile
+        digest.encryption = None if sealed is None else sealed.encryption
+        write = WriteInFlight(
+            name, store, pipeline, message, message_id, locator, digest, forced, now, started, self._settle
         )
+        if pipeline is not None:
+            self.window.add(write)  # its envelope follows when the write resolves, in its turn
+            return route
+        sha256 = digest.known_sha256() if stored is digested else None
+        return self.window.in_turn(self._put_now, write, route, stored, sha256, persistent)
+
+    def _put_now(
+        self, write: WriteInFlight, route: Route, stored: Payload, sha256: bytes | None, persistent: bool
+    ) -> Route:
+        """A store that cannot pipeline (or a window of 1): the write, then its envelope, in ``produce``."""
+        message = write.message
+        try:
+            write.locator = write.store.put(
+                message.topic,
+                write.message_id,
+                stored,
+                pending_since_ms=write.sent_ms,
+                sha256=sha256,
+                persistent=persistent,
+            )
+        except StoreError as exc:
+            return self._put_failed(
+                write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc
+            )
+        self._put_succeeded(write)
         return route
 
     def _check_declared(self, size: int) -> None:
@@ -191,24 +201,17 @@ class ReferenceWriter:
         self.window.drain()
 
     def _settle(self, write: WriteInFlight) -> None:
-        """A write's reply; then its envelope, or, where it failed, what ``produce`` would have done."""
+        """A pipelined write's reply, in its turn; then its envelope, or, where it failed, what ``produce`` would
+        have done. Records go out by ``send`` directly: this is the write's turn."""
         message = write.message
         try:
             try:
-                write.pipeline.confirm()
+                if write.pipeline is not None:
+                    write.pipeline.confirm()
             except StoreError as exc:
                 self._put_failed(write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc)
                 return
-            self._put_succeeded(
-                write.name,
-                write.store,
-                write.locator,
-                write.digest,
-                write.message_id,
-                message,
-                write.sent_ms,
-                write.started,
-            )
+            self._put_succeeded(write)
         except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
             log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
             self.window.failed(message.on_delivery, exc, message)  # reported by the next poll() or flush()
@@ -222,48 +225,38 @@ class ReferenceWriter:
             return self._fallback(name, forced, message, f"failed: {exc}", exc)
         raise exc
 
-    def _put_succeeded(
-        self,
-        name: str,
-        store: Store,
-        locator: str,
-        pending: PendingDigest,
-        message_id: uuid.UUID,
-        message: OutgoingMessage,
-        now: int,
-        started: float,
-    ) -> None:
-        put_seconds = self._clock.monotonic() - started
-        self.metrics.store_put(name, put_seconds)
-        self.health[name].success(now + int(put_seconds * 1000))
-        payload_size = message.size
-        sealed = pending.encryption
-        envelope = encode_envelope(
-            Envelope(
-                name,
-                locator,
-                pending.size,  # the application's size, or the sealed bytes' when sealed
-                pending.result(),
-                message_id,
-                checksum=pending.checksum,
-                compression=self.compression,
-                encryption=sealed,
-            )
+    def _put_succeeded(self, write: WriteInFlight) -> None:
+        put_seconds = self._clock.monotonic() - write.started
+        self.metrics.store_put(write.name, put_seconds)
+        self.health[write.name].success(write.sent_ms + int(put_seconds * 1000))
+        message, digest = write.message, write.digest
+        fields = Envelope(
+            write.name,
+            write.locator,
+            digest.size,  # the application's size, or the sealed bytes' when sealed
+            digest.result(),
+            write.message_id,
+            checksum=digest.checksum,
+            compression=self.compression,
+            encryption=digest.encryption,
         )
-        self._send_envelope(store, locator, envelope, message)
-        self.transaction.wrote(store, locator)
-        self.metrics.reference(name, payload_size, len(envelope) + message.key_size)
+        record = envelope_record(message, fields)
+        record["on_delivery"] = self._reports.callback(
+            write.store, write.locator, message.payload, message.header_list, message.on_delivery
+        )
+        try:
+            self._send(message.topic, record)
+        except BaseException as exc:  # not even queued: the payload is deleted before raising
+            self._reports.rollback(write.store, write.locator, exc)
+            raise
+        self.transaction.wrote(write.store, write.locator)
+        self.metrics.reference(write.name, message.size, len(record["value"]) + message.key_size)
 
     def _ms_since(self, started: float) -> int:
         return int((self._clock.monotonic() - started) * 1000)
 
     def _fallback(
-        self,
-        name: str,
-        forced: bool,
-        message: OutgoingMessage,
-        why: str,
-        cause: BaseException | None = None,
+        self, name: str, forced: bool, message: OutgoingMessage, why: str, cause: BaseException | None = None
     ) -> Route:
         """The one fallback path: the message goes chunked now, in its turn, or the refusal is raised.
 
@@ -274,66 +267,16 @@ class ReferenceWriter:
         self._send_chunked(message)
         return CHUNKED
 
-    def _send_envelope(self, store: Store, locator: str, envelope: bytes, message: OutgoingMessage) -> None:
-        """Queue the envelope; if it cannot even be queued, delete the payload before raising."""
-        user_headers = message.header_list
-        kwargs: dict[str, Any] = {
-            "value": envelope,
-            "partition": message.partition,
-            "timestamp": message.timestamp,
-            "headers": [*user_headers, envelope_header()],
-            "on_delivery": self._reports.callback(store, locator, message.payload, user_headers, message.on_delivery),
-        }
-        if message.key is not None:
-            kwargs["key"] = message.key
-        try:
-            self._send(message.topic, kwargs)
-        except BaseException as exc:
-            self._reports.rollback(store, locator, exc)
-            raise
-
     def close(self) -> None:
         """Stop the hashing worker, if one was started, and end the stores' open journal batches.
 
         A store that journals writes in batches (S3) keeps its open batch's marker until the batch
-        closes; once the producer is done, nothing more will be taken from it.
+        closes; once the producer is done, nothing more will be taken from it. The window is the
+        outbox's to settle and close, before this.
         """
-        self.window.close()  # settles the writes in flight first
         self._digests.close()
         for store in self.stores.values():
             store.end_journal_batches()
-
-    def clear_acked_marks(self) -> None:
-        """Clear the pending marks of acknowledged writes, one call per store where the store can batch.
-
-        Not while a transaction is open: an acknowledged envelope of an open transaction may still be
-        aborted (or its producer killed), and then only the mark lets ``gateway gc`` find the payload.
-        """
-        if not self.transaction.open:
-            self._reports.clear_marks()
-
-    def abandon(self) -> list[tuple[Store, str]]:
-        """The writes of the transaction just aborted, to undo; their marks are taken out of the queue
-        of marks to clear, so a payload whose delete fails keeps its mark for ``gateway gc``."""
-        writes = self.transaction.aborted()
-        self._reports.forget(writes)
-        return writes
-
-    # -- what the outbox tells the writer (:class:`~gateway.producer._outbox.OutboxListener`) ---------
-    def reports_served(self) -> None:
-        self.clear_acked_marks()
-
-    def transaction_begun(self) -> None:
-        self.transaction.begin()
-
-    def transaction_committed(self) -> None:
-        self.transaction.committed()
-        self.clear_acked_marks()  # held while the transaction was open
-
-    def transaction_aborted(self) -> None:
-        """Kafka aborted: delete the payloads the transaction's reference messages stored."""
-        undo(self.abandon())
-        self.clear_acked_marks()  # those of writes acknowledged before the transaction
 
 
 def _no_chunking(message: OutgoingMessage) -> None:

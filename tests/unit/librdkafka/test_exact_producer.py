@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway.librdkafka.binding import RD_KAFKA_PRODUCER, Librdkafka, client_handle
-from gateway.librdkafka.group_offsets import ExactProducer
+from gateway.producer._outbox import ExactProducer
 
 
 class LosesTheError(Producer):

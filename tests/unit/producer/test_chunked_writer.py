@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Message
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.errors import ConfigurationError, LargeMessageSendError
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._config import parse_producer_config
-from gateway.producer.outgoing import OutgoingMessage
 from gateway.protocol.headers import TIMESTAMP_HEADER, last_header
 from gateway.protocol.primitives import decode_long
 from tests.unit.fake_clock import ManualClock

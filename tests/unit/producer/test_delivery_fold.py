@@ -7,7 +7,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message
 
 from gateway.errors import LargeMessageSendError
-from gateway.producer._delivery import DeliveryFold, InFlight
+from gateway.producer._segment_reports import DeliveryFold, InFlight
 
 
 class Calls:

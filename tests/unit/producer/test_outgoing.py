@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from gateway.core.outgoing import RESERVED_HEADERS, OutgoingMessage
 from gateway.errors import ConfigurationError, PayloadNotFoundError
-from gateway.producer.outgoing import RESERVED_HEADERS, OutgoingMessage
 from gateway.store import checked_stores
 from gateway.testing.memory_store import MemoryStore
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.errors import ConfigurationError
 from gateway.policy import (
     CHUNKED,
@@ -28,7 +29,6 @@ from gateway.producer import HybridProducer
 from gateway.producer._compaction import CompactedTopicError, CompactionGuard, reference_route
 from gateway.producer._config import parse_producer_config
 from gateway.producer._route_choice import RouteChooser
-from gateway.producer.outgoing import OutgoingMessage
 from gateway.testing import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[3]

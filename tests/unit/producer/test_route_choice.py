@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Route, SizeThresholdPolicy, TopicOverride
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._config import parse_producer_config
 from gateway.producer._route_choice import RouteChooser
-from gateway.producer.outgoing import OutgoingMessage
 
 SEGMENT = 1_000
 POLICY = SizeThresholdPolicy(reference_above=5_000, store="redis", overrides={"logs": TopicOverride(chunk_above=400)})

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.encryption import LocalKeyRing, ReferenceEncryption
 from gateway.errors import FallbackRefusedError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import OutgoingMessage
 from gateway.producer.reference._fallback import ENCRYPTED, FORCED, OVERSIZE, refusal
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter

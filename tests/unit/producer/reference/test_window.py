@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.errors import StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import Route
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import OutgoingMessage
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import decode_envelope
@@ -24,17 +24,6 @@ from tests.unit.producer.reference.test_writer import Sent
 ROUTE = Route.reference("mem")
 LONG_LINGER_S = 600.0
 """What the tests that count writes in flight give the window: its own thread never settles them first."""
-
-
-class InOrder(Sent):
-    """The producer's queue as the outbox keeps it: the window's writes settle before each record."""
-
-    window: WriteWindow | None = None
-
-    def __call__(self, topic: str, kwargs: dict[str, Any]) -> None:
-        if self.window is not None:
-            self.window.drain()
-        super().__call__(topic, kwargs)
 
 
 def windowed(
@@ -82,9 +71,9 @@ def test_a_window_of_one_writes_before_returning_without_a_pipeline() -> None:
 
 
 def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
-    """The producer's queue settles the window before each record (the outbox), envelopes too."""
+    """A write that does not join the queue waits its turn (``WriteWindow.in_turn``): its envelope goes after."""
     piped, plain = PipeliningMemoryStore("piped"), MemoryStore("plain")
-    sent = InOrder()
+    sent = Sent()
     w = ReferenceWriter(
         {"piped": piped, "plain": plain},
         {name: StoreHealth(2, 30_000, 5_000) for name in ("piped", "plain")},
@@ -92,7 +81,6 @@ def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
         fallback_cap=1_000,
         window=WriteWindow(4, {"piped": piped, "plain": plain}, linger_s=LONG_LINGER_S),
     )
-    sent.window = w.window
     w.send(Route.reference("piped"), False, message(b"first"))
     assert sent.records == []
     w.send(Route.reference("plain"), False, message(b"second"))
@@ -162,6 +150,7 @@ def test_close_drains_and_closes_the_pipeline() -> None:
     store = PipeliningMemoryStore()
     w, sent, _ = windowed(store, window=4)
     w.send(ROUTE, False, message(b"v"))
+    w.window.close()  # the outbox's, once
     w.close()
     assert len(sent.records) == 1 and store.pipeline.closed
 
@@ -180,6 +169,7 @@ def test_a_write_nobody_settles_is_settled_after_the_linger() -> None:
     while w.in_flight and time.monotonic() < deadline:
         time.sleep(0.005)
     assert w.in_flight == 0 and len(sent.records) == 1
+    w.window.close()  # the outbox's, once
     w.close()
 
 
@@ -190,7 +180,7 @@ def test_a_write_leaves_the_window_only_once_its_envelope_is_queued() -> None:
     w: ReferenceWriter
 
     def send(topic: str, kwargs: dict[str, Any]) -> None:
-        seen.append(len(w.window.writes))
+        seen.append(len(w.window))  # the write being resolved still counts as in flight
 
     window = WriteWindow(4, {store.name: store}, linger_s=LONG_LINGER_S)
     w = ReferenceWriter(
@@ -200,6 +190,7 @@ def test_a_write_leaves_the_window_only_once_its_envelope_is_queued() -> None:
     w.send(ROUTE, False, message(b"b"))
     w.drain()
     assert seen == [2, 1]
+    w.window.close()  # the outbox's, once
     w.close()
 
 
@@ -220,6 +211,7 @@ def test_the_linger_thread_ends_when_idle_and_starts_again_with_the_next_write(
             time.sleep(0.01)
         assert window._thread is None, "the thread ended once idle"
         assert len(sent.records) == round_ + 1, "after settling the write"
+    w.window.close()  # the outbox's, once
     w.close()
 
 

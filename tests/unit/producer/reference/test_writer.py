@@ -11,11 +11,11 @@ import blake3
 import pytest
 from confluent_kafka import KafkaError, Message
 
+from gateway.core.outgoing import OutgoingMessage
 from gateway.errors import ConfigurationError, PayloadIntegrityError, StoreUnavailableError
 from gateway.health import StoreHealth
 from gateway.policy import CHUNKED, Route
 from gateway.producer._metrics import ProducerMetrics
-from gateway.producer.outgoing import OutgoingMessage
 from gateway.producer.reference._envelope_delivery import CLEAR_MARKS_EVERY
 from gateway.producer.reference.transactions import undo
 from gateway.producer.reference.writer import ReferenceWriter

@@ -3,7 +3,7 @@
 Per message, a policy picks the route. Plain records go straight to librdkafka with the caller's
 arguments untouched. Chunked messages become LinkedIn segments that share key, partition and
 timestamp; their per-segment delivery reports are folded into one ``on_delivery`` call per
-logical message (:mod:`gateway.producer._delivery`). Reference messages are written to a store first and
+logical message (:mod:`gateway.producer._segment_reports`). Reference messages are written to a store first and
 removed again if Kafka refuses the envelope (:mod:`gateway.producer.reference.writer`). This class only
 drives them (:mod:`gateway.producer._chunked_writer` for segments): every record of every route, and
 every poll, flush, purge and transaction call, goes to librdkafka through one
@@ -20,25 +20,25 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.clock import SYSTEM_CLOCK, Clock
+from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, Router, as_policy
-from gateway.producer._admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._chunked_writer import ChunkedWriter
 from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.producer._config import confluent_config, parse_producer_config
+from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
+from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._route_choice import RouteChooser, forced_route
-from gateway.producer._surface import CLOSED, NO_OUTBOX, ProducerSurface, ProducerTransactions
-from gateway.producer.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
 
-class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
+class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
     """Drop-in for ``confluent_kafka.Producer`` with per-message routing.
 
     A subclass of ``confluent_kafka.Producer``, as confluent-kafka's own ``SerializingProducer`` is, so
@@ -109,7 +109,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         self._plain_up_to = self._routes.plain_up_to
         self._direct_room = self.settings.max_message_bytes - self.settings.overhead
         """Key and value bytes a record on the direct path may take, as :meth:`ProducerSettings.segment_room` counts."""
-        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.kafka.list_topics, clock))
+        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.list_topics, clock))
         self._closed = False
         self._metrics = ProducerMetrics()
         self._chunks = ChunkedWriter(self.settings, self._outbox.send, metrics=self._metrics, clock=clock)
@@ -200,7 +200,7 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
                 self._outbox.produce_plain(message)
                 self._metrics.plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
-                self._chunks.send(message)
+                self._outbox.in_turn(self._chunks.send, message)
         except BaseException as exc:
             if auditor is not None:
                 auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)
@@ -267,11 +267,10 @@ class HybridProducer(ProducerSurface, ProducerTransactions, Producer):
         """
         if self._closed:
             return False
-        steps: list[Callable[[], object]] = [lambda: self.flush(timeout), self._refuse_produce]
-        steps += [self._references.close, self._compaction.close]  # the writer settles its window first
+        after: list[Callable[[], object]] = [self._references.close, self._compaction.close]
         if self._auditor is not None:
-            steps += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
-        return self._outbox.close(steps)
+            after += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
+        return self._outbox.close([lambda: self.flush(timeout), self._refuse_produce], after)
 
     def _refuse_produce(self) -> None:
         self._closed = True  # from here on produce() refuses, whatever the flush raised

@@ -33,7 +33,7 @@ class _NoOutbox:
 NO_OUTBOX = cast(Outbox, _NoOutbox())
 
 
-class ProducerSurface:
+class ConfluentMethods:
     """Mixed into :class:`~gateway.HybridProducer`, which provides the attributes declared here."""
 
     _outbox: Outbox
@@ -94,15 +94,15 @@ class ProducerSurface:
 
     def cluster_id(self, timeout: float = -1) -> str:
         """The cluster's id, as confluent-kafka's: to tell which cluster a producer writes to."""
-        return self._outbox.kafka.cluster_id(timeout)
+        return self._outbox.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """Rotate the SASL user and password without a new producer."""
-        self._outbox.kafka.set_sasl_credentials(username, password)
+        self._outbox.set_sasl_credentials(username, password)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """Cluster metadata, as confluent-kafka's, for checking topics before producing."""
-        return self._outbox.kafka.list_topics(topic=topic, timeout=timeout)
+        return self._outbox.list_topics(topic, timeout)
 
     def metrics(self) -> dict[str, int]:
         """Counters by route and store, and each store's health (``store.<name>.healthy``), for dashboards."""
@@ -118,7 +118,7 @@ class ProducerSurface:
     @property
     def inner(self) -> Producer:
         """The wrapped librdkafka producer, for what this wrapper does not expose (outside the outbox's order)."""
-        return self._outbox.kafka
+        return self._outbox.librdkafka
 
     def prepare_topics(self, topics: Sequence[str], timeout: float = 10.0) -> dict[str, str | None]:
         """Learn now what the first large message to each topic would otherwise wait for.
@@ -131,7 +131,7 @@ class ProducerSurface:
         """
         known: dict[str, str | None] = {}
         for topic in topics:
-            self._outbox.kafka.list_topics(topic=topic, timeout=timeout)
+            self._outbox.list_topics(topic, timeout)
             known[topic] = self._compaction.prepare(topic)
         return known
 
@@ -169,7 +169,7 @@ def _batch_error(exc: Exception) -> KafkaError:
     return KafkaError(code, f"{type(exc).__name__}: {exc}")
 
 
-class ProducerTransactions:
+class TransactionMethods:
     """confluent-kafka's transaction methods, with the store writes of an aborted transaction undone.
 
     Segments and envelopes go through the one librdkafka producer, so they are in the open
@@ -192,7 +192,7 @@ class ProducerTransactions:
         """Use ``HybridConsumer.safe_offsets()`` for ``positions``: an incomplete message is never skipped.
 
         Each offset's metadata goes to Kafka as its exact UTF-8 bytes (confluent-kafka would add a NUL):
-        see :class:`~gateway.librdkafka.group_offsets.ExactProducer`.
+        see :class:`~gateway.producer._outbox.ExactProducer`.
         """
         self._outbox.send_offsets_to_transaction(positions, group_metadata, timeout)
 

@@ -19,8 +19,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from gateway.clock import Clock
+from gateway.core.outgoing import OutgoingMessage
 from gateway.producer._config import ProducerSettings
-from gateway.producer.outgoing import OutgoingMessage
 
 LOOKUP_TIMEOUT_S = 5.0
 """The longest one metadata request may hold ``produce``; without an answer the partition is not refused."""

@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from gateway.core.outgoing import DeliveryCallback
 from gateway.errors import LargeMessageSendError
 from gateway.producer._delivery_error import report
-from gateway.producer.outgoing import DeliveryCallback
 from gateway.protocol.headers import Headers
 
 

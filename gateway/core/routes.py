@@ -1,0 +1,33 @@
+"""The producer's pure decisions: what record a reference message becomes.
+
+Sans-IO, like the rest of :mod:`gateway.core`: no Kafka client, no store, no clock. The producer's
+writers act on what these functions return (:mod:`gateway.producer.reference.writer` queues the
+record this module builds), so the record's shape is decided in one place and unit-tested alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.core.outgoing import OutgoingMessage
+from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+
+
+def envelope_record(message: OutgoingMessage, envelope: Envelope) -> dict[str, Any]:
+    """``produce``'s keyword arguments for ``message``'s envelope, less ``on_delivery``.
+
+    Key, partition and timestamp are the message's own, and its headers come first with the
+    envelope's marker last, so a consumer that does not resolve references still sees the caller's.
+    """
+    record: dict[str, Any] = {
+        "value": encode_envelope(envelope),
+        "partition": message.partition,
+        "timestamp": message.timestamp,
+        "headers": [*message.header_list, envelope_header()],
+    }
+    if message.key is not None:
+        record["key"] = message.key
+    return record
+
+
+__all__ = ["envelope_record"]
