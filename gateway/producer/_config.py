@@ -26,6 +26,7 @@ from gateway.producer.reference.digests import CHECKSUM_SETTINGS
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
 from gateway.protocol.payload_encoding import parse_compression
+from gateway.protocol.peers.pointer_formats import REFERENCE_FORMATS, ReferenceFormat
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 DEFAULT_SEGMENT_BYTES = 800_000
@@ -75,6 +76,9 @@ class ProducerSettings:
     """``reference.compression``: how stored payloads are encoded (:mod:`gateway.protocol.payload_encoding`)."""
     warning_interval_s: float = 10.0
     """``log.warning.interval.ms``: at most one warning line per store and fallback outcome per interval."""
+    reference_format: ReferenceFormat = ReferenceFormat.GATEWAY
+    """``reference.format``: our envelope, or the pointer records bakdata's or AWS's readers follow
+    (:mod:`gateway.protocol.peers.pointer_formats`)."""
 
     @property
     def overhead(self) -> int:
@@ -169,6 +173,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     max_reference = pop_int(conf, "reference.max.payload.bytes", DEFAULT_MAX_PAYLOAD_BYTES, minimum=1)
     compression = parse_compression(conf.pop("reference.compression", None))
     warning_interval_s = pop_int(conf, "log.warning.interval.ms", 10_000, minimum=0) / 1000.0
+    reference_format = ReferenceFormat(pop_choice(conf, "reference.format", "gateway", REFERENCE_FORMATS))
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -193,6 +198,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         max_reference,
         compression,
         warning_interval_s,
+        reference_format,
     )
     return settings, conf
 

@@ -34,7 +34,9 @@ from gateway.producer.reference.digests import PayloadDigester, PendingDigest
 from gateway.producer.reference.transactions import TransactionLedger, undo
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.headers import Headers
 from gateway.protocol.payload_encoding import encode_payload
+from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_message_id, pointer_record
 from gateway.store import Payload, Store
 from gateway.telemetry.logs import RateLimitedLog
 
@@ -60,6 +62,7 @@ class ReferenceWriter:
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
         encryption: ReferenceEncryption | None = None,
         warning_interval_s: float = 10.0,
+        reference_format: ReferenceFormat = ReferenceFormat.GATEWAY,
     ) -> None:
         self.stores = stores
         self.health = health
@@ -82,6 +85,8 @@ class ReferenceWriter:
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
         warnings = RateLimitedLog(log, warning_interval_s, clock.monotonic)
         self._fallbacks = FallbackGuard(fallback_cap, self._encryption.enabled, self.metrics, warnings)
+        self.format = reference_format
+        """``reference.format``: envelopes, or the pointer records bakdata's or AWS's readers follow."""
 
     @property
     def fallback_cap(self) -> int:
@@ -125,7 +130,9 @@ class ReferenceWriter:
             return self._fallback(name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
-        message_id = store.next_message_id(message.topic, now)
+        message_id = (
+            pointer_message_id(uuid.uuid4()) if self.format.pointer else store.next_message_id(message.topic, now)
+        )
         encoded = encode_payload(payload, self.compression)  # compressed first: ciphertext does not compress
         sealed = self._encryption.seal(store, message.topic, message_id, encoded)
         encryption = None if sealed is None else sealed.encryption
@@ -250,7 +257,11 @@ class ReferenceWriter:
                 encryption=sealed,
             )
         )
-        self._send_envelope(store, locator, envelope, message)
+        marks: Headers = [envelope_header()]
+        if self.format.pointer:  # the same object, named in a record bakdata's or AWS's reader follows
+            pointer = pointer_record(self.format, locator)
+            envelope, marks = pointer.value, pointer.headers
+        self._send_envelope(store, locator, envelope, message, marks)
         self.transaction.wrote(store, locator)
         self.metrics.reference(name, payload_size, len(envelope) + message.key_size)
 
@@ -274,14 +285,16 @@ class ReferenceWriter:
         self._send_chunked(message)
         return CHUNKED
 
-    def _send_envelope(self, store: Store, locator: str, envelope: bytes, message: OutgoingMessage) -> None:
+    def _send_envelope(
+        self, store: Store, locator: str, envelope: bytes, message: OutgoingMessage, marks: Headers
+    ) -> None:
         """Queue the envelope; if it cannot even be queued, delete the payload before raising."""
         user_headers = message.header_list
         kwargs: dict[str, Any] = {
             "value": envelope,
             "partition": message.partition,
             "timestamp": message.timestamp,
-            "headers": [*user_headers, envelope_header()],
+            "headers": [*user_headers, *marks],
             "on_delivery": self._reports.callback(store, locator, message.payload, user_headers, message.on_delivery),
         }
         if message.key is not None:
