@@ -195,3 +195,31 @@ def test_a_pointer_record_copied_to_another_topic_is_refused_by_our_consumer(
     copier.flush(30)
     with pytest.raises(LocatorTopicError, match="a payload this library wrote for topic"):
         _hybrid_read(kafka, other, s3_target.store, "bakdata", 1)
+
+
+def test_gc_keeps_a_pending_object_whose_pointer_landed_and_deletes_the_one_never_pointed_at(
+    kafka: KafkaService, topic: str, s3_target: Target
+) -> None:
+    """A producer killed between the acknowledgement and clearing the mark leaves a pending mark on a live object:
+    gc must find its pointer record (not an envelope) and keep it, and still delete a write nothing points at."""
+    from gateway.gc.sweeper import kafka_verifier, sweep
+    from gateway.protocol.peers.pointer_formats import pointer_message_id
+
+    store = s3_target.store
+    producer = HybridProducer(
+        {**kafka.producer_config(), "reference.format": "bakdata"},
+        policy=SizeThresholdPolicy(reference_above=1_000, store="obj"),
+        stores={"obj": store},
+    )
+    with producer:
+        producer.produce(topic, _bytes("live", 5_000), key=b"live", partition=0)
+        assert producer.flush(30) == 0
+    [live] = [locator for locator, _ in store.list_locators(topic)]
+    store.mark_pending(live, 0)  # as the killed producer left it
+    dead = store.put(topic, pointer_message_id(uuid.uuid4()), b"never pointed at", pending_since_ms=0)
+    report = sweep(
+        {"obj": store}, grace_ms=0, verifier=kafka_verifier(kafka.client_conf(), timeout_s=60), dry_run=False
+    )
+    assert report.failed == [] and report.kept == [], report
+    assert report.landed == [live] and report.deleted == [dead], report
+    assert [locator for locator, _ in store.list_locators(topic)] == [live] and store.list_pending(2**62) == []
