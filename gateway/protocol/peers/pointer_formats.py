@@ -35,7 +35,7 @@ from typing import Any
 
 from gateway.errors import PeerFormatError, ReferenceFormatError
 from gateway.protocol.headers import Header, Headers
-from gateway.protocol.peers import BAKDATA_VALUE_HEADER, PeerFormat, PeerPointer, PeerReader
+from gateway.protocol.peers import BAKDATA_VALUE_HEADER, MAX_POINTER_BYTES, PeerFormat, PeerPointer, PeerReader
 
 FORMAT_KEY = "reference.format"
 
@@ -127,6 +127,8 @@ def pointed_locator(value: bytes | None, headers: Sequence[Header] | None) -> st
     Any bakdata or AWS pointer counts (a peer's too): they only look for the locators of our own
     objects among them, and counting one too many keeps a payload, never deletes one.
     """
+    if not value or len(value) > MAX_POINTER_BYTES:  # a scan reads every record: no large value is parsed
+        return None
     try:
         record = _OURS.read(None, value, headers)
     except PeerFormatError:

@@ -76,6 +76,8 @@ def test_only_pointer_records_name_a_locator() -> None:
     assert pointed_locator(b"\x00inline", [(BAKDATA_VALUE_HEADER, b"\x00")]) is None
     assert pointed_locator(b"s3://bucket-a/k", [(BAKDATA_VALUE_HEADER, b"\x07")]) is None  # garbled: not counted
     assert pointed_locator(b"GWRF....", [envelope_header()]) is None
+    large = b"s3://bucket-a/k" + b"x" * 20_000  # a scan reads every record: a large value is never parsed
+    assert pointed_locator(large, [(BAKDATA_VALUE_HEADER, b"\x01")]) is None
     with pytest.raises(ReferenceFormatError, match="envelopes"):
         pointer_record(ReferenceFormat.GATEWAY, "s3://bucket-a/k")
     with pytest.raises(ReferenceFormatError, match="not <scheme>://<bucket>/<key>"):
