@@ -31,6 +31,15 @@ class ConfigurationError(GatewayError, ValueError):
     """A setting that cannot work: a route to a store that was never given, an impossible size."""
 
 
+class ReferenceFormatError(ConfigurationError):
+    """``reference.format`` (bakdata's or AWS's pointer records) cannot carry this setting or message.
+
+    Raised at construction for a combination the foreign reader could not follow (sealing, our
+    compression, a store of a scheme it does not read, chunks), and by ``produce`` for a message it
+    would alter (AWS's reader decodes payloads as UTF-8 text), before anything is written.
+    """
+
+
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the extra that installs it.
 

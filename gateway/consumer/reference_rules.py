@@ -29,6 +29,7 @@ from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
 from gateway.errors import ConfigurationError, EnvelopePayloadError, LocatorTopicError, PayloadTooLargeError
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer
+from gateway.protocol.peers.pointer_formats import written_for_pointer
 
 TOPIC_MARK = "${topic}"
 """Where the original name goes in a rename format, as in Confluent Replicator's ``topic.rename.format``."""
@@ -126,6 +127,10 @@ class ReferenceRules:
         mirror, :class:`EnvelopePayloadError`, since only its envelope says whether the bytes are
         sealed or compressed (a sealed payload carries no mark of its own, see
         :mod:`gateway.protocol.encryption`), and a pointer would hand them out unopened.
+
+        The exception is an object our producer wrote *for* a pointer (``reference.format=bakdata|aws``,
+        which refuses sealing and compression): its message id says so (:func:`written_for_pointer`),
+        and in its own topic or a mirror the pointer serves it; elsewhere the binding refuses it.
         """
         if written_for is None:
             return
@@ -135,6 +140,8 @@ class ReferenceRules:
                 f"{named}, a payload this library wrote for topic {written_for!r}: a record of {topic!r} may"
                 " not serve it (a mirrored topic names its source's in reference.topic.renames)"
             )
+        if written_for_pointer(pointer.key):
+            return
         raise EnvelopePayloadError(
             f"{named}, a payload this library wrote for topic {written_for!r}: it is read through its"
             " envelope only, which says whether it is sealed or compressed"

@@ -11,19 +11,30 @@ from typing import Any
 
 from gateway.core.outgoing import OutgoingMessage
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
+from gateway.protocol.headers import Headers
+from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_record
 
 
-def envelope_record(message: OutgoingMessage, envelope: Envelope) -> dict[str, Any]:
+def envelope_record(
+    message: OutgoingMessage, envelope: Envelope, form: ReferenceFormat = ReferenceFormat.GATEWAY
+) -> dict[str, Any]:
     """``produce``'s keyword arguments for ``message``'s envelope, less ``on_delivery``.
 
     Key, partition and timestamp are the message's own, and its headers come first with the
     envelope's marker last, so a consumer that does not resolve references still sees the caller's.
+    With a peer's ``reference.format`` the record is instead the pointer bakdata's or AWS's reader
+    follows to the same object (its marks in place of the envelope's).
     """
+    value = encode_envelope(envelope)
+    marks: Headers = [envelope_header()]
+    if form.pointer:
+        pointer = pointer_record(form, envelope.locator)
+        value, marks = pointer.value, pointer.headers
     record: dict[str, Any] = {
-        "value": encode_envelope(envelope),
+        "value": value,
         "partition": message.partition,
         "timestamp": message.timestamp,
-        "headers": [*message.header_list, envelope_header()],
+        "headers": [*message.header_list, *marks],
     }
     if message.key is not None:
         record["key"] = message.key

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
+from gateway.protocol.peers.pointer_formats import pointed_locator
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class EnvelopeMatcher:
         """A look-alike (magic, no mark, does not decode) counts as undecodable: gc keeps what it mentions."""
         read = read_envelope(value, headers)
         if read.kind is EnvelopeKind.NONE:
+            self._observe_pointer(value, headers, partition, offset)
             return
         self.envelopes += 1
         envelope = read.envelope
@@ -95,6 +97,15 @@ class EnvelopeMatcher:
             if hit is not None:
                 self.found.add(hit)
                 self.sightings.setdefault(hit, set()).add((partition, offset))
+
+    def _observe_pointer(self, value: bytes | None, headers: Headers, partition: int, offset: int) -> None:
+        """A pointer record (``reference.format=bakdata|aws``) names its object by locator: as good as an envelope."""
+        locator = pointed_locator(value, headers) if self._by_locator else None
+        hit = None if locator is None else self._by_locator.get(locator)
+        if hit is not None:
+            self.envelopes += 1
+            self.found.add(hit)
+            self.sightings.setdefault(hit, set()).add((partition, offset))
 
 
 def mentions(raw: bytes, pending: Pending) -> bool:

@@ -17,6 +17,7 @@ from gateway.health import StoreHealth
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
 from gateway.protocol.payload_encoding import parse_compression
+from gateway.protocol.peers.pointer_formats import ReferenceFormat
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 from gateway.settings import DEFAULT_MAX_MESSAGE_BYTES, PRODUCER, rename_aliases
 from gateway.settings import producer as keys
@@ -73,6 +74,9 @@ class ProducerSettings:
     """``reference.compression``: how stored payloads are encoded (:mod:`gateway.protocol.payload_encoding`)."""
     warning_interval_s: float = LOG_WARNING_INTERVAL_MS.default / 1000.0
     """``log.warning.interval.ms``: at most one warning line per store and fallback outcome per interval."""
+    reference_format: ReferenceFormat = ReferenceFormat.GATEWAY
+    """``reference.format``: our envelope, or the pointer records bakdata's or AWS's readers follow
+    (:mod:`gateway.protocol.peers.pointer_formats`)."""
 
     @property
     def overhead(self) -> int:
@@ -167,6 +171,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     max_reference = REFERENCE_MAX_PAYLOAD_BYTES.pop(conf)
     compression = parse_compression(keys.REFERENCE_COMPRESSION.pop(conf))
     warning_interval_s = LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0
+    reference_format = ReferenceFormat(keys.REFERENCE_FORMAT.pop(conf))
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -191,6 +196,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         max_reference,
         compression,
         warning_interval_s,
+        reference_format,
     )
     return settings, conf
 

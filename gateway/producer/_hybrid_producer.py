@@ -34,6 +34,7 @@ from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmi
 from gateway.producer._route_choice import RouteChooser, forced_route
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
+from gateway.protocol.peers.pointer_formats import check_payload, check_producer, check_route
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
@@ -90,6 +91,14 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         if missing:
             raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
         encryption.check_stores(self.stores)
+        fmt = self.settings.reference_format
+        check_producer(
+            fmt,
+            stores=self.stores,
+            encrypted=encryption.enabled,
+            compression=self.settings.compression,
+            wrap_small=self.settings.wrap_small,
+        )
         self._plain_direct = not self._serializers and auditor is None and not self.settings.wrap_small
         """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
@@ -117,7 +126,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
             self.stores,
             self.health,
             self._outbox.send,
-            fallback_cap=self.settings.fallback_cap,
+            fallback_cap=0 if fmt.pointer else self.settings.fallback_cap,  # a foreign reader reads no chunks
             max_payload=self.settings.max_reference_bytes,
             metrics=self._metrics,
             clock=clock,
@@ -127,6 +136,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
             send_chunked=self._chunks.send,
             encryption=encryption,
             warning_interval_s=self.settings.warning_interval_s,
+            reference_format=fmt,
         )
         self._outbox.listener = self._references
 
@@ -192,6 +202,11 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         if span is not None:
             message, segments_before = span.message, self._metrics.chunked_segments
         try:
+            fmt = self.settings.reference_format
+            if fmt.pointer:  # what bakdata's or AWS's reader could not read is refused before any write
+                check_route(fmt, chosen.kind is RouteKind.CHUNKED)
+                if chosen.kind is RouteKind.REFERENCE and message.payload is not None:
+                    check_payload(fmt, message.payload)
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 self._admission.check(message)  # what Kafka would refuse, refused before the store write
                 no_fallback = forced or terms.no_chunks

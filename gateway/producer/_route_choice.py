@@ -10,6 +10,7 @@ compacted topic never gets chunks (:class:`~gateway.producer._compaction.Compact
 from __future__ import annotations
 
 from gateway.core.outgoing import OutgoingMessage
+from gateway.errors import ReferenceFormatError
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._config import ProducerSettings
@@ -56,7 +57,25 @@ class RouteChooser:
         route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
         if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
             return PLAIN  # large.message.enabled=false
+        if route.kind is RouteKind.CHUNKED and self.settings.reference_format.pointer:
+            return self._pointer_route(topic, size)  # a foreign reader reads no chunks
         return self._compaction.reroute(topic, size, self.settings.chunk_size_for(key, headers), route)
+
+    def _pointer_route(self, topic: str, size: int) -> Route:
+        """What the policy would chunk, by reference instead under ``reference.format=bakdata|aws``: to the
+        policy's store for the topic (``store_for``), or its only store; else :class:`ReferenceFormatError`."""
+        store = self.policy.store_for(topic)
+        names = sorted(self.policy.store_names())
+        if store is None and len(names) == 1:
+            store = names[0]
+        if store is None:
+            fmt = self.settings.reference_format.value
+            raise ReferenceFormatError(
+                f"reference.format={fmt}: a {size}-byte message for {topic!r} would be chunked, which its reader"
+                " cannot assemble, and the policy names no store to send it by reference instead"
+                " (SizeThresholdPolicy(store=...))"
+            )
+        return Route.reference(store)
 
 
 def forced_route(route: Route | str) -> Route:

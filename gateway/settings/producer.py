@@ -17,6 +17,8 @@ DEFAULT_SEGMENT_BYTES = 800_000
 
 CHECKSUM_CHOICES = ("auto", "sha256", "blake3")
 COMPRESSION_CHOICES = ("none", "zstd", "lz4", "gzip")
+REFERENCE_FORMAT_CHOICES = ("gateway", "bakdata", "aws")
+"""``reference.format``'s choices; gateway.protocol.peers.pointer_formats.ReferenceFormat names the same."""
 
 LARGE_MESSAGE_ENABLED = BoolSetting(
     "large.message.enabled",
@@ -80,6 +82,12 @@ WRITE_LINGER_MS = IntSetting(
 REFERENCE_COMPRESSION = ValueSetting(
     "reference.compression", None, "how stored payloads are compressed", choices=COMPRESSION_CHOICES
 )
+REFERENCE_FORMAT = ChoiceSetting(
+    "reference.format",
+    "gateway",
+    "our envelope, or the pointer records bakdata's (S3, GCS, Azure) or AWS's (S3) Java readers follow",
+    choices=REFERENCE_FORMAT_CHOICES,
+)
 KEY_SERIALIZER = ValueSetting("key.serializer", None, "a callable (value, ctx) -> bytes for keys")
 VALUE_SERIALIZER = ValueSetting("value.serializer", None, "a callable (value, ctx) -> bytes for values")
 
@@ -106,6 +114,7 @@ PRODUCER: tuple[Setting[Any], ...] = (
     REFERENCE_ENCRYPTION,
     LOG_WARNING_INTERVAL_MS,
     COMMIT_METADATA_ENCODING,
+    REFERENCE_FORMAT,
     KEY_SERIALIZER,
     VALUE_SERIALIZER,
 )

@@ -9,6 +9,7 @@ Batches are cut by row count and by bytes, because an Arrow binary column addres
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from gateway.encryption import KeyProvider, KmsKeyProvider, LocalKeyRing, Refere
 from gateway.errors import ConfigurationError, GatewayError
 from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
 from gateway.protocol.headers import Headers
+from gateway.protocol.peers.pointer_formats import pointed_locator
 from gateway.protocol.records import Record
 from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.cloud_stores import build_cloud_stores
@@ -32,6 +34,7 @@ from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 MAX_BATCH_ROWS = 2_000
 MAX_BATCH_BYTES = 128 * 1024 * 1024
 
@@ -325,9 +328,11 @@ def read_envelopes(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.Reco
 def _envelope_row(topic: str, partition: int, record: Record) -> tuple[Any, ...] | None:
     """The envelope a record holds, as a row; ``None`` for every record that is not an envelope."""
     read = read_envelope(record.value, record.headers)
-    if read.kind is EnvelopeKind.NONE or read.kind is EnvelopeKind.LOOKALIKE:
-        return None  # a legacy value that only starts like an envelope is no envelope
     ts = None if record.timestamp_ms is None else record.timestamp_ms * 1000
+    if read.kind is EnvelopeKind.NONE:
+        return _pointer_row(topic, partition, record, ts)
+    if read.kind is EnvelopeKind.LOOKALIKE:
+        return None  # a legacy value that only starts like an envelope is no envelope
     envelope = read.envelope
     if envelope is None:
         return (topic, partition, record.offset, ts, None, None, None, None, error_text(read.error or GatewayError()))
@@ -342,6 +347,17 @@ def _envelope_row(topic: str, partition: int, record: Record) -> tuple[Any, ...]
         str(envelope.message_id),
         None,
     )
+
+
+def _pointer_row(topic: str, partition: int, record: Record, ts: int | None) -> tuple[Any, ...] | None:
+    """A pointer record (``reference.format=bakdata|aws``) references its object as an envelope would, so
+    reconcile never calls that object an orphan; it names no store, so its own payload is not checked."""
+    locator = pointed_locator(record.value, record.headers)
+    if locator is None:
+        return None
+    message_id = locator.rpartition("/")[2]
+    known = _UUID.fullmatch(message_id) is not None
+    return (topic, partition, record.offset, ts, None, locator, None, message_id if known else None, None)
 
 
 def _envelope_batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:

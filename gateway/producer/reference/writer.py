@@ -16,6 +16,7 @@ whole route is unit-tested with an in-memory store.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 
 from gateway.clock import SYSTEM_CLOCK, Clock
@@ -35,6 +36,7 @@ from gateway.producer.reference.transactions import TransactionLedger
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.payload_encoding import encode_payload
+from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_message_id
 from gateway.store import Payload, Store
 from gateway.telemetry.logs import RateLimitedLog
 
@@ -65,6 +67,7 @@ class ReferenceWriter(ReferenceBookkeeping):
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
         encryption: ReferenceEncryption | None = None,
         warning_interval_s: float = 10.0,
+        reference_format: ReferenceFormat = ReferenceFormat.GATEWAY,
     ) -> None:
         self.stores = stores
         self.health = health
@@ -86,6 +89,8 @@ class ReferenceWriter(ReferenceBookkeeping):
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
         warnings = RateLimitedLog(log, warning_interval_s, clock.monotonic)
         self._fallbacks = FallbackGuard(fallback_cap, self._encryption.enabled, self.metrics, warnings)
+        self.format = reference_format
+        """``reference.format``: envelopes, or the pointer records bakdata's or AWS's readers follow."""
 
     @property
     def fallback_cap(self) -> int:
@@ -123,7 +128,9 @@ class ReferenceWriter(ReferenceBookkeeping):
             return self.window.in_turn(self._fallback, name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
-        message_id = store.next_message_id(message.topic, now)
+        message_id = (
+            pointer_message_id(uuid.uuid4()) if self.format.pointer else store.next_message_id(message.topic, now)
+        )
         encoded = encode_payload(payload, self.compression)  # compressed first: ciphertext does not compress
         sealed = self._encryption.seal(store, message.topic, message_id, encoded)
         stored: Payload = encoded if sealed is None else sealed.payload
@@ -240,7 +247,7 @@ class ReferenceWriter(ReferenceBookkeeping):
             compression=self.compression,
             encryption=digest.encryption,
         )
-        record = envelope_record(message, fields)
+        record = envelope_record(message, fields, self.format)
         record["on_delivery"] = self._reports.callback(
             write.store, write.locator, message.payload, message.header_list, message.on_delivery
         )
