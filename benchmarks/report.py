@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ab_compare import from_json, markdown_table
 from benchmarks.common import RESULTS, ROOT
 from benchmarks.explanations import what_is_left
 from benchmarks.suite import PROFILE_BYTES
@@ -954,6 +955,38 @@ def section_encryption(data: dict[str, Any] | None) -> str:
     )
 
 
+def load_ab(results: Path | None = None) -> list[dict[str, Any]]:
+    """Every ``gateway bench --against REF --update-docs`` run (``benchmarks/results/ab-SUITE.json``), by suite."""
+    found = [_load_kind(path, "ab") for path in sorted((results or RESULTS).glob("ab-*.json"))]
+    return [data for data in found if data is not None]
+
+
+def section_ab(runs: list[dict[str, Any]]) -> str:
+    """The A/B tables: each entry's medians and spreads on both sides, and the ratio with the pairs' spread."""
+    if not runs:
+        return ""
+    lines = [
+        "## A/B against a git ref",
+        "",
+        "From `benchmarks/results/ab-*.json` (`gateway bench --against REF --suite SUITE --update-docs`, "
+        "or `python -m benchmarks.ab`). The working tree and the ref run alternately (tree, ref, tree, ref, ...) "
+        "on one broker, each repetition in a fresh process on fresh topics, with the same harness (the tree's "
+        "`benchmarks/`); only `gateway` and `stores` differ. Each side: median (min-max) of its repetitions; "
+        "tree / ref: the ratio of the medians, and in brackets the min-max of the pairs' own ratios (repetition "
+        "*i* of the tree over repetition *i* of the ref). An entry is flagged, and the command exits 8, when "
+        "either median lies outside the other side's min-max.",
+    ]
+    for run in runs:
+        lines += [
+            "",
+            f"**{run['suite']}**: tree {run['tree']} against `{run['against']}` ({run['ref_commit'][:10]}), "
+            f"{run['pairs']} pairs, {run['kafka']}, {run['started']}; the ref ran on {run['ref_environment']}.",
+            "",
+            markdown_table(from_json(run["rows"])),
+        ]
+    return "\n".join(lines)
+
+
 def _load_kind(path: Path, kind: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
@@ -1314,6 +1347,7 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
         section_latency(data, img["latency"]),
         section_mixes(data, img["mixes"]),
         section_targets(data),
+        section_ab(load_ab()),
         section_clouds(load_clouds()),
         section_compression(load_compression()),
         section_memory(data),
