@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ab_child import AB_SUITES, ABSuite
-from benchmarks.ab_compare import REF, TREE, Row, any_flagged, as_json, judge_all, markdown_table
+from benchmarks.ab_compare import REF, TREE, Row, as_json, exit_status, judge_all, markdown_table
 from benchmarks.common import ROOT, bench_kafka
-from gateway.command import EXIT_AB_MOVED, EXIT_OK, EXIT_USAGE, fail
+from gateway.command import EXIT_USAGE, fail
 from gateway.gc.progress import Progress, ProgressLine, ignore
 from gateway.testing import KafkaService, RedisServer
 
@@ -267,7 +267,7 @@ def run_against(
     out.write_text(json.dumps(data, indent=2))
     print(summary(data, rows))
     print(f"results: {out}")
-    return EXIT_AB_MOVED if any_flagged(rows) else EXIT_OK
+    return exit_status(rows)
 
 
 def summary(data: dict[str, Any], rows: list[Row]) -> str:

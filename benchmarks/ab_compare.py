@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gateway.command import EXIT_AB_MOVED, EXIT_OK
+
 TREE, REF = "tree", "ref"
 """The two sides: the working tree (what is being changed) and the git ref it is judged against."""
 
@@ -89,6 +91,11 @@ def judge_all(entries: Sequence[Entry], samples: Mapping[str, Mapping[str, Seque
 
 def any_flagged(rows: Sequence[Row]) -> bool:
     return any(row.flagged for row in rows)
+
+
+def exit_status(rows: Sequence[Row]) -> int:
+    """8 when an entry moved (a script or CI job branches on it), else 0; the table says which entry and which way."""
+    return EXIT_AB_MOVED if any_flagged(rows) else EXIT_OK
 
 
 def _figure(x: float) -> str:
