@@ -14,6 +14,7 @@ imported, so the parent can prove the two sides ran different code.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -60,15 +61,20 @@ class ABSuite:
     """Chunked messages written once, then read whole by ``poll()`` and by ``consume(500)``, each in a fresh
     process with default consumer settings: the peak RSS growth of each (issue 42 point 4)."""
 
+    zstd_random: Workload | None = None
+    """Random (incompressible) payloads through the Redis route with ``reference.compression=zstd``."""
+
     @property
     def needs_redis(self) -> bool:
-        return any(w.route == "redis" for w in self.workloads)
+        return self.zstd_random is not None or any(w.route == "redis" for w in self.workloads)
 
     def entries(self) -> list[Entry]:
         out: list[Entry] = []
         if self.batch_memory is not None:
             label = self.batch_memory.label
             out += [Entry(f"{label} {call} peak RSS growth", "MiB", False) for call in READ_CALLS]
+        if self.zstd_random is not None:
+            out += [Entry(f"{self.zstd_random.label} random, zstd, {side}", "MB/s") for side in ("produce", "consume")]
         for w in self.workloads:
             out += [Entry(f"{w.label} produce", "MB/s"), Entry(f"{w.label} consume", "MB/s")]
         if self.passthrough:
@@ -89,6 +95,7 @@ AB_SUITES: dict[str, ABSuite] = {
     "redis": ABSuite("redis", (Workload("redis", 1_000_000, 20), Workload("redis", 10_000_000, 3))),
     "passthrough": ABSuite("passthrough", passthrough=50_000),
     "memory": ABSuite("memory", batch_memory=Workload("chunked", 10_000_000, 60)),
+    "zstd": ABSuite("zstd", zstd_random=Workload("redis", 10_000_000, 6)),
     # the end-to-end test's: every kind of measurement, in seconds
     "tiny": ABSuite("tiny", (Workload("chunked", 2_000_000, 2),), passthrough=2_000),
 }
@@ -106,6 +113,14 @@ def measure(svc: Services, suite: ABSuite, topics: dict[str, str], spec: dict[st
     out: dict[str, float] = {}
     if suite.batch_memory is not None:
         out.update(batch_memory(svc, suite.batch_memory, topics["mem"], spec))
+    if suite.zstd_random is not None:
+        from benchmarks.compression import run_route
+
+        w = suite.zstd_random
+        values = [os.urandom(w.size) for _ in range(w.count)]
+        produced, consumed, _ = run_route(svc.kafka, svc.redis_store(), "zstd", values)
+        out[f"{w.label} random, zstd, produce"] = mbps(produced, w.size * w.count)
+        out[f"{w.label} random, zstd, consume"] = mbps(consumed, w.size * w.count)
     for i, w in enumerate(suite.workloads):
         work = Work.of(w.label, [payload(w.size, seed=n) for n in range(w.count)])
         topic = topics[f"w{i}"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gateway.command import COMMAND_EXIT_STATUSES, EXIT_AB_MOVED, EXIT_USAGE, exit_status_text, fail, probe_kafka
 
-AB_SUITE_NAMES = ("chunked", "redis", "passthrough", "memory", "tiny")
+AB_SUITE_NAMES = ("chunked", "redis", "passthrough", "memory", "zstd", "tiny")
 """The suites ``--against`` runs (:data:`benchmarks.ab_child.AB_SUITES`; not imported here, as the command
 line is built before any benchmark module may be)."""
 
@@ -40,7 +40,7 @@ class BenchCommand:
         "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
         "with its section (these write the tracked results, so they need --update-docs). "
-        "--against REF --suite chunked|redis|passthrough|memory|tiny measures the working tree and the git ref REF "
+        "--against REF --suite chunked|redis|passthrough|memory|zstd|tiny measures the working tree and git ref REF "
         "alternately (tree, ref, tree, ref...; --pairs of them, each side in a fresh process per repetition) on one "
         "broker, prints each entry's medians, spreads and ratio, and flags a median outside the other side's "
         "spread (python -m benchmarks.ab); with --update-docs its table goes on the page. "
@@ -66,7 +66,8 @@ class BenchCommand:
             "reference routes (Redis, S3, GCS, Azure) through Kafka and the GCS and Azure stores alone, each against "
             "its raw client; with --against: chunked (6 x 8 MB), redis (20 x 1 MB and 3 x 10 MB), passthrough "
             "(50000 x 100 B by poll(), consume(500) and produce()), memory (peak RSS growth of poll() and "
-            "consume(500) reading 60 x 10 MB chunked messages, each in a fresh process) or tiny (seconds, for tests)",
+            "consume(500) reading 60 x 10 MB chunked messages, each in a fresh process), zstd (6 x 10 MB random "
+            "bytes through the Redis route with reference.compression=zstd) or tiny (seconds, for tests)",
         )
         parser.add_argument(
             "--against",

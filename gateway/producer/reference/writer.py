@@ -33,6 +33,7 @@ from gateway.producer.reference._fallback import FallbackGuard
 from gateway.producer.reference.digests import PayloadDigester, PendingDigest
 from gateway.producer.reference.transactions import TransactionLedger, undo
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
+from gateway.protocol.compression import pays_off
 from gateway.protocol.envelope import Envelope, encode_envelope, envelope_header
 from gateway.protocol.payload_encoding import encode_payload
 from gateway.store import Payload, Store
@@ -126,7 +127,11 @@ class ReferenceWriter:
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = store.next_message_id(message.topic, now)
-        encoded = encode_payload(payload, self.compression)  # compressed first: ciphertext does not compress
+        codec = self.compression
+        if codec is not None and not pays_off(payload, codec):  # decided per payload: stored as is
+            codec = None
+            self.metrics.compression_skipped += 1
+        encoded = encode_payload(payload, codec)  # compressed first: ciphertext does not compress
         sealed = self._encryption.seal(store, message.topic, message_id, encoded)
         encryption = None if sealed is None else sealed.encryption
         stored: Payload = encoded if sealed is None else sealed.payload
@@ -136,6 +141,7 @@ class ReferenceWriter:
         if pipeline is None:
             pending = self._digests.begin(digested, store)
             pending.encryption = encryption
+            pending.compression = codec
             try:
                 locator = store.put(
                     message.topic,
@@ -155,6 +161,7 @@ class ReferenceWriter:
             return self._put_failed(name, forced, message, now + self._ms_since(started), exc)
         pending = self._digests.begin(digested, store)  # once sent: the server takes the write meanwhile
         pending.encryption = encryption
+        pending.compression = codec
         self.window.add(
             WriteInFlight(name, store, pipeline, message, message_id, locator, pending, forced, now, started)
         )
@@ -246,7 +253,7 @@ class ReferenceWriter:
                 pending.result(),
                 message_id,
                 checksum=pending.checksum,
-                compression=self.compression,
+                compression=pending.compression,
                 encryption=sealed,
             )
         )
