@@ -6,6 +6,9 @@ harness first (this ``benchmarks`` package, the working tree's) and then the lib
 what differs is only ``gateway`` and ``stores``. A fresh process per repetition means neither side
 inherits the other's warm caches, allocator state or threads.
 
+The harness runs against the ref's ``gateway``: it must use only names the ref has (this module and
+:mod:`benchmarks.ab_compare` import nothing new from the library).
+
 The parent creates the topics and removes them (and the Redis keys) afterwards; this process only
 produces and consumes. It prints one JSON line: the figures per entry, and which ``gateway`` it
 imported, so the parent can prove the two sides ran different code.

@@ -8,6 +8,8 @@ it is what the machine does anyway. The ratio is reported with the spread of the
 two medians' ratio alone hides how much the pairs disagreed.
 
 Nothing here runs a benchmark: :mod:`benchmarks.ab` collects the samples, this module judges them.
+It imports nothing from ``gateway``: :mod:`benchmarks.ab_child` imports it on the ref's side too,
+where ``gateway`` is the ref's, which may lack any name added since.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from gateway.command import EXIT_AB_MOVED, EXIT_OK
 
 TREE, REF = "tree", "ref"
 """The two sides: the working tree (what is being changed) and the git ref it is judged against."""
@@ -91,11 +91,6 @@ def judge_all(entries: Sequence[Entry], samples: Mapping[str, Mapping[str, Seque
 
 def any_flagged(rows: Sequence[Row]) -> bool:
     return any(row.flagged for row in rows)
-
-
-def exit_status(rows: Sequence[Row]) -> int:
-    """8 when an entry moved (a script or CI job branches on it), else 0; the table says which entry and which way."""
-    return EXIT_AB_MOVED if any_flagged(rows) else EXIT_OK
 
 
 def _figure(x: float) -> str:

@@ -41,7 +41,8 @@ class BenchCommand:
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
         "with its section (these write the tracked results, so they need --update-docs). "
         "--against REF --suite chunked|redis|passthrough|memory|zstd|tiny measures the working tree and git ref REF "
-        "alternately (tree, ref, tree, ref...; --pairs of them, each side in a fresh process per repetition) on one "
+        "alternately (--pairs pairs, tree then ref, then ref then tree, ...; each side in a fresh process per "
+        "repetition) on one "
         "broker, prints each entry's medians, spreads and ratio, and flags a median outside the other side's "
         "spread (python -m benchmarks.ab); with --update-docs its table goes on the page. "
     ) + exit_status_text(COMMAND_EXIT_STATUSES["bench"])

@@ -969,8 +969,9 @@ def section_ab(runs: list[dict[str, Any]]) -> str:
         "## A/B against a git ref",
         "",
         "From `benchmarks/results/ab-*.json` (`gateway bench --against REF --suite SUITE --update-docs`, "
-        "or `python -m benchmarks.ab`). The working tree and the ref run alternately (tree, ref, tree, ref, ...) "
-        "on one broker, each repetition in a fresh process on fresh topics, with the same harness (the tree's "
+        "or `python -m benchmarks.ab`). The working tree and the ref run alternately in pairs (tree then ref, then "
+        "ref then tree, ...) on one broker, each repetition in a fresh process on fresh topics, with the same "
+        "harness (the tree's "
         "`benchmarks/`); only `gateway` and `stores` differ. Each side: median (min-max) of its repetitions; "
         "tree / ref: the ratio of the medians, and in brackets the min-max of the pairs' own ratios (repetition "
         "*i* of the tree over repetition *i* of the ref). An entry is flagged, and the command exits 8, when "

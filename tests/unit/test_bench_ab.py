@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import ab, report
+from benchmarks.ab import exit_status
 from benchmarks.ab_child import AB_SUITES
 from benchmarks.ab_compare import (
     REF,
@@ -22,7 +23,6 @@ from benchmarks.ab_compare import (
     Entry,
     Spread,
     as_json,
-    exit_status,
     from_json,
     judge,
     judge_all,
