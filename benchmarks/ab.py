@@ -231,7 +231,7 @@ def results(run: ABRun, rows: list[Row], kafka: KafkaService, commit: str, start
         "kafka": str(kafka.version),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_seconds": time.time() - started,
-        "order": "tree, ref | ref, tree | tree, ref ... (one fresh process per side and repetition)",
+        "order": "tree, ref | ref, tree | ...",
         "rows": as_json(rows),
     }
 

@@ -981,7 +981,9 @@ def section_ab(runs: list[dict[str, Any]]) -> str:
         lines += [
             "",
             f"**{run['suite']}**: tree {run['tree']} against `{run['against']}` ({run['ref_commit'][:10]}), "
-            f"{run['pairs']} pairs, {run['kafka']}, {run['started']}; the ref ran on {run['ref_environment']}.",
+            f"{run['pairs']} pairs (order {run.get('order', 'tree, ref').split(' (')[0]}), {run['kafka']}, "
+            f"{run['started']}; "
+            f"the ref ran on {run['ref_environment']}.",
             "",
             markdown_table(from_json(run["rows"])),
         ]
@@ -1348,13 +1350,13 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
         section_latency(data, img["latency"]),
         section_mixes(data, img["mixes"]),
         section_targets(data),
-        section_ab(load_ab()),
         section_clouds(load_clouds()),
         section_compression(load_compression()),
         section_memory(data),
         section_passthrough(data),
         section_spark(spark),
         section_encryption(load_encryption()),
+        section_ab(load_ab()),
         section_profiles(data),
         section_method(data),
         section_caveats(data),

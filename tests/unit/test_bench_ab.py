@@ -57,6 +57,11 @@ def test_a_median_outside_the_other_sides_spread_is_flagged_either_way() -> None
     assert faster.flagged and faster.verdict == "better"
 
 
+def test_the_refs_median_outside_the_trees_spread_is_flagged_though_the_trees_is_inside_the_refs() -> None:
+    row = judge(MBPS, [50.0, 60.0, 200.0], [40.0, 45.0, 210.0])  # 60 lies in 40-210, but 45 not in 50-200
+    assert row.flagged and row.verdict == "better"
+
+
 def test_when_lower_is_better_a_higher_median_is_worse() -> None:
     peak = Entry("consume(500) peak RSS growth", "MiB", higher_is_better=False)
     assert judge(peak, [180.0, 170.0, 190.0], [40.0, 41.0, 42.0]).verdict == "worse"
