@@ -170,43 +170,62 @@ class ABRun:
     other: Side
     harness: Path
     show: Callable[[Progress], None]
+    warmup: int = 1
 
     def measure(self, kafka: KafkaService, redis_server: RedisServer | None) -> dict[str, dict[str, list[float]]]:
-        """Tree, ref, tree, ref...: ``pairs`` repetitions of each side, each on fresh topics."""
+        """The runs of :func:`schedule`, each on fresh topics; the warm-up runs' figures are dropped."""
         samples: dict[str, dict[str, list[float]]] = {TREE: {}, REF: {}}
-        total, done = 2 * self.pairs, 0
+        runs = schedule(self.pairs, self.warmup)
         run_id = uuid.uuid4().hex[:8]
-        for pair in range(self.pairs):
-            # which side leads alternates too: whatever favours the first (or second) run of a pair then
-            # falls on each side equally often, instead of passing for a difference of the code
-            for side in (self.tree, self.other) if pair % 2 == 0 else (self.other, self.tree):
-                subject = f"{self.suite.name} against {self.ref}, pair {pair + 1} of {self.pairs}, {side.name}"
-                self.show(Progress("A/B", subject, done, total, "runs"))
-                prefix = f"ab{run_id}{pair}{side.name}:"
-                topics = {k: f"ab-{run_id}-{pair}-{side.name}-{k}" for k in self.suite.topics()}
-                for name in topics.values():
-                    kafka.create_topic(name, partitions=1)
-                spec = {
-                    "bootstrap": kafka.bootstrap_servers,
-                    "client_config": kafka.client_config,
-                    "consumer_defaults": kafka.consumer_defaults,
-                    "redis_url": redis_server.url if redis_server else None,
-                    "redis_prefix": prefix,
-                    "suite": self.suite.name,
-                    "topics": topics,
-                }
-                try:
-                    values = run_side(side, self.harness, spec)
-                finally:
-                    for name in topics.values():
-                        kafka.delete_topic(name)
-                    if redis_server is not None:
-                        _clear_redis(redis_server, prefix)
+        sides = {TREE: self.tree, REF: self.other}
+        for done, (name, pair) in enumerate(runs):
+            side = sides[name]
+            where = "warm-up" if pair is None else f"pair {pair + 1} of {self.pairs}"
+            self.show(
+                Progress("A/B", f"{self.suite.name} against {self.ref}, {where}, {name}", done, len(runs), "runs")
+            )
+            values = self._run(kafka, redis_server, side, f"{run_id}-{done}")
+            if pair is not None:
                 for entry, value in values.items():
-                    samples[side.name].setdefault(entry, []).append(value)
-                done += 1
-        self.show(Progress("A/B", f"{self.suite.name} against {self.ref}", done, total, "runs"))
+                    samples[name].setdefault(entry, []).append(value)
+        self.show(Progress("A/B", f"{self.suite.name} against {self.ref}", len(runs), len(runs), "runs"))
         return samples
+
+    def _run(self, kafka: KafkaService, redis_server: RedisServer | None, side: Side, tag: str) -> dict[str, float]:
+        prefix = f"ab{tag}{side.name}:"
+        topics = {k: f"ab-{tag}-{side.name}-{k}" for k in self.suite.topics()}
+        for name in topics.values():
+            kafka.create_topic(name, partitions=1)
+        spec = {
+            "bootstrap": kafka.bootstrap_servers,
+            "client_config": kafka.client_config,
+            "consumer_defaults": kafka.consumer_defaults,
+            "redis_url": redis_server.url if redis_server else None,
+            "redis_prefix": prefix,
+            "suite": self.suite.name,
+            "topics": topics,
+        }
+        try:
+            return run_side(side, self.harness, spec)
+        finally:
+            for name in topics.values():
+                kafka.delete_topic(name)
+            if redis_server is not None:
+                _clear_redis(redis_server, prefix)
+
+
+def schedule(pairs: int, warmup: int = 1) -> list[tuple[str, int | None]]:
+    """The order of the runs: (side, pair), pair ``None`` for an unmeasured warm-up run.
+
+    The warm-up runs come first: a broker just started (its JIT, its page cache) made the first
+    run of a null comparison the slowest of its pair in most suites. Then the pairs, and which
+    side leads alternates too, so that whatever favours the first (or second) run of a pair falls
+    on each side equally often instead of passing for a difference of the code.
+    """
+    out: list[tuple[str, int | None]] = [(TREE, None)] * warmup
+    for pair in range(pairs):
+        out += [(TREE, pair), (REF, pair)] if pair % 2 == 0 else [(REF, pair), (TREE, pair)]
+    return out
 
 
 def _clear_redis(server: RedisServer, prefix: str) -> None:
@@ -232,6 +251,7 @@ def results(run: ABRun, rows: list[Row], kafka: KafkaService, commit: str, start
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_seconds": time.time() - started,
         "order": "tree, ref | ref, tree | ...",
+        "warmup_runs": run.warmup,
         "rows": as_json(rows),
     }
 
@@ -245,6 +265,7 @@ def run_against(
     out: Path,
     quiet: bool = False,
     force_venv: bool = False,
+    warmup: int = 1,
 ) -> int:
     """Measure, print the table on stdout, write ``out`` (the results JSON); exit 8 when a median moved."""
     suite = AB_SUITES[suite_name]
@@ -257,9 +278,8 @@ def run_against(
         folder = Path(tmp)
         ref_root = stack.enter_context(checkout(ROOT, commit, folder))
         tree = Side(TREE, sys.executable, ROOT, "this interpreter")
-        run = ABRun(
-            suite, ref, pairs, tree, ref_side(ROOT, ref_root, folder, force_venv), harness(folder), progress or ignore
-        )
+        other = ref_side(ROOT, ref_root, folder, force_venv)
+        run = ABRun(suite, ref, pairs, tree, other, harness(folder), progress or ignore, warmup)
         kafka, redis_server = stack.enter_context(services(backend, suite))
         samples = run.measure(kafka, redis_server)
         rows = judge_all(suite.entries(), samples)

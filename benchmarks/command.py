@@ -81,6 +81,13 @@ class BenchCommand:
             "--pairs", type=int, default=5, help="with --against: repetitions of each side (default 5, at least 3)"
         )
         parser.add_argument(
+            "--warmup",
+            type=int,
+            default=1,
+            help="with --against: unmeasured runs of the working tree before the pairs (default 1), so that a "
+            "broker just started does not slow the first pair",
+        )
+        parser.add_argument(
             "--ref-venv",
             action="store_true",
             help="with --against: run the ref in a virtualenv of its own even when its dependencies equal the "
@@ -141,6 +148,8 @@ def _refuse_ab_misuse(args: argparse.Namespace) -> None:
         fail("--against has no quick mode: --suite tiny is the short one", EXIT_USAGE)
     if args.update_docs and args.out:
         fail("--update-docs writes the tracked benchmarks/results/ and docs/; --out is for other runs", EXIT_USAGE)
+    if args.warmup < 0:
+        fail("--warmup: 0 or more unmeasured runs", EXIT_USAGE)
     if args.pairs < 3:
         fail("--pairs: at least 3 (a spread of fewer repetitions flags every difference)", EXIT_USAGE)
 
@@ -167,6 +176,7 @@ def _against(args: argparse.Namespace) -> int:
         out=ab_results_path(args),
         quiet=args.quiet,
         force_venv=args.ref_venv,
+        warmup=args.warmup,
     )
     if args.update_docs:
         report.main([])

@@ -94,6 +94,11 @@ def test_the_table_shows_both_medians_both_spreads_and_the_ratio_with_its_spread
     assert from_json(json.loads(json.dumps(as_json([row])))) == [row]  # the page re-renders what was written
 
 
+def test_a_warm_up_run_first_then_pairs_whose_leading_side_alternates() -> None:
+    assert ab.schedule(3) == [(TREE, None), (TREE, 0), (REF, 0), (REF, 1), (TREE, 1), (TREE, 2), (REF, 2)]
+    assert ab.schedule(2, warmup=0) == [(TREE, 0), (REF, 0), (REF, 1), (TREE, 1)]
+
+
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     COMMAND.add_arguments(parser)
@@ -107,6 +112,7 @@ def _args(*argv: str) -> argparse.Namespace:
         (["--against", "main"], "not routes"),
         (["--against", "main", "--suite", "chunked", "--quick"], "no quick mode"),
         (["--against", "main", "--suite", "chunked", "--pairs", "2"], "at least 3"),
+        (["--against", "main", "--suite", "chunked", "--warmup", "-1"], "0 or more"),
         (["--against", "main", "--suite", "redis", "--update-docs", "--out", "x"], "--out is for other runs"),
     ],
 )
