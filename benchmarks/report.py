@@ -981,7 +981,8 @@ def section_ab(runs: list[dict[str, Any]]) -> str:
         lines += [
             "",
             f"**{run['suite']}**: tree {run['tree']} against `{run['against']}` ({run['ref_commit'][:10]}), "
-            f"{run['pairs']} pairs (order {run.get('order', 'tree, ref').split(' (')[0]}), {run['kafka']}, "
+            f"{run['pairs']} pairs (order {run.get('order', 'tree, ref').split(' (')[0]}; "
+            f"{run.get('warmup_runs', 0)} warm-up runs first), {run['kafka']}, "
             f"{run['started']}; "
             f"the ref ran on {run['ref_environment']}.",
             "",
