@@ -17,7 +17,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.command import COMMAND_EXIT_STATUSES, EXIT_USAGE, exit_status_text, fail, probe_kafka
+from gateway.command import COMMAND_EXIT_STATUSES, EXIT_AB_MOVED, EXIT_USAGE, exit_status_text, fail, probe_kafka
+
+AB_SUITE_NAMES = ("chunked", "redis", "passthrough", "memory", "zstd", "tiny")
+"""The suites ``--against`` runs (:data:`benchmarks.ab_child.AB_SUITES`; not imported here, as the command
+line is built before any benchmark module may be)."""
 
 
 class BenchCommand:
@@ -36,6 +40,11 @@ class BenchCommand:
         "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
         "with its section (these write the tracked results, so they need --update-docs). "
+        "--against REF --suite chunked|redis|passthrough|memory|zstd|tiny measures the working tree and git ref REF "
+        "alternately (--pairs pairs, tree then ref, then ref then tree, ...; each side in a fresh process per "
+        "repetition) on one "
+        "broker, prints each entry's medians, spreads and ratio, and flags a median outside the other side's "
+        "spread (python -m benchmarks.ab); with --update-docs its table goes on the page. "
     ) + exit_status_text(COMMAND_EXIT_STATUSES["bench"])
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -52,12 +61,39 @@ class BenchCommand:
         parser.add_argument(
             "--suite",
             default="routes",
-            choices=("routes", "encryption", "compression", "clouds"),
+            choices=("routes", "encryption", "compression", "clouds", *AB_SUITE_NAMES),
             help="routes: every route beside its baseline (the default); encryption: the reference routes with "
             "AES-256-GCM on and off; compression: each codec's store bytes and MB/s; clouds: the four "
             "reference routes (Redis, S3, GCS, Azure) through Kafka and the GCS and Azure stores alone, each against "
-            "its raw client",
+            "its raw client; with --against: chunked (6 x 8 MB), redis (20 x 1 MB and 3 x 10 MB), passthrough "
+            "(50000 x 100 B by poll(), consume(500) and produce()), memory (peak RSS growth of poll() and "
+            "consume(500) reading 60 x 10 MB chunked messages, each in a fresh process), zstd (6 x 10 MB random "
+            "bytes through the Redis route with reference.compression=zstd) or tiny (seconds, for tests)",
         )
+        parser.add_argument(
+            "--against",
+            metavar="REF",
+            default=None,
+            help="a git ref (main, a tag, a commit): measure it and the working tree alternately on one broker and "
+            f"flag a median outside the other side's spread (exit {EXIT_AB_MOVED})",
+        )
+        parser.add_argument(
+            "--pairs", type=int, default=5, help="with --against: repetitions of each side (default 5, at least 3)"
+        )
+        parser.add_argument(
+            "--warmup",
+            type=int,
+            default=1,
+            help="with --against: unmeasured runs of the working tree before the pairs (default 1), so that a "
+            "broker just started does not slow the first pair",
+        )
+        parser.add_argument(
+            "--ref-venv",
+            action="store_true",
+            help="with --against: run the ref in a virtualenv of its own even when its dependencies equal the "
+            "working tree's (by default it then runs on this interpreter)",
+        )
+        parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
         parser.add_argument(
             "--out",
             metavar="DIR",
@@ -74,6 +110,8 @@ class BenchCommand:
         from benchmarks.__main__ import main
 
         refuse_misplaced_numbers(args)  # before any broker starts
+        if args.against is not None:
+            return _against(args)
         if args.backend == "external":
             bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
             if not bootstrap:
@@ -89,6 +127,11 @@ class BenchCommand:
 def refuse_misplaced_numbers(args: argparse.Namespace) -> None:
     """Exit 2 for what would put numbers where they do not belong: a quick run on the full-mode page, or
     a side suite (which writes the tracked results) without ``--update-docs``."""
+    if args.against is not None:
+        _refuse_ab_misuse(args)
+        return
+    if args.suite in AB_SUITE_NAMES:
+        fail(f"--suite {args.suite} compares two versions: pass --against REF", EXIT_USAGE)
     if args.update_docs and args.quick:
         fail("--update-docs rewrites the full-mode page: run without --quick (quick numbers go to --out)", EXIT_USAGE)
     if args.update_docs and args.out:
@@ -96,6 +139,48 @@ def refuse_misplaced_numbers(args: argparse.Namespace) -> None:
     if args.suite != "routes" and not args.update_docs:
         tracked = f"benchmarks/results/{args.suite}.json"
         fail(f"--suite {args.suite} writes the tracked {tracked} and docs page: pass --update-docs", EXIT_USAGE)
+
+
+def _refuse_ab_misuse(args: argparse.Namespace) -> None:
+    if args.suite not in AB_SUITE_NAMES:
+        fail(f"--against runs --suite {' or '.join(AB_SUITE_NAMES)}, not {args.suite}", EXIT_USAGE)
+    if args.quick:
+        fail("--against has no quick mode: --suite tiny is the short one", EXIT_USAGE)
+    if args.update_docs and args.out:
+        fail("--update-docs writes the tracked benchmarks/results/ and docs/; --out is for other runs", EXIT_USAGE)
+    if args.warmup < 0:
+        fail("--warmup: 0 or more unmeasured runs", EXIT_USAGE)
+    if args.pairs < 3:
+        fail("--pairs: at least 3 (a spread of fewer repetitions flags every difference)", EXIT_USAGE)
+
+
+def ab_results_path(args: argparse.Namespace, new_folder: Callable[[], str] | None = None) -> Path:
+    """Where an ``--against`` run writes its results: the tracked ``benchmarks/results/ab-SUITE.json``
+    only with ``--update-docs`` (the page renders it), else ``--out`` or a new temporary folder."""
+    name = f"ab-{args.suite}.json"
+    if args.update_docs:
+        from benchmarks.common import RESULTS
+
+        return RESULTS / name
+    return Path(args.out or (new_folder or _temporary_folder)()) / name
+
+
+def _against(args: argparse.Namespace) -> int:
+    from benchmarks import ab, report
+
+    status = ab.run_against(
+        args.against,
+        args.suite,
+        backend=args.backend,
+        pairs=args.pairs,
+        out=ab_results_path(args),
+        quiet=args.quiet,
+        force_venv=args.ref_venv,
+        warmup=args.warmup,
+    )
+    if args.update_docs:
+        report.main([])
+    return status
 
 
 def run_argv(args: argparse.Namespace, new_folder: Callable[[], str] | None = None) -> list[str]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ab_compare import from_json, markdown_table
 from benchmarks.common import RESULTS, ROOT
 from benchmarks.explanations import what_is_left
 from benchmarks.suite import PROFILE_BYTES
@@ -954,6 +955,42 @@ def section_encryption(data: dict[str, Any] | None) -> str:
     )
 
 
+def load_ab(results: Path | None = None) -> list[dict[str, Any]]:
+    """Every ``gateway bench --against REF --update-docs`` run (``benchmarks/results/ab-SUITE.json``), by suite."""
+    found = [_load_kind(path, "ab") for path in sorted((results or RESULTS).glob("ab-*.json"))]
+    return [data for data in found if data is not None]
+
+
+def section_ab(runs: list[dict[str, Any]]) -> str:
+    """The A/B tables: each entry's medians and spreads on both sides, and the ratio with the pairs' spread."""
+    if not runs:
+        return ""
+    lines = [
+        "## A/B against a git ref",
+        "",
+        "From `benchmarks/results/ab-*.json` (`gateway bench --against REF --suite SUITE --update-docs`, "
+        "or `python -m benchmarks.ab`). The working tree and the ref run alternately in pairs (tree then ref, then "
+        "ref then tree, ...) on one broker, each repetition in a fresh process on fresh topics, with the same "
+        "harness (the tree's "
+        "`benchmarks/`); only `gateway` and `stores` differ. Each side: median (min-max) of its repetitions; "
+        "tree / ref: the ratio of the medians, and in brackets the min-max of the pairs' own ratios (repetition "
+        "*i* of the tree over repetition *i* of the ref). An entry is flagged, and the command exits 8, when "
+        "either median lies outside the other side's min-max.",
+    ]
+    for run in runs:
+        lines += [
+            "",
+            f"**{run['suite']}**: tree {run['tree']} against `{run['against']}` ({run['ref_commit'][:10]}), "
+            f"{run['pairs']} pairs (order {run.get('order', 'tree, ref').split(' (')[0]}; "
+            f"{run.get('warmup_runs', 0)} warm-up runs first), {run['kafka']}, "
+            f"{run['started']}; "
+            f"the ref ran on {run['ref_environment']}.",
+            "",
+            markdown_table(from_json(run["rows"])),
+        ]
+    return "\n".join(lines)
+
+
 def _load_kind(path: Path, kind: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
@@ -1320,6 +1357,7 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
         section_passthrough(data),
         section_spark(spark),
         section_encryption(load_encryption()),
+        section_ab(load_ab()),
         section_profiles(data),
         section_method(data),
         section_caveats(data),

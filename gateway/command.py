@@ -21,6 +21,7 @@ from gateway.settings.stores import COMMAND_CREDENTIALS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INCOMPLETE, EXIT_UNKNOWN_TOPIC, EXIT_MISSING_EXTRA, EXIT_REFUSED = 4, 5, 6, 7
+EXIT_AB_MOVED = 8
 
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
@@ -31,6 +32,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_UNKNOWN_TOPIC: "a topic named on the command line does not exist",
     EXIT_MISSING_EXTRA: "a package the command needs is not installed (the line names the extra to install)",
     EXIT_REFUSED: "--delete refused: the prefix holds objects of topics not named (name them or their mirrors)",
+    EXIT_AB_MOVED: "bench --against: a median moved outside the other side's spread (the table flags which)",
 }
 """Every exit code of ``gateway``, one row each: the one table the help, docs/cli.md and the tests read.
 
@@ -55,7 +57,11 @@ COMMAND_EXIT_STATUSES: dict[str, dict[int, str]] = {
         EXIT_REFUSED: EXIT_CODES[EXIT_REFUSED],
     },
     "demo": {EXIT_OK: "every stage verified", EXIT_FAILED: "a message or row did not verify"},
-    "bench": {EXIT_OK: "measured and written", EXIT_FAILED: "a measurement failed"},
+    "bench": {
+        EXIT_OK: "measured and written (with --against: no median moved)",
+        EXIT_FAILED: "a measurement failed",
+        EXIT_AB_MOVED: EXIT_CODES[EXIT_AB_MOVED],
+    },
 }
 """What each subcommand's own codes mean; the rest of its ``Exit status:`` sentence is :data:`COMMON_EXIT_STATUSES`."""
 

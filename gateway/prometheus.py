@@ -54,6 +54,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "fallbacks refused: route forced, payload encrypted, or over the inline cap",
     ),
     _spec("gateway_producer_warnings_suppressed_total", "counter", "client", "rate-limited warnings not logged"),
+    _spec("gateway_producer_compression_skipped_total", "counter", "client", "payloads stored uncompressed: no saving"),
     _spec("gateway_producer_store_puts_total", "counter", "client outcome", "store puts by the producer"),
     _spec("gateway_producer_store_healthy", "gauge", "client store", "1 while the store is considered healthy"),
     _spec("gateway_producer_message_bytes", "histogram", "client route store", "sizes of produced messages"),
@@ -126,6 +127,7 @@ _PRODUCER = {
     "fallback.refused.encrypted": ("gateway_producer_fallback_refusals_total", ("encrypted",)),
     "fallback.refused.oversize": ("gateway_producer_fallback_refusals_total", ("oversize",)),
     "warnings.suppressed": ("gateway_producer_warnings_suppressed_total", ()),
+    "compression.skipped": ("gateway_producer_compression_skipped_total", ()),
     "store.puts": ("gateway_producer_store_puts_total", ("ok",)),
     "store.put.failures": ("gateway_producer_store_puts_total", ("failed",)),
 }

@@ -43,6 +43,8 @@ class ProducerMetrics:
     fallback_refused_oversize: int = 0
     #: Rate-limited warnings (one per store and outcome per ``log.warning.interval.ms``) not logged.
     warnings_suppressed: int = 0
+    #: Payloads stored as they are although ``reference.compression`` is set: their samples did not compress.
+    compression_skipped: int = 0
     reference_kafka_bytes_by_store: dict[str, int] = field(default_factory=dict)
     #: Message sizes by (route, store); store is "" off the reference route.
     message_sizes: HistogramSet = field(default_factory=lambda: HistogramSet(SIZE_BUCKETS))

@@ -8,8 +8,9 @@ decoders of :mod:`gateway.protocol.compression`) and refuses a stored object lar
 can produce from that many bytes (:func:`stored_bound`) before decoding it. ``none`` (the default)
 stores the payload as it is, and an envelope without the flag is read as before.
 
-Compression is per producer, not per message: an incompressible payload costs its codec's framing
-(zstd and lz4 a few bytes per 128 KiB block, gzip 5 per 16 KiB), measured in docs/benchmarks.md.
+The codec is set per producer and applied per payload: the writer stores a payload as it is when
+samples of it do not compress (:func:`gateway.protocol.compression.pays_off`), since random or
+already compressed bytes would cost the codec's full time and its framing for nothing saved.
 """
 
 from __future__ import annotations

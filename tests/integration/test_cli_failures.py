@@ -271,13 +271,14 @@ ELSEWHERE = {
     0: "tests/integration/test_gc.py",
     4: "tests/integration/test_gc.py and test_reconcile_proofs.py (an open transaction)",
     7: "tests/integration/test_reconcile_proofs.py (a prefix shared with a topic not named)",
+    8: "tests/unit/test_bench_ab.py (a median outside the other side's spread; bench --against)",
 }
 
 
 def test_every_exit_code_has_a_case() -> None:
-    from gateway.command import EXIT_CODES, EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED
+    from gateway.command import EXIT_AB_MOVED, EXIT_CODES, EXIT_INCOMPLETE, EXIT_OK, EXIT_REFUSED
 
-    assert {EXIT_OK, EXIT_INCOMPLETE, EXIT_REFUSED} == set(ELSEWHERE)
+    assert {EXIT_OK, EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_AB_MOVED} == set(ELSEWHERE)
     assert set(EXIT_CODES) == {*CASES, *ELSEWHERE}
     assert all(callable(globals()[name]) for name in CASES.values())
     proofs = (ROOT / "tests" / "integration" / "test_reconcile_proofs.py").read_text()
@@ -285,3 +286,4 @@ def test_every_exit_code_has_a_case() -> None:
         "def test_reconcile_keeps_what_a_mirror_points_at_and_refuses_a_prefix_shared_with_a_topic_not_named" in proofs
     )
     assert "EXIT_SHARED_PREFIX == 7" in proofs
+    assert "def test_a_flagged_entry_exits_8" in (ROOT / "tests" / "unit" / "test_bench_ab.py").read_text()

@@ -35,7 +35,7 @@ CHECKSUM_SETTINGS = REFERENCE_CHECKSUM.choices
 class PendingDigest:
     """A digest being computed, or already known, by algorithm ``checksum``."""
 
-    __slots__ = ("_digest", "_future", "checksum", "encryption", "size")
+    __slots__ = ("_digest", "_future", "checksum", "compression", "encryption", "size")
 
     def __init__(
         self, checksum: int, size: int, digest: bytes | None = None, future: Future[bytes] | None = None
@@ -47,6 +47,8 @@ class PendingDigest:
         self._future = future
         self.encryption: Encryption | None = None
         """Set when the digested bytes are a sealed payload (``reference.encryption``): the envelope carries it."""
+        self.compression: str | None = None
+        """The codec the stored bytes were compressed with, decided per payload: the envelope says which."""
 
     def known_sha256(self) -> bytes | None:
         """The SHA-256 if that is what was computed and it is ready (to hand to the store), else None."""

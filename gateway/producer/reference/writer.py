@@ -34,6 +34,7 @@ from gateway.producer.reference._fallback import FallbackGuard
 from gateway.producer.reference.digests import PayloadDigester
 from gateway.producer.reference.transactions import TransactionLedger
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
+from gateway.protocol.compression import pays_off
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.payload_encoding import encode_payload
 from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_message_id
@@ -131,7 +132,11 @@ class ReferenceWriter(ReferenceBookkeeping):
         message_id = (
             pointer_message_id(uuid.uuid4()) if self.format.pointer else store.next_message_id(message.topic, now)
         )
-        encoded = encode_payload(payload, self.compression)  # compressed first: ciphertext does not compress
+        codec = self.compression
+        if codec is not None and not pays_off(payload, codec):  # decided per payload: stored as is
+            codec = None
+            self.metrics.compression_skipped += 1
+        encoded = encode_payload(payload, codec)  # compressed first: ciphertext does not compress
         sealed = self._encryption.seal(store, message.topic, message_id, encoded)
         stored: Payload = encoded if sealed is None else sealed.payload
         digested: Payload = payload if sealed is None else stored  # a sealed payload's envelope describes it
@@ -147,6 +152,7 @@ class ReferenceWriter(ReferenceBookkeeping):
                 return self.window.in_turn(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
         digest = self._digests.begin(digested, store)  # after a submit: the server takes the write meanwhile
         digest.encryption = None if sealed is None else sealed.encryption
+        digest.compression = codec
         write = WriteInFlight(
             name, store, pipeline, message, message_id, locator, digest, forced, now, started, self._settle
         )
@@ -244,7 +250,7 @@ class ReferenceWriter(ReferenceBookkeeping):
             digest.result(),
             write.message_id,
             checksum=digest.checksum,
-            compression=self.compression,
+            compression=digest.compression,
             encryption=digest.encryption,
         )
         record = envelope_record(message, fields, self.format)

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from gateway.errors import ConfigurationError, EnvelopeFormatError, PayloadIntegrityError
+from gateway.protocol.compression import PROBE_SAMPLE_BYTES, PROBE_SAMPLES, pays_off
 from gateway.protocol.envelope import Envelope, decode_envelope, encode_envelope
 from gateway.protocol.payload_encoding import (
     COMPRESSION_SETTINGS,
@@ -35,6 +36,15 @@ def test_random_bytes_stay_within_the_bound_the_reader_allows(codec: str) -> Non
     stored = encode_payload(data, codec)
     assert len(data) < len(stored) <= stored_bound(codec, len(data))
     assert decode_payload(bytes(stored), codec, len(data)) == data
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "gzip"])
+def test_compression_pays_off_for_text_not_for_random_bytes_judged_on_samples(codec: str) -> None:
+    assert pays_off(JSONISH, codec)
+    assert not pays_off(os.urandom(1_000_000), codec)
+    assert pays_off(os.urandom(PROBE_SAMPLES * PROBE_SAMPLE_BYTES - 1), codec)  # too small to sample: compressed
+    half = JSONISH[:500_000] + os.urandom(500_000)  # samples from both halves: half of them shrink
+    assert pays_off(memoryview(half), codec)
 
 
 def test_none_stores_the_payload_as_it_is() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from typing import Any
 
@@ -20,6 +21,7 @@ from gateway.producer.reference._envelope_delivery import CLEAR_MARKS_EVERY
 from gateway.producer.reference.transactions import undo
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_SHA256, ENVELOPE_HEADER, decode_envelope
+from gateway.protocol.payload_encoding import decode_payload
 from gateway.testing.memory_store import BatchingMemoryStore, MemoryStore
 from tests.unit.fake_clock import ManualClock
 
@@ -376,3 +378,28 @@ def test_reference_checksum_picks_the_envelopes_algorithm(setting: str, needs_di
 def test_an_unknown_reference_checksum_is_refused() -> None:
     with pytest.raises(ValueError, match=r"reference.checksum must be one of auto, sha256, blake3"):
         ReferenceWriter({}, {}, Sent(), fallback_cap=0, checksum="md5")
+
+
+def test_an_incompressible_payload_is_stored_as_it_is_and_counted_a_text_one_compressed() -> None:
+    """reference.compression=zstd spent more time on random bytes than the store write, for nothing saved."""
+    store = MemoryStore()
+    sent = Sent()
+    w = ReferenceWriter(
+        {store.name: store},
+        {store.name: StoreHealth(2, 30_000, 5_000)},
+        sent,
+        fallback_cap=1_000,
+        metrics=ProducerMetrics(),
+        clock=ManualClock().clock(),
+        send_chunked=sent.chunked.append,
+        compression="zstd",
+    )
+    noise = os.urandom(500_000)
+    text = b"".join(b'{"id": %d, "name": "customer-%d"}\n' % (i, i) for i in range(20_000))
+    w.send(ROUTE, False, message(noise))
+    w.send(ROUTE, False, message(text))
+    first, second = (decode_envelope(kwargs["value"]) for _, kwargs in sent.records)
+    assert first.compression is None and store.get(first.locator) == noise
+    assert second.compression == "zstd" and len(store.get(second.locator)) < len(text) / 5
+    assert decode_payload(store.get(second.locator), "zstd", len(text)) == text
+    assert w.metrics.snapshot()["compression.skipped"] == 1
