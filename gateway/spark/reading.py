@@ -24,7 +24,7 @@ from gateway.protocol.headers import Headers
 from gateway.protocol.records import Record
 from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.cloud_stores import build_cloud_stores
-from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
+from gateway.spark.offset_ranges import open_consumer, read_batches, watermarks
 from gateway.spark.options import OptionError, SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, message_arrow_schema

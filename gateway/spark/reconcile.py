@@ -62,7 +62,7 @@ from gateway.spark._reconcile_report import (
     ReconcileReport,
     Undecided,
 )
-from gateway.spark.kafkaio import open_consumer, topic_partitions, watermarks
+from gateway.spark.offset_ranges import open_consumer, topic_partitions, watermarks
 from gateway.spark.options import OptionError, SourceOptions, parse_options
 from gateway.spark.planning import offsets_to_json
 from gateway.spark.reading import build_stores
