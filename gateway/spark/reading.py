@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 
+from gateway import store_registry
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ReferenceToResolve, WholeMessage, error_text
@@ -70,10 +71,8 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
     """The payload stores named in the options, opened in this process (executors open their own)."""
     stores: dict[str, Store] = {}
     if options.redis_url:
-        from stores import RedisStore, redis_client_from_url
-
-        stores[options.redis_name] = RedisStore(
-            redis_client_from_url(options.redis_url),
+        stores[options.redis_name] = store_registry.redis_store(
+            store_registry.redis_client(options.redis_url),
             prefix=options.redis_prefix,
             name=options.redis_name,
             close_client=True,
@@ -83,10 +82,8 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
         return stores
     import boto3
 
-    from stores import S3Store
-
     if options.s3_bucket:
-        stores[options.s3_name] = S3Store(
+        stores[options.s3_name] = store_registry.s3_store(
             boto3.client("s3", **_s3_client_args(options)),
             bucket=options.s3_bucket,
             prefix=options.s3_prefix,
@@ -95,7 +92,7 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
         )
     for number, (bucket, prefix) in enumerate(options.peer_buckets, 1):
         # stores for reading only: the objects peers' pointers name, confined to these places
-        stores[f"peer-{number}"] = S3Store(
+        stores[f"peer-{number}"] = store_registry.s3_store(
             boto3.client("s3", **_s3_client_args(options)),
             bucket=bucket,
             prefix=prefix,
