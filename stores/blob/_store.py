@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
 from gateway.protocol.envelope import validate_store_name
+from gateway.store import PayloadAddress
 from stores.base import (
     TOPIC_PATTERN,
     UUID_PATTERN,
@@ -133,6 +134,11 @@ class BlobStore(BlobReads, BlobJournal):
         except LocatorError:
             self._metrics.add("locator_rejected")
             raise
+
+    def address_of(self, locator: str) -> PayloadAddress:
+        """The topic and id in the locator's key: an envelope is bound to its topic."""
+        parsed = self.validate_locator(locator)
+        return PayloadAddress(parsed.topic, parsed.message_id)
 
     # -- store operations ------------------------------------------------------------------
     def put(

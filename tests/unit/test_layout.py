@@ -192,3 +192,42 @@ def test_the_library_reaches_stores_only_through_its_registry() -> None:
         if name.split(".")[0] == "gateway" and any(target.split(".")[0] == "stores" for target in targets)
     )
     assert reaching == ["gateway.store_registry"]
+
+
+def sniffed(names: frozenset[str], source: str) -> list[tuple[int, str]]:
+    """``getattr``/``hasattr`` calls in ``source`` that ask an object for one of ``names``, with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in names
+        ):
+            found.append((node.lineno, str(node.args[1].value)))
+    return found
+
+
+def test_no_store_capability_is_sniffed() -> None:
+    """Store declares what a store may do (gateway/store.py), with defaults; nothing asks an object whether it can.
+
+    The names are Store's own, and what locators were once asked for (``topic``, ``message_id``: now
+    ``Store.address_of``); ``close``, ``metrics``, ``histograms`` and ``name`` are left out, since the clients
+    share them and are duck-typed elsewhere."""
+    from gateway.store import Store
+
+    shared = {"close", "metrics", "histograms", "name"}
+    names = frozenset({n for n in vars(Store) if not n.startswith("_")} - shared | {"topic", "message_id"})
+    found = [
+        f"{name}:{line}: {attr}"
+        for name, path in modules().items()
+        if not name.startswith("gateway.testing")
+        for line, attr in sniffed(names, path.read_text())
+    ]
+    assert found == []
+    assert sniffed(names, "t = getattr(store.validate_locator(x), 'topic', None)\nhasattr(s, 'holds_object')") == [
+        (1, "topic"),
+        (2, "holds_object"),
+    ]
