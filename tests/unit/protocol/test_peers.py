@@ -30,7 +30,6 @@ from gateway.errors import (
     PeerFormatError,
 )
 from gateway.protocol.compression import XERIAL_MAGIC, decompress
-from gateway.testing import MemoryStore
 from gateway.protocol.peers import (
     BAKDATA_KEY_HEADER,
     BAKDATA_VALUE_HEADER,
@@ -40,6 +39,7 @@ from gateway.protocol.peers import (
     PeerRecord,
     parse_peer_formats,
 )
+from gateway.testing import MemoryStore
 
 ALL = PeerReader(frozenset(PeerFormat))
 AWS_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
