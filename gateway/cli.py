@@ -382,9 +382,9 @@ def _cloud_stores(args: argparse.Namespace, credentials: dict[str, str]) -> dict
     """The GCS and Azure stores of the flags, each checked to exist (one line and exit 3 if not)."""
     from types import SimpleNamespace
 
-    from stores.blob.settings import build_cloud_stores, cloud_store_fields
+    from gateway.store_registry import cloud_store_fields, cloud_stores
 
-    opened = build_cloud_stores(SimpleNamespace(**cloud_store_fields(_cloud_settings(args, credentials))))
+    opened = cloud_stores(SimpleNamespace(**cloud_store_fields(_cloud_settings(args, credentials))))
     for store in opened.values():
         check_container(store)
     return dict(opened)
@@ -408,6 +408,7 @@ def _s3_client(args: argparse.Namespace, stores: dict[str, str]) -> Any:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    from gateway import store_registry
     from gateway.gc.progress import ignore
     from gateway.gc.sweeper import kafka_verifier, sweep, unverified
 
@@ -425,19 +426,17 @@ def _gc(args: argparse.Namespace) -> int:
         probe_kafka(args.bootstrap, options)
     stores: dict[str, object] = {}
     if args.redis_url:
-        from stores import RedisStore, redis_client_from_url  # each store's client only when it is named
-
-        stores[args.redis_name] = RedisStore(
-            redis_client_from_url(args.redis_url, **_redis_kwargs(credentials)),
+        stores[args.redis_name] = store_registry.redis_store(  # each store's client only when it is named
+            store_registry.redis_client(args.redis_url, **_redis_kwargs(credentials)),
             prefix=args.redis_prefix,
             name=args.redis_name,
             close_client=True,
         )
     if args.s3_bucket:
-        from stores import S3Store
-
         client = _s3_client(args, credentials)
-        stores[args.s3_name] = S3Store(client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name)
+        stores[args.s3_name] = store_registry.s3_store(
+            client, bucket=args.s3_bucket, prefix=args.s3_prefix, name=args.s3_name
+        )
     stores.update(_cloud_stores(args, credentials))
     shown = _progress(args, "gateway gc")
     observer = ignore if shown is None else shown
@@ -481,9 +480,9 @@ def _reconcile(args: argparse.Namespace) -> int:
     _check_renames(args.reference_topic_renames)
     probe_kafka(args.bootstrap, extra, topics=args.topic)
     if args.redis_url:  # checked here: a dead Redis is one line and exit 3, not a Spark job's failure
-        from stores import redis_client_from_url
+        from gateway.store_registry import redis_client
 
-        redis_client_from_url(args.redis_url, **_redis_kwargs(credentials)).close()
+        redis_client(args.redis_url, **_redis_kwargs(credentials)).close()
     if args.s3_bucket:
         _s3_client(args, credentials)
     for store in _cloud_stores(args, credentials).values():  # checked here: one line, not a Spark job's failure

@@ -18,6 +18,7 @@ from typing import Any
 
 from gateway.errors import extra_required
 from gateway.histogram import HistogramSnapshot
+from gateway.store import Store
 
 with extra_required("prometheus", "gateway.prometheus"):
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -178,7 +179,9 @@ _HISTOGRAMS = {
 
 
 def _kind(obj: Any) -> str:
-    """Producer, consumer or store, by what the object does (no import of the clients needed)."""
+    """Store by its class, producer or consumer by what the object does (no import of the clients needed)."""
+    if isinstance(obj, Store):
+        return "store"
     if hasattr(obj, "produce"):
         return "producer"
     if hasattr(obj, "poll"):
@@ -243,7 +246,7 @@ class GatewayCollector(Collector):
                     continue
                 name, labels = target
                 family(name).add_metric([component, *labels], float(value))  # type: ignore[attr-defined]
-            histograms = getattr(obj, "histograms", None)
+            histograms = obj.histograms if isinstance(obj, Store) else getattr(obj, "histograms", None)
             for hist_key, by_labels in (histograms() if histograms else {}).items():
                 name = _HISTOGRAMS[kind][hist_key]
                 for labels, snap in sorted(by_labels.items()):

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import abc
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from gateway.errors import GatewayError
+from gateway.histogram import HistogramSnapshot
 
 Payload = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadAddress:
+    """What a locator says of its payload: the topic it was written for and its message id.
+
+    A consumer refuses an envelope whose locator names another topic, and ``gc``/``reconcile`` read that
+    topic to find the envelope of a pending write."""
+
+    topic: str
+    message_id: uuid.UUID
 
 
 class Store(abc.ABC):
@@ -41,6 +53,14 @@ class Store(abc.ABC):
     reads_in_groups: ClassVar[bool] = False
     """Whether :meth:`get_many` reads several payloads in one round trip, so that the consumer groups
     small payloads into one call (Redis: one pipelined exchange)."""
+
+    scheme: str | None = None
+    """The scheme of the peers' object pointers this store can serve (``s3``, ``gs``, ``abs``: bakdata's,
+    kaf-s3's and AWS's pointers); ``None``: it serves none, and :meth:`holds_object` is never asked."""
+
+    bucket: str | None = None
+    """The bucket (or container) an object store writes to; ``None`` for a store that has none. A peer's
+    pointer names it as its host, which ``reference.format=bakdata|aws`` checks at construction."""
 
     @abc.abstractmethod
     def put(
@@ -74,9 +94,7 @@ class Store(abc.ABC):
     def validate_locator(self, locator: str) -> object:
         """The parsed locator, or :class:`LocatorError`; never performs I/O.
 
-        Its ``topic`` attribute, when it has one, is the topic the payload was written for: a
-        consumer then refuses the envelope in any other topic (:func:`locator_topic`), and ``gc``
-        reads that topic to find the envelope of a pending write.
+        What the locator says of its payload (the topic it was written for) is :meth:`address_of`'s answer.
         """
 
     @abc.abstractmethod
@@ -104,6 +122,31 @@ class Store(abc.ABC):
         return None
 
     # -- optional features, with the defaults of a store that lacks them ------------------------
+    def address_of(self, locator: str) -> PayloadAddress | None:
+        """The topic and message id ``locator`` names, or ``None`` when this store's locators name none.
+
+        Validates first (:class:`LocatorError` for a locator the store would refuse to read, no I/O). A
+        store that answers binds every envelope to its topic: a consumer refuses it in any other topic
+        (:func:`locator_topic`), and ``gc`` reads that topic to find the envelope of a pending write.
+        """
+        self.validate_locator(locator)
+        return None
+
+    def holds_object(self, bucket: str, key: str) -> bool:
+        """Whether a peer's object at ``<scheme>://bucket/key`` lies in this store's bucket and prefix (no I/O)."""
+        return False
+
+    def get_object(
+        self, key: str, max_bytes: int, admit: Callable[[Mapping[str, str]], None] | None = None
+    ) -> tuple[bytes, str | None]:
+        """A peer's object and its ETag (``None`` where none is known); asked only when :meth:`holds_object` is
+        true. ``admit`` judges the object's metadata before its body is read; what it raises is raised."""
+        raise NotImplementedError(f"{type(self).__name__} serves no peers' objects")
+
+    def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
+        """Seconds per operation, by ``(op,)``, behind ``gateway_store_operation_seconds``; the default has none."""
+        return {}
+
     def get_many(self, requests: Sequence[tuple[str, int | None]]) -> list[bytes | GatewayError]:
         """Each ``(locator, expected_size)``'s payload, or the typed error of that one read, in order.
 
@@ -205,8 +248,8 @@ def locator_topic(store: Store, locator: str) -> str | None:
 
     Raises the store's :class:`~gateway.errors.LocatorError` for a locator it would refuse to read.
     """
-    topic = getattr(store.validate_locator(locator), "topic", None)
-    return topic if isinstance(topic, str) else None
+    address = store.address_of(locator)
+    return None if address is None else address.topic
 
 
 def checked_stores(stores: Any) -> dict[str, Store]:

@@ -17,45 +17,24 @@ refused like its envelope copied into the pointer's topic, and never served unop
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping
 
 from gateway.consumer.reference_rules import ReferenceRules, object_written_for
 from gateway.errors import LocatorError, PayloadIntegrityError
 from gateway.protocol.compression import decompress
 from gateway.protocol.peers import PeerPart, PeerPointer, PeerRecord
 from gateway.settings import consumer as keys
+from gateway.store import Store
 
 DEFAULT_PEER_MAX_BYTES = keys.PEER_MAX_BYTES.default
 """``large.message.peer.max.bytes``: the largest object (and decompressed payload) a peer pointer may name."""
 
 
-@runtime_checkable
-class ObjectStore(Protocol):
-    """A store that can serve objects it did not write (``S3Store``, ``GCSStore``, ``AzureBlobStore``)."""
-
-    name: str
-    scheme: str
-    """``s3``, ``gs`` or ``abs``: a pointer is served only by a store of its own scheme."""
-
-    def holds_object(self, bucket: str, key: str) -> bool: ...
-
-    def get_object(
-        self, key: str, max_bytes: int, admit: Callable[[Mapping[str, str]], None] | None = None
-    ) -> tuple[bytes, str | None]:
-        """The object and its ETag; ``admit`` is called with the object's metadata before its body is read,
-        and what it raises is raised."""
-        ...
-
-
-def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore:
-    """The configured store holding ``pointer``'s object, or :class:`LocatorError` (no I/O)."""
+def store_for(stores: Mapping[str, Store], pointer: PeerPointer) -> Store:
+    """The configured store holding ``pointer``'s object, or :class:`LocatorError` (no I/O): one of its
+    scheme (:attr:`Store.scheme`) whose bucket and prefix hold the key."""
     for store in stores.values():
-        if (
-            isinstance(store, ObjectStore)
-            and store.scheme == pointer.scheme
-            and store.holds_object(pointer.bucket, pointer.key)
-        ):
+        if store.scheme == pointer.scheme and store.holds_object(pointer.bucket, pointer.key):
             return store
     kind = {"gs": "a GCSStore", "abs": "an AzureBlobStore"}.get(pointer.scheme, "an S3Store")
     raise LocatorError(
@@ -65,7 +44,7 @@ def store_for(stores: Mapping[str, object], pointer: PeerPointer) -> ObjectStore
 
 
 def fetch_pointer(
-    stores: Mapping[str, object], pointer: PeerPointer, max_bytes: int, *, topic: str, rules: ReferenceRules
+    stores: Mapping[str, Store], pointer: PeerPointer, max_bytes: int, *, topic: str, rules: ReferenceRules
 ) -> bytes:
     """The payload behind ``pointer`` in a record of ``topic``, confined by ``rules``, decompressed and checked
     against what the peer recorded."""
@@ -85,7 +64,7 @@ def fetch_pointer(
 
 
 def resolve_part(
-    stores: Mapping[str, object], part: PeerPart, max_bytes: int, *, topic: str, rules: ReferenceRules
+    stores: Mapping[str, Store], part: PeerPart, max_bytes: int, *, topic: str, rules: ReferenceRules
 ) -> bytes | None:
     if isinstance(part, PeerPointer):
         return fetch_pointer(stores, part, max_bytes, topic=topic, rules=rules)
@@ -93,7 +72,7 @@ def resolve_part(
 
 
 def resolve_record(
-    stores: Mapping[str, object], record: PeerRecord, max_bytes: int, *, topic: str, rules: ReferenceRules
+    stores: Mapping[str, Store], record: PeerRecord, max_bytes: int, *, topic: str, rules: ReferenceRules
 ) -> tuple[bytes | None, bytes | None]:
     """``(key, value)`` of a peer's record in ``topic``; every pointer is checked for confinement before any is
     fetched, and each object against the topic binding before its body is read."""

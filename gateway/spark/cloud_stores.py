@@ -1,10 +1,11 @@
-"""The GCS and Azure Blob stores of the Spark reader, sink and reconcile (settings in :mod:`stores.blob.settings`)."""
+"""The GCS and Azure Blob stores of the Spark reader, sink and reconcile (opened by :mod:`gateway.store_registry`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from stores.blob.settings import CLOUD_STORE_OPTIONS, build_cloud_stores, cloud_store_fields
+from gateway.store_registry import CLOUD_STORE_OPTIONS, cloud_store_fields
+from gateway.store_registry import cloud_stores as build_cloud_stores
 
 
 def cloud_store_names(options: Any) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no stubs
 
+from gateway import store_registry
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ReferenceToResolve, WholeMessage, error_text
@@ -26,7 +27,7 @@ from gateway.protocol.peers.pointer_formats import pointed_locator
 from gateway.protocol.records import Record
 from gateway.spark.assembly import AssemblyLimits, owned_messages
 from gateway.spark.cloud_stores import build_cloud_stores
-from gateway.spark.kafkaio import open_consumer, read_batches, watermarks
+from gateway.spark.offset_ranges import open_consumer, read_batches, watermarks
 from gateway.spark.options import OptionError, SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, message_arrow_schema
@@ -73,10 +74,8 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
     """The payload stores named in the options, opened in this process (executors open their own)."""
     stores: dict[str, Store] = {}
     if options.redis_url:
-        from stores import RedisStore, redis_client_from_url
-
-        stores[options.redis_name] = RedisStore(
-            redis_client_from_url(options.redis_url),
+        stores[options.redis_name] = store_registry.redis_store(
+            store_registry.redis_client(options.redis_url),
             prefix=options.redis_prefix,
             name=options.redis_name,
             close_client=True,
@@ -86,10 +85,8 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
         return stores
     import boto3
 
-    from stores import S3Store
-
     if options.s3_bucket:
-        stores[options.s3_name] = S3Store(
+        stores[options.s3_name] = store_registry.s3_store(
             boto3.client("s3", **_s3_client_args(options)),
             bucket=options.s3_bucket,
             prefix=options.s3_prefix,
@@ -98,7 +95,7 @@ def build_stores(options: SourceOptions) -> dict[str, Any]:
         )
     for number, (bucket, prefix) in enumerate(options.peer_buckets, 1):
         # stores for reading only: the objects peers' pointers name, confined to these places
-        stores[f"peer-{number}"] = S3Store(
+        stores[f"peer-{number}"] = store_registry.s3_store(
             boto3.client("s3", **_s3_client_args(options)),
             bucket=bucket,
             prefix=prefix,

@@ -62,11 +62,12 @@ from gateway.spark._reconcile_report import (
     ReconcileReport,
     Undecided,
 )
-from gateway.spark.kafkaio import open_consumer, topic_partitions, watermarks
+from gateway.spark.offset_ranges import open_consumer, topic_partitions, watermarks
 from gateway.spark.options import OptionError, SourceOptions, parse_options
 from gateway.spark.planning import offsets_to_json
 from gateway.spark.reading import build_stores
 from gateway.spark.source import ENVELOPE_FORMAT
+from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ def _mirrors(consumer: Any, parsed: SourceOptions) -> tuple[str, ...]:
 
 
 def _listing(
-    stores: Mapping[str, Any], scanned: frozenset[str], report: ReconcileReport
+    stores: Mapping[str, Store], scanned: frozenset[str], report: ReconcileReport
 ) -> list[tuple[str, str, int, str | None, bool]]:
     """Every object under each store's prefix: ``(store, locator, written, message id, candidate)``.
 
@@ -207,15 +208,13 @@ def _listing(
     return listed
 
 
-def _written_for(store: Any, locator: str) -> tuple[str | None, str | None]:
-    """The topic and message id a locator names, ``(None, None)`` when it does not parse."""
+def _written_for(store: Store, locator: str) -> tuple[str | None, str | None]:
+    """The topic and message id a locator names, ``(None, None)`` when it does not parse or names none."""
     try:
-        parsed = store.validate_locator(locator)
-    except (GatewayError, AttributeError):
+        address = store.address_of(locator)
+    except GatewayError:
         return None, None
-    topic = getattr(parsed, "topic", None)
-    message_id = getattr(parsed, "message_id", None)
-    return (None if topic is None else str(topic)), (None if message_id is None else str(message_id))
+    return (None, None) if address is None else (address.topic, str(address.message_id))
 
 
 def _compare(

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from gateway.protocol.records import TopicPartitionKey
-from gateway.spark.kafkaio import offsets_for_times, open_consumer, subscribed_partitions, watermarks
+from gateway.spark.offset_ranges import offsets_for_times, open_consumer, subscribed_partitions, watermarks
 from gateway.spark.options import (
     DEFAULT_NETWORK_TIMEOUT_MS,
     EARLIEST,

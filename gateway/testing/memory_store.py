@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
-from gateway.store import Payload, Store
+from gateway.store import Payload, PayloadAddress, Store
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,10 @@ class MemoryStore(Store):
             return MemoryLocator(topic, uuid.UUID(message_id))
         except ValueError:
             raise LocatorError(f"not a memory locator: {locator!r}") from None
+
+    def address_of(self, locator: str) -> PayloadAddress:
+        parsed = self.validate_locator(locator)
+        return PayloadAddress(parsed.topic, parsed.message_id)
 
     def mark_pending(self, locator: str, now_ms: int) -> None:
         self.pending[locator] = now_ms

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from azure.core import exceptions as aex
 
 from gateway.errors import PayloadIntegrityError, PayloadNotFoundError, StoreError, StoreUnavailableError
-from stores.blob import BlobEntry, ViewReader, ViewWriter
+from stores.blob import BlobEntry, ObjectHead, ViewReader, ViewWriter
 
 _T = TypeVar("_T")
 READ_CHUNK_BYTES = 2 * 1024 * 1024
@@ -66,11 +66,9 @@ class AzureBackend:
         _mapped(lambda: self.container.download_blob(key, offset=start, length=len(view)).readinto(writer))
         return writer.written
 
-    def size(self, key: str) -> int:
-        return _mapped(lambda: int(self.container.get_blob_client(key).get_blob_properties().size))
-
-    def metadata(self, key: str) -> Mapping[str, str]:
-        return dict(_mapped(lambda: self.container.get_blob_client(key).get_blob_properties().metadata) or {})
+    def head(self, key: str) -> ObjectHead:
+        props = _mapped(lambda: self.container.get_blob_client(key).get_blob_properties())
+        return ObjectHead(int(props.size), dict(props.metadata or {}), None)  # no peer records an Azure ETag
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:

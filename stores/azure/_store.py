@@ -21,7 +21,8 @@ _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 class AzureBlobStore(BlobStore):
     """A :class:`stores.Store` on an Azure ``BlobServiceClient``: locators ``abs://<container>/<prefix><topic>/<id>``.
 
-    The contract is S3Store's (journal, ``gc``, ``reconcile``, rollback, confinement); payloads from
+    The contract, journal, reader and locator scheme are :class:`~stores.blob.BlobStore`'s, as S3Store's and
+    GCSStore's (``gc``, ``reconcile``, rollback, confinement); payloads from
     ``multipart_threshold`` on are staged as ``part_bytes`` blocks ``max_concurrency`` at a time and
     committed as one blob; reads from ``parallel_read_bytes`` on fetch ranges in parallel. Uncommitted
     blocks of an interrupted upload are discarded by the service after 7 days; expire payloads with a
@@ -46,6 +47,8 @@ class AzureBlobStore(BlobStore):
     ) -> None:
         if not isinstance(container, str) or _CONTAINER.fullmatch(container) is None:
             raise ValueError(f"not a valid Azure container name: {container!r}")
+        if part_bytes < 256 * 1024 or part_bytes % (256 * 1024):
+            raise ValueError("part_bytes must be a positive multiple of 256 KiB")
         backend = AzureBackend(
             client.get_container_client(container),
             part_bytes=part_bytes,

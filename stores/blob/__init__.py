@@ -1,6 +1,9 @@
-"""What the GCS and Azure Blob stores share: the store over a small backend of object requests."""
+"""What the S3, GCS and Azure Blob stores share: the store over a small backend of object requests, its
+locator scheme, its pending journal and its reader. Imports no cloud's client."""
 
-from stores.blob._backend import BlobBackend, BlobEntry, ViewReader, ViewWriter
+from stores.blob._backend import BlobBackend, BlobEntry, ObjectHead, ViewReader, ViewWriter
+from stores.blob._locator import ObjectLocator
+from stores.blob._pending import MarkerRequests, PendingJournal
 from stores.blob._store import (
     DEFAULT_JOURNAL_BATCH,
     DEFAULT_JOURNAL_OPEN_MS,
@@ -19,6 +22,10 @@ __all__ = [
     "BlobBackend",
     "BlobEntry",
     "BlobStore",
+    "MarkerRequests",
+    "ObjectHead",
+    "ObjectLocator",
+    "PendingJournal",
     "ViewReader",
     "ViewWriter",
 ]

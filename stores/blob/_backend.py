@@ -1,6 +1,6 @@
 """What :class:`~stores.blob.BlobStore` asks of one cloud's client: a handful of object requests.
 
-Each cloud's backend (``stores.gcs``, ``stores.azure``) makes these requests with its official SDK
+Each cloud's backend (``stores.s3``, ``stores.gcs``, ``stores.azure``) makes these requests with its official SDK
 and raises only the gateway's typed errors: :class:`PayloadNotFoundError` for an object that is not
 there, :class:`StoreUnavailableError` for what may pass (5xx, throttling, the network), and
 :class:`StoreError` for a refusal that will not. Everything else (layout, journal, confinement,
@@ -23,20 +23,32 @@ class BlobEntry:
     modified_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectHead:
+    """What a metadata request tells of one object, before any of its bytes are read."""
+
+    size: int
+    metadata: Mapping[str, str]
+    """The object's user metadata: what tells our objects from a peer's."""
+    etag: str | None
+    """The ETag without its quotes where a peer's pointer may record one (S3); ``None`` elsewhere."""
+
+
 class BlobBackend(Protocol):
-    """One bucket (GCS) or container (Azure) through its cloud's client."""
+    """One bucket (S3, GCS) or container (Azure) through its cloud's client."""
 
     scheme: str
-    """The locator scheme: ``gs`` or ``abs``, as bakdata's URIs spell them."""
+    """The locator scheme: ``s3``, ``gs`` or ``abs``, as bakdata's URIs spell them."""
     cloud: str
-    """For messages: ``GCS`` or ``Azure Blob``."""
+    """For messages: ``S3``, ``GCS`` or ``Azure Blob``."""
 
     def put(self, key: str, data: memoryview, metadata: Mapping[str, str], *, large: bool) -> None:
         """Write one object; ``large``: in parts of bounded size (resumable / block upload), each checksummed."""
         ...
 
     def get(self, key: str, length: int | None) -> bytes:
-        """The object, or only its first ``length`` bytes when given (a range, so a forged size costs nothing)."""
+        """The object in one request, or only its first ``length`` bytes when given (a range, so a forged
+        size costs nothing); ``length`` is never 0."""
         ...
 
     def read_into(self, key: str, start: int, view: memoryview) -> int:
@@ -46,16 +58,12 @@ class BlobBackend(Protocol):
         more bytes than ``view`` holds is :class:`PayloadIntegrityError`."""
         ...
 
-    def size(self, key: str) -> int:
-        """The object's size (a metadata request)."""
-        ...
-
-    def metadata(self, key: str) -> Mapping[str, str]:
-        """The object's user metadata (a metadata request): what tells our objects from a peer's."""
+    def head(self, key: str) -> ObjectHead:
+        """The object's size, user metadata and ETag (one metadata request)."""
         ...
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete objects; absent ones are fine."""
+        """Delete objects (in as few requests as the cloud allows); absent ones are fine."""
         ...
 
     def list(self, prefix: str) -> Iterator[BlobEntry]:

@@ -1,18 +1,19 @@
-"""A :class:`~gateway.store.Store` on one bucket or container of an object store other than S3 (GCS, Azure).
+"""A :class:`~gateway.store.Store` on one bucket or container of an object store: S3, GCS or Azure Blob.
 
-The layout, the journal and the confinement are S3Store's, so operators, ``gc`` and bakdata's URIs
-see the same thing on every cloud: object key ``<prefix><topic>/<message id>``, locator
-``<scheme>://<bucket>/<key>`` (``gs://`` on GCS, ``abs://`` on Azure, the schemes bakdata writes),
-and pending markers under ``<prefix>_pending/`` kept by :class:`stores.s3._pending.S3PendingJournal`
-(one marker per batch of ids by default). A write journals first and removes what it left on
-failure; a delete removes the payload first and its mark last.
+One layout, one journal, one reader and one confinement rule for the three clouds, so operators,
+``gc`` and bakdata's URIs see the same thing on every cloud: object key ``<prefix><topic>/<message id>``,
+locator ``<scheme>://<bucket>/<key>`` (``s3://``, ``gs://`` on GCS, ``abs://`` on Azure, the schemes
+bakdata writes), and pending markers under ``<prefix>_pending/`` kept by
+:class:`~stores.blob._pending.PendingJournal` (one marker per batch of ids by default). A write
+journals first and removes what it left on failure; a delete removes the payload first and its mark
+last. Each cloud's backend (:class:`~stores.blob.BlobBackend`) makes only its client's requests.
 
 Reads are bounded by what the envelope says: a payload whose size is known is fetched as a range of
 that size plus one byte, so an object larger than announced is refused without reading it; from
 ``parallel_read_bytes`` on, ranges of ``part_bytes`` are fetched ``max_concurrency`` at a time
 straight into the result (one copy of the payload in memory). Writes from ``multipart_threshold``
-on go up in parts of ``part_bytes`` (resumable upload on GCS, blocks on Azure), each checksummed by
-the SDK; every object also carries its SHA-256 and size in its metadata.
+on go up in parts of ``part_bytes`` (multipart upload on S3, resumable upload on GCS, blocks on
+Azure), each checksummed; every object also carries its SHA-256 and size in its metadata.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
 from gateway.protocol.envelope import validate_store_name
+from gateway.store import PayloadAddress
 from stores.base import (
     TOPIC_PATTERN,
     UUID_PATTERN,
@@ -37,11 +39,10 @@ from stores.base import (
     validate_message_id,
     validate_topic,
 )
-from stores.blob._backend import BlobBackend
+from stores.blob._backend import BlobBackend, BlobEntry
 from stores.blob._journal import BlobJournal
+from stores.blob._locator import ObjectLocator
 from stores.blob._reads import BlobReads
-from stores.s3 import MarkerRequests, S3PendingJournal
-from stores.s3 import S3Locator as BlobLocator
 
 MiB = 1024 * 1024
 DEFAULT_PART_BYTES = 8 * MiB
@@ -55,8 +56,8 @@ _T = TypeVar("_T")
 
 
 class BlobStore(BlobReads, BlobJournal):
-    """The store over a :class:`~stores.blob.BlobBackend`; :class:`~stores.GCSStore` and
-    :class:`~stores.AzureBlobStore` choose the backend and check their cloud's bucket names."""
+    """The store over a :class:`~stores.blob.BlobBackend`; :class:`~stores.S3Store`, :class:`~stores.GCSStore`
+    and :class:`~stores.AzureBlobStore` choose the backend and check their cloud's bucket names and part sizes."""
 
     def __init__(
         self,
@@ -80,10 +81,8 @@ class BlobStore(BlobReads, BlobJournal):
             )
         if any(seg in (".", "..") for seg in prefix.split("/")):
             raise ValueError(f"prefix must not contain '.' or '..' segments: {prefix!r}")
-        if part_bytes < 256 * 1024 or part_bytes % (256 * 1024):
-            raise ValueError("part_bytes must be a positive multiple of 256 KiB (GCS's resumable chunk unit)")
-        if min(multipart_threshold, parallel_read_bytes, max_concurrency) < 1:
-            raise ValueError("multipart_threshold, parallel_read_bytes and max_concurrency must be positive")
+        if min(part_bytes, multipart_threshold, parallel_read_bytes, max_concurrency) < 1:
+            raise ValueError("part_bytes, multipart_threshold, parallel_read_bytes and max_concurrency must be > 0")
         self.backend = backend
         self.client: Any = backend
         self.scheme = backend.scheme
@@ -95,18 +94,8 @@ class BlobStore(BlobReads, BlobJournal):
         self.parallel_read_bytes = parallel_read_bytes
         self.max_concurrency = max_concurrency
         self._key_re = re.compile(rf"{re.escape(prefix)}({TOPIC_PATTERN})/({UUID_PATTERN})")
-        requests = MarkerRequests(
-            self._put_marker,
-            lambda keys: self._call(lambda: backend.delete(keys)),
-            self._read_marker,
-            self._listing,
-            self.locator_for,
-            self.validate_locator,
-            self._journaled,
-        )
-        self.journal = S3PendingJournal(
-            requests, bucket, prefix, batch=journal_batch, open_ms=journal_open_ms, scheme=self.scheme
-        )
+        self.journal = self._open_journal(batch=journal_batch, open_ms=journal_open_ms)
+        self.journal_batch = journal_batch
         self.pending_prefix = self.journal.prefix
         self._close_client = close_client
         self._closed = False
@@ -125,7 +114,7 @@ class BlobStore(BlobReads, BlobJournal):
         """The object's locator; its size does not change it."""
         return f"{self.scheme}://{self.bucket}/{self.key_for(topic, message_id)}"
 
-    def validate_locator(self, locator: str) -> BlobLocator:
+    def validate_locator(self, locator: str) -> ObjectLocator:
         """``<scheme>://<this bucket>/<prefix><topic>/<uuid>`` exactly, or :class:`LocatorError`.
 
         As on S3, whatever a URL layer could reinterpret is refused rather than normalised (non-ASCII,
@@ -141,10 +130,15 @@ class BlobStore(BlobReads, BlobJournal):
                 key_re=self._key_re,
                 label=self.backend.cloud,
             )
-            return BlobLocator(*parts)
+            return ObjectLocator(*parts)
         except LocatorError:
             self._metrics.add("locator_rejected")
             raise
+
+    def address_of(self, locator: str) -> PayloadAddress:
+        """The topic and id in the locator's key: an envelope is bound to its topic."""
+        parsed = self.validate_locator(locator)
+        return PayloadAddress(parsed.topic, parsed.message_id)
 
     # -- store operations ------------------------------------------------------------------
     def put(
@@ -159,14 +153,16 @@ class BlobStore(BlobReads, BlobJournal):
     ) -> str:
         """Marker (unless a batch marker names the id), then the object; on failure whatever was written goes.
 
-        ``persistent`` changes nothing: both clouds expire objects by a lifecycle rule on the prefix
-        (docs/stores.md), so a compacted topic's payloads need a prefix without one.
+        ``sha256``, when given, is trusted as the payload's digest (the producer computed it for the
+        envelope); the consumer checks the envelope's digest against the bytes in any case.
+        ``persistent`` changes nothing: every cloud expires objects by a lifecycle rule on the prefix
+        (docs/stores.md), not per object, so a compacted topic's payloads need a prefix without one.
         """
         del persistent
         self._check_open()
         locator = self.locator_for(topic, message_id)
-        parsed = BlobLocator(self.bucket, self.key_for(topic, message_id), topic, message_id)
-        data = memoryview(payload).cast("B")
+        parsed = ObjectLocator(self.bucket, self.key_for(topic, message_id), topic, message_id)
+        data = memoryview(payload).cast("B")  # the caller's bytes, never copied here
         if sha256 is not None and len(sha256) != 32:
             raise ValueError("sha256 must be 32 bytes")
         digest = (sha256 or hashlib.sha256(data).digest()).hex()
@@ -186,16 +182,12 @@ class BlobStore(BlobReads, BlobJournal):
         self._done("put", started, locator, len(data))
         return locator
 
-    def get(self, locator: str, expected_size: int | None = None) -> bytes:
-        parsed = self.validate_locator(locator)
-        self._check_open()
-        started = time.perf_counter()
-        data = self._read(parsed.key, locator, lambda n: expected_size is None or n == expected_size, expected_size)
-        self._done("get", started, locator, len(data))
-        return data
-
     def delete(self, locator: str) -> None:
-        """Object first, then its mark (or its place in a batch marker); absent objects are fine."""
+        """Object first, then its mark (or its place in a batch marker); absent objects are fine, so this is idempotent.
+
+        A payload journalled in a batch settles its place there; the batch marker goes once nothing
+        it names is unsettled.
+        """
         parsed = self.validate_locator(locator)
         self._check_open()
         started = time.perf_counter()
@@ -220,7 +212,7 @@ class BlobStore(BlobReads, BlobJournal):
         if self._close_client:
             self.backend.close()
 
-    def _iterate(self, prefix: str) -> Iterator[Any]:
+    def _iterate(self, prefix: str) -> Iterator[BlobEntry]:
         entries = self._call(lambda: self.backend.list(prefix))
         while True:
             entry = self._call(lambda: next(entries, None))

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import ConfigurationError
+from stores.base import Store
 
 CLOUD_STORE_OPTIONS = (
     "gcs.endpoint",
@@ -50,10 +51,10 @@ def cloud_store_fields(opts: Mapping[str, str]) -> dict[str, Any]:
     return fields
 
 
-def build_cloud_stores(options: Any) -> dict[str, Any]:
+def build_cloud_stores(options: Any) -> dict[str, Store]:
     """The GCS and Azure stores named in ``options`` (an object with :func:`cloud_store_fields`' fields),
     opened in this process with clients of their own."""
-    stores: dict[str, Any] = {}
+    stores: dict[str, Store] = {}
     if options.gcs_bucket:
         from google.cloud import storage
 

@@ -18,7 +18,7 @@ from google.resumable_media import common as rmc
 from requests import exceptions as rex
 
 from gateway.errors import PayloadIntegrityError, PayloadNotFoundError, StoreError, StoreUnavailableError
-from stores.blob import BlobEntry, ViewReader, ViewWriter
+from stores.blob import BlobEntry, ObjectHead, ViewReader, ViewWriter
 
 _T = TypeVar("_T")
 
@@ -56,17 +56,11 @@ class GCSBackend:
         _mapped(lambda: blob.download_to_file(writer, start=start, end=end, checksum=None, retry=self.retry))
         return writer.written
 
-    def size(self, key: str) -> int:
+    def head(self, key: str) -> ObjectHead:
         blob = _mapped(lambda: self.bucket.get_blob(key, retry=self.retry))
         if blob is None:
             raise PayloadNotFoundError(f"no object at gs://{self.bucket.name}/{key}")
-        return int(blob.size or 0)
-
-    def metadata(self, key: str) -> Mapping[str, str]:
-        blob = _mapped(lambda: self.bucket.get_blob(key, retry=self.retry))
-        if blob is None:
-            raise PayloadNotFoundError(f"no object at gs://{self.bucket.name}/{key}")
-        return dict(blob.metadata or {})
+        return ObjectHead(int(blob.size or 0), dict(blob.metadata or {}), None)  # no peer records a GCS ETag
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:

@@ -21,7 +21,8 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
 class GCSStore(BlobStore):
     """A :class:`stores.Store` on a ``google.cloud.storage.Client``: locators ``gs://<bucket>/<prefix><topic>/<id>``.
 
-    The contract is S3Store's (journal, ``gc``, ``reconcile``, rollback, confinement); payloads from
+    The contract, journal, reader and locator scheme are :class:`~stores.blob.BlobStore`'s, as S3Store's and
+    AzureBlobStore's (``gc``, ``reconcile``, rollback, confinement); payloads from
     ``multipart_threshold`` on are a resumable upload of ``part_bytes`` chunks, and reads from
     ``parallel_read_bytes`` on fetch ``part_bytes`` ranges ``max_concurrency`` at a time. Expire
     payloads with a lifecycle rule on the prefix (:meth:`ensure_expiry_rule`). The SDK retries 429, 5xx and
@@ -47,6 +48,8 @@ class GCSStore(BlobStore):
     ) -> None:
         if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None or ".." in bucket:
             raise ValueError(f"not a valid GCS bucket name: {bucket!r}")
+        if part_bytes < 256 * 1024 or part_bytes % (256 * 1024):
+            raise ValueError("part_bytes must be a positive multiple of 256 KiB (GCS's resumable chunk unit)")
         super().__init__(
             GCSBackend(client, bucket, part_bytes, retry_deadline_s),
             bucket=bucket,

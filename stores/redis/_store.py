@@ -58,6 +58,7 @@ from redis import exceptions as rex
 
 from gateway.errors import LocatorError, StoreError, StoreUnavailableError
 from gateway.protocol.envelope import validate_store_name
+from gateway.store import PayloadAddress
 from stores.base import (
     Payload,
     StoreMetrics,
@@ -202,6 +203,11 @@ class RedisStore(RedisReads, RedisJournal):
         except LocatorError:
             self._metrics.add("locator_rejected")
             raise
+
+    def address_of(self, locator: str) -> PayloadAddress:
+        """The topic and id in the locator: an envelope is bound to its topic."""
+        parsed = self.validate_locator(locator)
+        return PayloadAddress(parsed.topic, parsed.message_id)
 
     # -- store operations ------------------------------------------------------------------
     def put(

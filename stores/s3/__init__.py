@@ -1,15 +1,17 @@
-"""The S3 payload store (any S3-compatible endpoint).
+"""The S3 payload store (any S3-compatible endpoint): the third backend of :mod:`stores.blob`.
 
-The pending journal (markers per payload or per batch of ids) imports without boto3, since the GCS
-and Azure stores (``stores.blob``) keep the same journal; the store itself is imported when first used.
+The pending journal and the locator are the object stores' own (``stores.blob``), re-exported here
+under the names they had; they import without boto3. The store itself is imported when first used.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from stores.s3._locator import S3Locator
-from stores.s3._pending import MarkerRequests, S3PendingJournal
+from stores.blob import MarkerRequests, ObjectLocator, PendingJournal
+
+S3Locator = ObjectLocator
+S3PendingJournal = PendingJournal
 
 if TYPE_CHECKING:
     from stores.s3._store import IncompleteUpload, S3Store, expiry_days_from_retention

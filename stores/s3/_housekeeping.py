@@ -2,7 +2,7 @@
 
 Neither shows in a listing of objects: a producer killed mid-upload leaves parts that are billed
 but invisible, and objects outlive their envelopes unless a lifecycle rule expires them. ``gateway
-gc`` and the set-up tools call these.
+gc`` and the set-up tools call these; the requests are :class:`~stores.s3._backend.S3Backend`'s.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore import exceptions as bex
-
-from gateway.errors import LocatorError, StoreError
+from gateway.errors import LocatorError
 from gateway.store import IncompleteUpload
 from stores.base import StoreLifecycle
-from stores.s3 import _io as s3_io
+from stores.s3._backend import S3Backend
 
 _T = TypeVar("_T")
 
@@ -24,16 +22,14 @@ _T = TypeVar("_T")
 class S3Housekeeping(StoreLifecycle):
     """Multipart uploads and the lifecycle rule of :class:`~stores.S3Store`, which this is mixed into."""
 
-    bucket: str
+    s3: S3Backend
     prefix: str
     _key_re: re.Pattern[str]
 
-    if TYPE_CHECKING:  # provided by S3Store
+    if TYPE_CHECKING:  # provided by BlobStore
 
         def _call(self, fn: Callable[[], _T], *, missing: str | None = None) -> _T: ...
-        def _failed(self, exc: BaseException) -> StoreError: ...
 
-    # -- incomplete multipart uploads -------------------------------------------------------
     def list_incomplete_uploads(self, older_than_ms: int) -> list[IncompleteUpload]:
         """Multipart uploads of this store's payload keys initiated strictly before ``older_than_ms``.
 
@@ -42,36 +38,20 @@ class S3Housekeeping(StoreLifecycle):
         that are not this store's payloads (someone else's under the same prefix) are not listed.
         """
         self._check_open()
+        uploads = self._call(lambda: self.s3.list_uploads(self.prefix))
         found: list[IncompleteUpload] = []
-        pages = self._call(
-            lambda: iter(
-                self.client.get_paginator("list_multipart_uploads").paginate(
-                    Bucket=self.bucket,
-                    Prefix=self.prefix,
-                )
-            )
-        )
-        while True:
-            page = self._call(lambda: next(pages, None))
-            if page is None:
-                return found
-            for upload in page.get("Uploads", []):
-                initiated = s3_io.ms(upload["Initiated"])
-                if self._key_re.fullmatch(upload["Key"]) is not None and initiated < older_than_ms:
-                    found.append(IncompleteUpload(upload["Key"], upload["UploadId"], initiated))
+        while (upload := self._call(lambda: next(uploads, None))) is not None:
+            key, upload_id, initiated = upload
+            if self._key_re.fullmatch(key) is not None and initiated < older_than_ms:
+                found.append(IncompleteUpload(key, upload_id, initiated))
+        return found
 
     def abort_upload(self, upload: IncompleteUpload) -> None:
         """Abort one incomplete upload (its parts are freed); an upload already gone counts as done."""
         if self._key_re.fullmatch(upload.key) is None:
             raise LocatorError(f"{upload.key!r} is not a payload key of {self!r}")
         self._check_open()
-        try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id)
-        except bex.ClientError as exc:
-            if s3_io.code(exc) != "NoSuchUpload":
-                raise self._failed(exc) from exc
-        except (bex.BotoCoreError, OSError) as exc:
-            raise self._failed(exc) from exc
+        self._call(lambda: self.s3.abort_upload(upload.key, upload.upload_id))
 
     def ensure_expiry_rule(self, days: int) -> dict[str, Any]:
         """Install (or update) a lifecycle rule expiring everything under the prefix after ``days``.
@@ -94,19 +74,7 @@ class S3Housekeeping(StoreLifecycle):
             "Expiration": {"Days": days},
             "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
         }
-        try:
-            current = self.client.get_bucket_lifecycle_configuration(Bucket=self.bucket).get("Rules", [])
-        except bex.ClientError as exc:
-            if s3_io.code(exc) != "NoSuchLifecycleConfiguration":
-                raise self._failed(exc) from exc
-            current = []
-        except (bex.BotoCoreError, OSError) as exc:
-            raise self._failed(exc) from exc
+        current = self._call(self.s3.lifecycle_rules)
         rules = [r for r in current if r.get("ID") != rule_id] + [rule]
-        self._call(
-            lambda: self.client.put_bucket_lifecycle_configuration(
-                Bucket=self.bucket,
-                LifecycleConfiguration={"Rules": rules},
-            )
-        )
+        self._call(lambda: self.s3.put_lifecycle_rules(rules))
         return rule

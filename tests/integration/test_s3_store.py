@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import time
 import uuid
@@ -528,3 +529,53 @@ def test_a_single_put_carries_the_payloads_sha256_as_its_checksum(
     plain = Recorder(strict)
     S3Store(strict, bucket=s3_bucket, prefix=s3_prefix).put(TOPIC, uuid.uuid4(), payload)
     assert "ChecksumSHA256" not in plain.calls[0][1], "a client told to send checksums only when required"
+
+
+# -- what older versions wrote ---------------------------------------------------------------------
+
+
+def test_objects_and_markers_older_versions_wrote_stay_readable(client: Any, s3_bucket: str, s3_prefix: str) -> None:
+    """The requests S3Store made before it became a backend of the blob store (61051fd), byte for byte: a
+    payload, its own marker, and a batch marker of a producer that died. The store of today reads, lists
+    and settles them all."""
+    own, in_batch, unused = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    payloads = {own: os.urandom(3 * MiB), in_batch: os.urandom(20 * MiB)}
+    locators = {mid: f"s3://{s3_bucket}/{s3_prefix}{TOPIC}/{mid}" for mid in (own, in_batch, unused)}
+    for mid, payload in payloads.items():
+        meta = {"sha256": sha(payload), "size": str(len(payload)), "message-id": str(mid), "topic": TOPIC}
+        client.put_object(Bucket=s3_bucket, Key=f"{s3_prefix}{TOPIC}/{mid}", Body=payload, Metadata=meta)
+    client.put_object(
+        Bucket=s3_bucket,
+        Key=f"{s3_prefix}_pending/{TOPIC}/{own}",
+        Body=locators[own].encode(),
+        Metadata={"pending-since-ms": "1"},
+    )
+    batch = {"format": 1, "open_for_ms": 1, "locators": [locators[in_batch], locators[unused]]}
+    client.put_object(
+        Bucket=s3_bucket,
+        Key=f"{s3_prefix}_pending/{TOPIC}/{uuid.uuid4()}.batch",
+        Body=json.dumps(batch).encode(),
+        Metadata={"pending-since-ms": "1"},
+    )
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, parallel_read_bytes=8 * MiB)
+    for mid, payload in payloads.items():
+        assert store.get(locators[mid], expected_size=len(payload)) == payload  # 20 MiB: in parallel ranges
+        assert store.validate_locator(locators[mid]).topic == TOPIC
+    assert sorted(store.list_pending(2**62)) == sorted(locators.values())
+    assert sorted(locator for locator, _ in store.list_locators(TOPIC)) == sorted(locators[mid] for mid in payloads)
+    store.clear_pending_many([locators[own], locators[in_batch]])
+    store.delete(locators[unused])
+    assert keys_under(client, s3_bucket, store.pending_prefix) == []
+
+
+def test_a_large_read_is_parallel_ranges_into_one_value(
+    client: Any, recorder: Recorder, s3_bucket: str, s3_prefix: str
+) -> None:
+    store = S3Store(client, bucket=s3_bucket, prefix=s3_prefix, parallel_read_bytes=16 * MiB)
+    payload = os.urandom(20 * MiB)
+    locator = store.put(TOPIC, uuid.uuid4(), payload)
+    recorder.clear()
+    assert store.get(locator, expected_size=len(payload)) == payload
+    ranges = sorted(params["Range"] for name, params in recorder.calls if name == "GetObject")
+    assert recorder.ops().count("HeadObject") == 1
+    assert ranges == sorted(f"bytes={start}-{min(start + 8 * MiB, 20 * MiB) - 1}" for start in (0, 8 * MiB, 16 * MiB))

@@ -125,3 +125,110 @@ def test_private_modules_are_imported_only_from_their_own_folder() -> None:
             ):
                 trespasses.append(f"{name} imports {target}")
     assert trespasses == []
+
+
+# -- floors: every import runs down (or sideways, within a floor), none runs back up ---------------------
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("gateway/errors", "gateway/clock", "gateway/histogram", "gateway/serialization", "gateway/health",
+     "gateway/auditing"),
+    ("gateway/settings",),
+    ("gateway/protocol", "gateway/config", "gateway/store"),
+    ("gateway/policy", "gateway/librdkafka"),
+    ("gateway/core", "gateway/command"),
+    ("gateway/encryption", "gateway/gc"),
+    ("stores/base",),
+    ("stores/blob", "stores/redis"),
+    ("stores/s3", "stores/gcs", "stores/azure"),
+    ("stores",),
+    # the clients; telemetry and tracing type the producer's message, so they share its floor (issue 40, 6)
+    ("gateway/producer", "gateway/consumer", "gateway/telemetry", "gateway/tracing", "gateway/prometheus"),
+    ("gateway", "gateway/aio", "gateway/store_registry"),
+    ("gateway/spark",),
+    ("gateway/cli", "gateway/testing"),
+    ("gateway/embedded",),
+)  # fmt: skip
+"""Lowest first. A room is a folder of ``gateway/`` or ``stores/`` (with the folders under it), or a module at
+the top of either package; ``gateway`` and ``stores`` are the packages' own ``__init__``. The library's core
+and the Store contract lie below ``stores``, which the library reaches only through ``gateway/store_registry``
+(the entry points' one door), so imports between ``gateway`` and ``stores`` run one way."""
+
+
+def room_of(module: str, path: Path) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return parts[0]
+    return "/".join(parts[:2])
+
+
+def upward_arrows(edges: dict[str, set[str]], rooms: dict[str, str], floors: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Imports from a room to a room on a higher floor, as ``"a -> b"`` lines."""
+    floor = {room: level for level, members in enumerate(floors) for room in members}
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in edges.items()
+        for target in targets
+        if floor[rooms[target]] > floor[rooms[source]]
+    )
+
+
+def test_every_room_has_its_floor_and_no_import_runs_back_up() -> None:
+    known = modules()
+    rooms = {name: room_of(name, path) for name, path in known.items()}
+    placed = [room for members in FLOORS for room in members]
+    assert sorted(set(rooms.values())) == sorted(placed), "a new folder needs its floor in FLOORS"
+    assert len(placed) == len(set(placed))
+    assert upward_arrows(graph(), rooms, FLOORS) == []
+
+
+def test_an_import_that_runs_back_up_is_found() -> None:
+    rooms = {"low.a": "low", "high.b": "high", "high.c": "high"}
+    edges = {"low.a": {"high.b"}, "high.b": {"low.a", "high.c"}, "high.c": set()}
+    assert upward_arrows(edges, rooms, (("low",), ("high",))) == ["low.a -> high.b"]
+
+
+def test_the_library_reaches_stores_only_through_its_registry() -> None:
+    reaching = sorted(
+        name
+        for name, targets in graph().items()
+        if name.split(".")[0] == "gateway" and any(target.split(".")[0] == "stores" for target in targets)
+    )
+    assert reaching == ["gateway.store_registry"]
+
+
+def sniffed(names: frozenset[str], source: str) -> list[tuple[int, str]]:
+    """``getattr``/``hasattr`` calls in ``source`` that ask an object for one of ``names``, with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in names
+        ):
+            found.append((node.lineno, str(node.args[1].value)))
+    return found
+
+
+def test_no_store_capability_is_sniffed() -> None:
+    """Store declares what a store may do (gateway/store.py), with defaults; nothing asks an object whether it can.
+
+    The names are Store's own, and what locators were once asked for (``topic``, ``message_id``: now
+    ``Store.address_of``); ``close``, ``metrics``, ``histograms`` and ``name`` are left out, since the clients
+    share them and are duck-typed elsewhere."""
+    from gateway.store import Store
+
+    shared = {"close", "metrics", "histograms", "name"}
+    names = frozenset({n for n in vars(Store) if not n.startswith("_")} - shared | {"topic", "message_id"})
+    found = [
+        f"{name}:{line}: {attr}"
+        for name, path in modules().items()
+        if not name.startswith("gateway.testing")
+        for line, attr in sniffed(names, path.read_text())
+    ]
+    assert found == []
+    assert sniffed(names, "t = getattr(store.validate_locator(x), 'topic', None)\nhasattr(s, 'holds_object')") == [
+        (1, "topic"),
+        (2, "holds_object"),
+    ]

@@ -31,11 +31,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from gateway.errors import PeerFormatError, ReferenceFormatError
 from gateway.protocol.headers import Header, Headers
 from gateway.protocol.peers import BAKDATA_VALUE_HEADER, MAX_POINTER_BYTES, PeerFormat, PeerPointer, PeerReader
+from gateway.store import Store
 
 FORMAT_KEY = "reference.format"
 
@@ -142,7 +142,7 @@ def pointed_locator(value: bytes | None, headers: Sequence[Header] | None) -> st
 def check_producer(
     fmt: ReferenceFormat,
     *,
-    stores: Mapping[str, Any],
+    stores: Mapping[str, Store],
     encrypted: bool,
     compression: str | None,
     wrap_small: bool,
@@ -169,14 +169,13 @@ def check_producer(
         )
     allowed = SCHEMES[fmt]
     for name, store in stores.items():
-        scheme = getattr(store, "scheme", None)
-        if scheme not in allowed:
+        if store.scheme not in allowed:
             raise ReferenceFormatError(
                 f"{named}: store {name!r} ({type(store).__name__}) is not one its reader fetches from"
                 f" (it reads {', '.join(sorted(allowed))} objects: S3Store"
                 + (", GCSStore, AzureBlobStore)" if len(allowed) > 1 else ")")
             )
-        bucket = str(getattr(store, "bucket", ""))
+        bucket = store.bucket or ""
         if "_" in bucket:
             raise ReferenceFormatError(
                 f"{named}: store {name!r} has bucket {bucket!r}; java.net.URI reads no host from a name with"

@@ -47,7 +47,7 @@ def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any],
 
     Also the same stores as ``hybrid-kafka`` options, for Spark's executors (None with a stand-in).
     """
-    from gateway import testing
+    from gateway import store_registry, testing
 
     stores: dict[str, Any] = {}
     spark: dict[str, str] = {}
@@ -57,31 +57,25 @@ def open_stores(options: DemoOptions, stack: ExitStack) -> tuple[dict[str, Any],
         try:
             import redis
 
-            from stores import RedisStore
-
             server = stack.enter_context(testing.RedisServer())
             client = redis.Redis.from_url(server.url, socket_timeout=5, socket_connect_timeout=2)
-            stores["redis"] = RedisStore(client, prefix=f"demo{uuid.uuid4().hex[:6]}")
+            stores["redis"] = store_registry.redis_store(client, prefix=f"demo{uuid.uuid4().hex[:6]}")
             spark.update({"redis.url": server.url, "redis.prefix": stores["redis"].prefix})
             notes.append(f"Redis: redis-server {server.server_version()} at {server.url}")
         except (testing.ServiceUnavailable, ImportError) as exc:
             try:
                 import fakeredis
 
-                from stores import RedisStore
-
-                stores["redis"] = RedisStore(fakeredis.FakeRedis(), prefix="demo")
+                stores["redis"] = store_registry.redis_store(fakeredis.FakeRedis(), prefix="demo")
                 reachable = False
                 notes.append(f"Redis: in-process fakeredis stand-in ({exc})")
             except ImportError:
                 notes.append(f"Redis: not available ({exc}); no Redis references")
     if "s3" in options.stores:
         try:
-            from stores import S3Store
-
             s3 = stack.enter_context(testing.S3Server())
             bucket = s3.create_bucket(f"gateway-demo-{uuid.uuid4().hex[:8]}")
-            stores["s3"] = S3Store(s3.client(), bucket=bucket, prefix="demo/")
+            stores["s3"] = store_registry.s3_store(s3.client(), bucket=bucket, prefix="demo/")
             spark.update({"s3.bucket": bucket, "s3.prefix": "demo/", "s3.region": s3.region})
             spark.update({"s3.endpoint": s3.endpoint_url} if s3.endpoint_url else {})
             spark.update({} if s3.external else {"s3.access.key": "testing", "s3.secret.key": "testing"})

@@ -223,11 +223,11 @@ def stderr_to(path: Path) -> Iterator[None]:
 def package_zip(work: Path) -> Path:
     """``gateway`` and ``stores`` as they are here, for executors that do not have them installed."""
     import gateway
-    import stores
+    from gateway.store_registry import stores_package
 
     target = work / "kafka_hybrid_gateway.zip"
     with zipfile.ZipFile(target, "w") as archive:
-        for package in (Path(gateway.__file__).parent, Path(stores.__file__).parent):
+        for package in (Path(gateway.__file__).parent, stores_package()):
             for path in sorted(package.rglob("*.py")):
                 archive.write(path, str(path.relative_to(package.parent)))
     return target

@@ -39,6 +39,7 @@ from gateway.protocol.peers import (
     PeerRecord,
     parse_peer_formats,
 )
+from gateway.testing import MemoryStore
 
 ALL = PeerReader(frozenset(PeerFormat))
 AWS_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
@@ -170,8 +171,9 @@ def test_decompress_bounds_the_output() -> None:
         decompress(b"garbage", "zstd", 1000)
 
 
-class _Objects:
-    """An object store as the resolver sees one; counts requests to prove confinement makes none."""
+class _Objects(MemoryStore):
+    """An object store as the resolver sees one (its declared peer capabilities); counts requests to prove
+    confinement makes none."""
 
     def __init__(
         self,
@@ -181,7 +183,8 @@ class _Objects:
         scheme: str = "s3",
         metadata: dict[str, dict[str, str]] | None = None,
     ) -> None:
-        self.name, self.bucket, self.prefix, self.objects, self.gets = "peer", bucket, prefix, objects, 0
+        super().__init__(name="peer")
+        self.bucket, self.prefix, self.objects, self.gets = bucket, prefix, objects, 0
         self.scheme = scheme
         self.metadata = metadata or {}
 

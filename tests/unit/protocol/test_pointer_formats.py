@@ -24,15 +24,18 @@ from gateway.protocol.peers.pointer_formats import (
     pointer_record,
     written_for_pointer,
 )
+from gateway.testing import MemoryStore
 
 BAKDATA, AWS = ReferenceFormat.BAKDATA, ReferenceFormat.AWS
 BOTH = PeerReader(frozenset({PeerFormat.BAKDATA, PeerFormat.AWS}))
 
 
-class _Store:
+class _Store(MemoryStore):
+    """A store declaring the scheme and bucket ``check_producer`` reads (None: a store that serves no pointers)."""
+
     def __init__(self, scheme: str | None, bucket: str = "bucket-a") -> None:
-        if scheme is not None:
-            self.scheme = scheme
+        super().__init__()
+        self.scheme = scheme
         self.bucket = bucket
 
 

@@ -1,4 +1,4 @@
-"""The S3 store's batched pending journal: which ids a batch hands out and when its marker may go."""
+"""The object stores' batched pending journal: which ids a batch hands out and when its marker may go."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stores.s3._batch_marker import BatchJournal, decode_batch, encode_batch
+from stores.blob._batch_marker import BatchJournal, decode_batch, encode_batch
 
 TOPIC = "orders"
 

@@ -1,17 +1,15 @@
-"""The S3 pending journal's requests, against an in-memory bucket: which markers are written and deleted, and when."""
+"""The object stores' pending journal against an in-memory bucket: which markers are written and deleted, and when."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
 
 import pytest
 
 from gateway.errors import PayloadNotFoundError, StoreUnavailableError
-from stores.s3._pending import MarkerRequests, S3PendingJournal
+from stores.blob import BlobEntry, MarkerRequests, PendingJournal
 
 BASE = "s3://bucket/gw/"
 
@@ -51,13 +49,13 @@ class Bucket:
             raise PayloadNotFoundError(key)
         return self.objects[key][0]
 
-    def listing(self, prefix: str) -> Iterator[dict[str, Any]]:
+    def listing(self, prefix: str) -> Iterator[BlobEntry]:
         for key, (_, ms) in sorted(self.objects.items()):
             if key.startswith(prefix):
-                yield {"Key": key, "LastModified": datetime.fromtimestamp(ms / 1000, tz=timezone.utc)}
+                yield BlobEntry(key, ms)
 
 
-def journal(bucket: Bucket, batch: int = 3, open_ms: int = 10_000) -> S3PendingJournal:
+def journal(bucket: Bucket, batch: int = 3, open_ms: int = 10_000) -> PendingJournal:
     requests = MarkerRequests(
         bucket.put,
         bucket.delete,
@@ -67,7 +65,7 @@ def journal(bucket: Bucket, batch: int = 3, open_ms: int = 10_000) -> S3PendingJ
         parse,
         lambda action, locators: None,
     )
-    return S3PendingJournal(requests, "bucket", "gw/", batch=batch, open_ms=open_ms)
+    return PendingJournal(requests, "bucket", "gw/", batch=batch, open_ms=open_ms, scheme="s3")
 
 
 def test_one_batch_marker_per_batch_and_none_per_payload() -> None:

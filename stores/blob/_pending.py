@@ -1,14 +1,14 @@
-"""The pending journal of :class:`stores.S3Store`: a marker object per payload, or one per batch of ids.
+"""The pending journal of the object stores (S3, GCS, Azure): a marker object per payload, or one per batch of ids.
 
-S3 has no transaction spanning two objects, so ordering does the journal's job: a marker naming a
+No object store has a transaction spanning two objects, so ordering does the journal's job: a marker naming a
 payload is written before the payload, so no payload is ever visible without one; on delete the
 payload goes first and its mark last, so an interrupted delete leaves a marker to retry from.
 
 Two kinds of marker live under ``<prefix>_pending/<topic>/``: ``<message id>``, holding one locator,
 and ``<batch id>.batch``, naming the next ids of a topic before any of them is used
-(:mod:`stores.s3._batch_marker` keeps that bookkeeping, pure). This class makes the journal's requests
+(:mod:`stores.blob._batch_marker` keeps that bookkeeping, pure). This class makes the journal's requests
 through the store's own request helpers (:class:`MarkerRequests`), so errors are translated in
-one place and the journal never sees a boto3 client.
+one place and the journal never sees a cloud's client.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from gateway.errors import LocatorError, PayloadIntegrityError, PayloadNotFoundError, StoreError
 from stores.base import TOPIC_PATTERN, UUID_PATTERN, validate_topic
 from stores.base import now_ms as wall_ms
-from stores.s3._batch_marker import BATCH_SUFFIX, BatchJournal, decode_batch, encode_batch
+from stores.blob._backend import BlobEntry
+from stores.blob._batch_marker import BATCH_SUFFIX, BatchJournal, decode_batch, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,19 @@ class MarkerRequests:
     """Delete marker objects; absent ones are fine."""
     read: Callable[[str], bytes]
     """A batch marker's body; :class:`PayloadNotFoundError` when gone."""
-    listing: Callable[[str], Iterator[dict[str, Any]]]
-    """The objects under a prefix, as ``list_objects_v2`` describes them."""
+    listing: Callable[[str], Iterator[BlobEntry]]
+    """The objects under a prefix."""
     locator_for: Callable[[str, uuid.UUID], str]
     parse: Callable[[str], ParsedLocator]
     journaled: Callable[[str, Sequence[str]], None]
     """Metrics and debug log of marks written or cleared."""
 
 
-class S3PendingJournal:
+class PendingJournal:
     """Markers under ``<store prefix>_pending/``; ``batch`` ids per batch marker (1: a marker per payload)."""
 
     def __init__(
-        self, requests: MarkerRequests, bucket: str, store_prefix: str, *, batch: int, open_ms: int, scheme: str = "s3"
+        self, requests: MarkerRequests, bucket: str, store_prefix: str, *, batch: int, open_ms: int, scheme: str
     ) -> None:
         if batch < 1:
             raise ValueError(f"journal_batch must be at least 1, got {batch}")
@@ -71,7 +71,7 @@ class S3PendingJournal:
         self.prefix = f"{store_prefix}{PENDING_DIR}"
         self.batch = batch
         self._locator_base = f"{scheme}://{bucket}/{store_prefix}"
-        """Locators in markers of one's own (GCS and Azure stores share this journal with their own schemes)."""
+        """Locators in markers of one's own, in the store's scheme (``s3``, ``gs``, ``abs``)."""
         self._book = BatchJournal(batch, open_ms)
         """Batches this journal opened, and those its listings found (settled even with ``batch=1``)."""
         self._lock = threading.Lock()
@@ -143,8 +143,8 @@ class S3PendingJournal:
         """Locators of markers older than ``older_than_ms`` (by LastModified, the server's clock at one
         second's resolution), a batch marker's once its whole window ended before it."""
         found = []
-        for obj in self.requests.listing(self.prefix):
-            key, modified = obj["Key"], _ms(obj["LastModified"])
+        for entry in self.requests.listing(self.prefix):
+            key, modified = entry.key, entry.modified_ms
             if modified >= older_than_ms:
                 continue
             if (alone := self._marker_re.fullmatch(key)) is not None:
@@ -174,8 +174,4 @@ class S3PendingJournal:
             return self._book.listed(key, topic, mine)
 
 
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-__all__ = ["PENDING_DIR", "MarkerRequests", "S3PendingJournal"]
+__all__ = ["PENDING_DIR", "MarkerRequests", "PendingJournal"]

@@ -1,10 +1,10 @@
-"""The batched pending journal of :class:`stores.S3Store`: one marker object for many writes (pure, no I/O).
+"""The batched pending journal of the object stores (S3, GCS, Azure): one marker object for many writes (pure, no I/O).
 
-S3 has no request that writes two objects at once, so a marker per payload costs a PUT per message,
-before the payload's own: on a local S3 server about as long as the PUT of a 1 MB payload
+No object store has a request that writes two objects at once, so a marker per payload costs a PUT
+per message, before the payload's own: on a local S3 server about as long as the PUT of a 1 MB payload
 (docs/stores.md, "Batched pending journal"), and on AWS one more round trip and one more billed
 request. A *batch marker* instead names the next ``size`` message ids of a topic before any of them
-is used. The producer takes its ids from the batch (``S3Store.next_message_id``) and writes those
+is used. The producer takes its ids from the batch (``Store.next_message_id``) and writes those
 payloads without a marker of their own, since their locators are already journalled. The ordering
 guarantee is the same as with one marker per payload: no payload is visible before a marker naming
 it.
@@ -17,7 +17,7 @@ marker (:func:`decode_batch`) and judges each locator in it like any pending wri
 LastModified understates when its last payload was written by up to ``open_for_ms``, so the marker
 carries that window and :meth:`BatchJournal.listed` callers add it to the age.
 
-This module decides the bookkeeping only; :class:`stores.S3Store` does the requests.
+This module decides the bookkeeping only; :class:`~stores.blob._pending.PendingJournal` makes the requests.
 """
 
 from __future__ import annotations
