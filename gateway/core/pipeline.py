@@ -39,10 +39,9 @@ from gateway.core.offsets import (
     Progress,
 )
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
-from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, classify
 from gateway.protocol.peers import PeerReader
-from gateway.protocol.records import Record, TopicPartitionKey
+from gateway.protocol.records import Record, RouteKind, TopicPartitionKey
 from gateway.protocol.segments import Segment
 
 __all__ = [

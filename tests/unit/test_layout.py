@@ -125,3 +125,22 @@ def test_private_modules_are_imported_only_from_their_own_folder() -> None:
             ):
                 trespasses.append(f"{name} imports {target}")
     assert trespasses == []
+
+
+def test_the_sans_io_core_imports_no_client_and_no_policy() -> None:
+    """``gateway/core`` and ``gateway/protocol`` run without confluent-kafka; the route kind comes from protocol."""
+    leaks = []
+    for name, path in modules().items():
+        if not name.startswith(("gateway.core", "gateway.protocol")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                targets = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            leaks += [
+                f"{name} imports {t}" for t in targets if t.split(".")[0] == "confluent_kafka" or t == "gateway.policy"
+            ]
+    assert leaks == []
