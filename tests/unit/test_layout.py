@@ -144,3 +144,17 @@ def test_the_sans_io_core_imports_no_client_and_no_policy() -> None:
                 f"{name} imports {t}" for t in targets if t.split(".")[0] == "confluent_kafka" or t == "gateway.policy"
             ]
     assert leaks == []
+
+
+def test_only_the_inbox_calls_the_librdkafka_consumer() -> None:
+    """``gateway/consumer/_inbox.py`` makes and holds librdkafka's ``Consumer``; the rest of the consumer asks it."""
+    reaching = []
+    for name, path in modules().items():
+        if not name.startswith("gateway.consumer.") or name == "gateway.consumer._inbox":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "_consumer":
+                reaching.append(f"{name}:{node.lineno} reads ._consumer")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Consumer":
+                reaching.append(f"{name}:{node.lineno} makes a Consumer")
+    assert reaching == []
