@@ -6,12 +6,13 @@ one to the pipeline, so a message counts as delivered (and becomes committable) 
 application receives it. Each fetched batch is scanned once for envelopes, whose payloads start
 downloading while the queue drains.
 
-The queue also owns the one ordering rule of its fast path. A fetched batch proven plain
+The inbox also owns the one ordering rule of its fast path. A fetched batch proven plain
 (:class:`~gateway.core.plain_runs.ProvenBatch`) is handed out by count alone, and what was handed
-out is noted as delivered lazily. The queue is the pipeline's
-:class:`~gateway.core.offsets.DeferredDeliveries`: the pipeline settles it before anyone reads
-delivered offsets and ends it before a partition's state changes, and the queue ends it before
-anything else is taken from it or the queue itself changes. No caller has to remember.
+out is noted as delivered lazily. The inbox is the pipeline's
+:class:`~gateway.core.offsets.DeferredDeliveries`: the pipeline has it note what was handed out
+before anyone reads delivered offsets and close the batch before a partition's state changes, and
+the inbox closes it before anything else is taken from it or the queue itself changes. No caller
+has to remember.
 
 What is fetched is also steered here: :class:`FlowControl` pauses the partitions that must wait
 for room in the assembler, seeks them back and resumes them (:mod:`gateway.core.flow`).
@@ -44,7 +45,7 @@ def partition_of(msg: Any) -> TopicPartitionKey:
 
 class Inbox:
     # slots: poll()'s hottest path reads and writes ``proven`` and ``raw`` for every record
-    __slots__ = ("_consumer", "_fresh", "_pipeline", "batch", "batch_bytes", "proof", "proven", "raw", "refs")
+    __slots__ = ("_consumer", "_fresh", "_pipeline", "batch", "batch_bytes", "plain_batch", "plain_left", "raw", "refs")
 
     def __init__(
         self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
@@ -58,9 +59,9 @@ class Inbox:
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
         self._fresh = False  # a batch was fetched and take_plain_batch has not looked at it yet
-        self.proof: ProvenBatch | None = None
+        self.plain_batch: ProvenBatch | None = None
         """The fetched batch ``poll()`` hands out by count alone (its records are still at the head)."""
-        self.proven = 0
+        self.plain_left = 0
         """How many of the proof's records are still at the head: ``poll()``'s hot path takes them by count."""
         pipeline.defer_deliveries(self)
 
@@ -72,44 +73,44 @@ class Inbox:
         return cls(Consumer(conf), batch, refs, batch_bytes, pipeline)
 
     # -- the proven batch (gateway.core.offsets.DeferredDeliveries) ------------------------------
-    def settle(self) -> None:
+    def note_handed_out(self) -> None:
         """What was handed out of the proven batch is noted as delivered: before anything reads offsets."""
-        proof = self.proof
+        proof = self.plain_batch
         if proof is not None:
-            proof.note(self._pipeline, len(proof.records) - self.proven)
+            proof.note(self._pipeline, len(proof.records) - self.plain_left)
 
-    def end(self) -> None:
+    def close_batch(self) -> None:
         """Settle and drop the proof: before anything else is taken, or a partition's state changes."""
-        if self.proof is not None:
-            self.settle()
-            self.proof, self.proven = None, 0
+        if self.plain_batch is not None:
+            self.note_handed_out()
+            self.plain_batch, self.plain_left = None, 0
 
-    def prove(self) -> Any | None:
+    def open_plain_batch(self) -> Any | None:
         """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
-        self.end()
+        self.close_batch()
         proof = ProvenBatch.prove(list(self.raw), self._pipeline)
         if proof is None:
             return None
-        self.proof, self.proven = proof, len(proof.records) - 1
+        self.plain_batch, self.plain_left = proof, len(proof.records) - 1
         return self.raw.popleft()
 
     def take_proven(self, out: list[Any], limit: int) -> None:
         """What is left of the proven batch, up to ``limit`` in ``out``, in bulk."""
-        take = min(self.proven, limit - len(out))
+        take = min(self.plain_left, limit - len(out))
         out.extend(islice(self.raw, take))
         drop_head(self.raw, take)
-        self.proven -= take
-        if not self.proven:
-            self.end()
+        self.plain_left -= take
+        if not self.plain_left:
+            self.close_batch()
 
     def pop(self) -> Any:
         """The head record, for the full path."""
-        self.end()
+        self.close_batch()
         return self.raw.popleft()
 
     def take_plain_head(self) -> Any | None:
         """The head, taken out if it is plainly plain and its partition allows a run; else None."""
-        self.end()
+        self.close_batch()
         head = self.raw[0]
         if (
             head.error() is None
@@ -141,7 +142,7 @@ class Inbox:
 
     def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
         """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
-        self.end()
+        self.close_batch()
         first = self._consumer.poll(timeout)
         if first is None:
             return []
@@ -154,7 +155,7 @@ class Inbox:
         """Fetched records behind those queued; referenced payloads among them start downloading."""
         if not batch:
             return
-        self.end()
+        self.close_batch()
         self.raw.extend(batch)
         self._fresh = True
         if self.refs.enabled:
@@ -170,7 +171,7 @@ class Inbox:
         The whole-batch test runs once per fetched batch, so a mixed batch is not scanned again
         for every run in it; then runs of one partition (see :mod:`gateway.core.plain_runs`).
         """
-        self.end()
+        self.close_batch()
         if self._fresh:
             self._fresh = False
             moved = take_plain_batch(self.raw, self._pipeline, out, limit)
@@ -205,7 +206,7 @@ class Inbox:
 
     def drop(self, key: TopicPartitionKey) -> None:
         """Forget ``key``'s queued records and the payloads fetched ahead for them (seek, revoke)."""
-        self.end()
+        self.close_batch()
         if self.raw:
             kept = [m for m in self.raw if partition_of(m) != key]
             self.raw.clear()
@@ -213,7 +214,7 @@ class Inbox:
         self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
 
     def clear(self) -> None:
-        self.end()
+        self.close_batch()
         self.raw.clear()
         self.refs.clear()
 

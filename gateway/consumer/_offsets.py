@@ -1,4 +1,4 @@
-"""Commits, committed offsets, positions and seeks of :class:`~gateway.consumer._hybrid.HybridConsumer`.
+"""Commits, committed offsets, positions and seeks of :class:`~gateway.consumer._hybrid_consumer.HybridConsumer`.
 
 The pipeline does the translation (user offsets to safe offsets with LinkedIn's ``"<HW>,<meta>"``
 metadata and back, seek plans); this module makes the librdkafka calls around it. Committed offsets

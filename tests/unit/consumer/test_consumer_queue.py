@@ -77,15 +77,15 @@ def _proven_queue() -> tuple[Inbox, ConsumerPipeline]:
     pipeline.commits.load_commit(("t", 0), None, None)
     queue = Inbox(Librdkafka(10), 40, ReferenceFetcher(Resolver({})), 8_000_000, pipeline)
     assert queue.fetch(1.0)
-    first = queue.prove()
-    assert first is not None and first.offset() == 1 and queue.proven == 39
+    first = queue.open_plain_batch()
+    assert first is not None and first.offset() == 1 and queue.plain_left == 39
     return queue, pipeline
 
 
 def _hand_out_by_count(queue: Inbox, n: int) -> None:
     """What ``poll()``'s hottest path does: no call into the queue, no offset noted."""
     for _ in range(n):
-        queue.proven -= 1
+        queue.plain_left -= 1
         queue.raw.popleft()
 
 
@@ -103,19 +103,19 @@ def test_every_reader_of_delivered_offsets_sees_what_was_handed_out_by_count() -
     assert positions == {("t", 0): 18}
     _hand_out_by_count(queue, 1)
     assert pipeline.metrics()["plain.messages"] == 18
-    assert queue.proof is not None and queue.proven == 22  # reading keeps the proof
+    assert queue.plain_batch is not None and queue.plain_left == 22  # reading keeps the proof
 
 
 def test_the_proof_ends_before_anything_else_changes_the_queue_or_a_partition() -> None:
     queue, pipeline = _proven_queue()
     _hand_out_by_count(queue, 4)
     pipeline.revoke([("t", 1)])  # another partition leaves: every HW is re-read, the proof ends first
-    assert queue.proof is None and queue.proven == 0
+    assert queue.plain_batch is None and queue.plain_left == 0
     assert pipeline.tracker.delivered(("t", 0)) == 5  # noted before the HWs went
     queue, pipeline = _proven_queue()
     _hand_out_by_count(queue, 2)
     assert queue.pop().offset() == 4  # the full path takes the next record: what went before is noted first
-    assert queue.proof is None and pipeline.tracker.delivered(("t", 0)) == 3
+    assert queue.plain_batch is None and pipeline.tracker.delivered(("t", 0)) == 3
     queue, pipeline = _proven_queue()
     queue.drop(("t", 0))
-    assert queue.proof is None and not queue.raw and pipeline.tracker.delivered(("t", 0)) == 1
+    assert queue.plain_batch is None and not queue.raw and pipeline.tracker.delivered(("t", 0)) == 1

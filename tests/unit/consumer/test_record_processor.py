@@ -15,7 +15,7 @@ from gateway.consumer._commits import GroupCommits
 from gateway.consumer._events import EventHandler
 from gateway.consumer._inbox import FlowControl
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._record_path import RecordPath
+from gateway.consumer._record_processor import RecordProcessor
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
@@ -56,7 +56,7 @@ class Queue:
         self.refs = Released()
 
 
-def _path(stores: dict[str, Any] | None = None) -> tuple[RecordPath, Librdkafka, Queue, ConsumerPipeline]:
+def _path(stores: dict[str, Any] | None = None) -> tuple[RecordProcessor, Librdkafka, Queue, ConsumerPipeline]:
     settings, conf = parse_consumer_config({"group.id": "g"})
     pipeline = settings.pipeline(awaits_commits=True)  # as the consumer's: it asks for each partition's commit
     inner, queue = Librdkafka(), Queue()
@@ -66,7 +66,7 @@ def _path(stores: dict[str, Any] | None = None) -> tuple[RecordPath, Librdkafka,
         settings, conf, pipeline, ReferenceFetcher(Resolver({})), None, logging.getLogger("test")
     )
     spans = tracing.ConsumerTelemetry({})
-    path = RecordPath(pipeline, events, offsets, queue, stores or {}, flow, spans, keys_read=False)  # type: ignore[arg-type]
+    path = RecordProcessor(pipeline, events, offsets, queue, stores or {}, flow, spans, keys_read=False)  # type: ignore[arg-type]
     return path, inner, queue, pipeline
 
 

@@ -27,7 +27,7 @@ from gateway.tracing import ConsumerTelemetry
 log = logging.getLogger(__name__)
 
 
-class ConsumerSurface:
+class ConfluentMethods:
     """Mixed into :class:`~gateway.HybridConsumer`, which provides its clients, driver and pipeline."""
 
     _offsets: OffsetDriver
@@ -40,7 +40,7 @@ class ConsumerSurface:
     _auditor: Auditor | None
     _ready: deque[Message]
     _auto_commit: bool
-    _runs_now: bool
+    _plain_runs_on: bool
     _spans: ConsumerTelemetry
     _closed = True
     """Until ``__init__`` has run, and after ``close()``: calls raise ``RuntimeError("Consumer closed")``."""
@@ -66,7 +66,7 @@ class ConsumerSurface:
             except Exception as exc:  # noqa: BLE001 - raised by an application callback inside the commit
                 log.warning("a callback raised while the consumer committed on close: %r", exc)
         self._closed = True
-        self._runs_now = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
+        self._plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
         self._inbox.clear()
         self._ready.clear()
         self._handoff.clear()

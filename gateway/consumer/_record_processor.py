@@ -1,4 +1,4 @@
-"""The full path of one raw record in :class:`~gateway.consumer._hybrid.HybridConsumer`.
+"""The full path of one raw record in :class:`~gateway.consumer._hybrid_consumer.HybridConsumer`.
 
 The consumer fetches records and hands messages out; every record its plain fast paths do not
 take comes here, the one place that feeds a record to the sans-IO pipeline and acts on the events
@@ -25,7 +25,7 @@ from gateway.protocol.records import Record
 from gateway.store import Store
 
 
-class RecordPath:
+class RecordProcessor:
     """One raw record in, the message the application gets (or nothing) out.
 
     ``traced`` is set by the consumer with every fetched batch: a traced message gets its span here.
