@@ -28,7 +28,7 @@ class ReferenceFetcher:
     def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
         self._pending: dict[Hashable, Admission] = {}  # scanned and judged, not yet handled by the reader
-        self._inbox: deque[Hashable] = deque()  # scanned, not yet scheduled, in record order
+        self._queue: deque[Hashable] = deque()  # scanned, not yet scheduled, in record order
 
     @property
     def enabled(self) -> bool:
@@ -48,7 +48,7 @@ class ReferenceFetcher:
                 continue
             judged = self._pending[key] = self.resolver.judge(envelope, topic)
             if judged.refusal is None:
-                self._inbox.append(key)
+                self._queue.append(key)
         self.schedule()
 
     def schedule(self) -> None:
@@ -57,20 +57,20 @@ class ReferenceFetcher:
         Consecutive small payloads of one store that can return several at once go as one group:
         a round trip each would be most of their cost.
         """
-        while self._inbox:
-            key = self._inbox[0]
+        while self._queue:
+            key = self._queue[0]
             envelope = self._envelope_at(key)
             if envelope is not None and self.resolver.groups(envelope):
                 group = self._group_at_head(envelope.store)
                 taken = self.resolver.prefetch_many(group)
                 for _ in range(taken):
-                    self._inbox.popleft()
+                    self._queue.popleft()
                 if taken < len(group):
                     return  # over budget: resume here when a payload has been taken
                 continue
             if envelope is not None and not self.resolver.prefetch(key, envelope):
                 return  # over budget: resume here when a payload has been taken
-            self._inbox.popleft()
+            self._queue.popleft()
 
     def _envelope_at(self, key: Hashable) -> Envelope | None:
         judged = self._pending.get(key)
@@ -80,7 +80,7 @@ class ReferenceFetcher:
         """The queued envelopes from the head on that can share one request to ``store``."""
         group: list[tuple[Hashable, Envelope]] = []
         size = 0
-        for key in self._inbox:
+        for key in self._queue:
             envelope = self._envelope_at(key)
             if envelope is None or envelope.store != store or not self.resolver.groups(envelope):
                 break
@@ -121,10 +121,10 @@ class ReferenceFetcher:
         self.resolver.discard(keep)
         for key in [k for k in self._pending if not keep(k)]:
             del self._pending[key]
-        if self._inbox:
-            self._inbox = deque(k for k in self._inbox if keep(k))
+        if self._queue:
+            self._queue = deque(k for k in self._queue if keep(k))
 
     def clear(self) -> None:
         self.resolver.discard(lambda _: False)
         self._pending.clear()
-        self._inbox.clear()
+        self._queue.clear()
