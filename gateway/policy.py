@@ -9,21 +9,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Protocol
 
 from gateway.protocol.headers import Header
-
-
-class RouteKind(str, Enum):
-    """How a message travels: as one record, as LinkedIn-compatible segments, or as an envelope to a store.
-
-    A ``str`` enum so that metrics labels, span attributes and ``route="..."`` strings use the same words.
-    """
-
-    PLAIN = "plain"
-    CHUNKED = "chunked"
-    REFERENCE = "reference"
+from gateway.protocol.records import RouteKind as RouteKind  # the sans-IO core's type; its public name is here
 
 
 @dataclass(frozen=True, slots=True)

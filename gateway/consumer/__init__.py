@@ -1,5 +1,5 @@
 """The consumer: ``HybridConsumer``, its configuration, and the payload fetching it drives."""
 
-from gateway.consumer._hybrid import HybridConsumer
+from gateway.consumer._hybrid_consumer import HybridConsumer
 
 __all__ = ["HybridConsumer"]

@@ -1,4 +1,4 @@
-"""What :class:`~gateway.consumer._hybrid.HybridConsumer` does with the pipeline's events for one record.
+"""What :class:`~gateway.consumer._hybrid_consumer.HybridConsumer` does with the pipeline's events for one record.
 
 The librdkafka ``Message`` of the record is what the application receives: its value and headers
 are replaced by the whole message's, a reference is resolved into its payload, and LinkedIn's
@@ -137,7 +137,9 @@ class EventHandler:
             elif isinstance(event, InvalidRecord):
                 event.exception.kafka_message = msg
                 raise event.exception
-            elif isinstance(event, WholeMessage):  # CommitNeeded was answered before (gateway.consumer._record_path)
+            elif isinstance(
+                event, WholeMessage
+            ):  # CommitNeeded was answered before (gateway.consumer._record_processor)
                 message = event
         if dropped_error is not None:
             dropped_error.kafka_message = msg

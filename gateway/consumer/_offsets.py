@@ -1,4 +1,4 @@
-"""Commits, committed offsets, positions and seeks of :class:`~gateway.consumer._hybrid.HybridConsumer`.
+"""Commits, committed offsets, positions and seeks of :class:`~gateway.consumer._hybrid_consumer.HybridConsumer`.
 
 The pipeline does the translation (user offsets to safe offsets with LinkedIn's ``"<HW>,<meta>"``
 metadata and back, seek plans); this module makes the librdkafka calls around it. Committed offsets
@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
 
 from gateway.consumer._commits import GroupCommits
-from gateway.consumer._queue import FlowControl, RecordQueue, partition_of
+from gateway.consumer._inbox import FlowControl, Inbox, partition_of
 from gateway.core.commits import SeekPlan
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError, OffsetNotTrackedError
@@ -34,18 +34,16 @@ class OffsetDriver:
 
     def __init__(
         self,
-        consumer: Any,
         pipeline: ConsumerPipeline,
-        queue: RecordQueue,
+        queue: Inbox,
         commits: GroupCommits,
         flow: FlowControl,
         *,
         auto_offset_store: bool = True,
     ) -> None:
-        self._consumer = consumer
         self._flow = flow
         self._pipeline = pipeline
-        self._queue = queue
+        self._inbox = queue
         self.commits = commits
         self.auto_offset_store = auto_offset_store
         self.stored: dict[TopicPartitionKey, tuple[int, str]] = {}
@@ -65,10 +63,10 @@ class OffsetDriver:
     def positions(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """Where each partition really is: the first raw record not yet processed, else librdkafka's position."""
         wanted = list(tps)
-        out = self._queue.next_offsets(wanted)
+        out = self._inbox.next_offsets(wanted)
         rest = [TopicPartition(t, p) for t, p in wanted if (t, p) not in out]
         if rest:
-            for tp in self._consumer.position(rest):
+            for tp in self._inbox.fetch_positions(rest):
                 out[(tp.topic, tp.partition)] = tp.offset
         return {tp: out[tp] for tp in wanted if tp in out}
 
@@ -111,7 +109,7 @@ class OffsetDriver:
         return None
 
     def _delivered_positions(self) -> dict[TopicPartitionKey, int]:
-        assigned = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+        assigned = [(tp.topic, tp.partition) for tp in self._inbox.assignment()]
         return self._pipeline.commits.current_positions(self.positions(assigned))
 
     def delivered_safe_offsets(self) -> list[TopicPartition]:
@@ -168,8 +166,8 @@ class OffsetDriver:
         key = (partition.topic, partition.partition)
         offset = partition.offset
         if offset < 0:  # OFFSET_BEGINNING / OFFSET_END / OFFSET_STORED
-            self._consumer.seek(partition)
-            self._queue.drop(key)
+            self._inbox.seek(partition)
+            self._inbox.drop(key)
             self._pipeline.forget(key)
             self._flow.settle([key])
             self._pipeline.commits.set_high_watermark(key, 0)
@@ -183,7 +181,7 @@ class OffsetDriver:
         except OffsetNotTrackedError:
             plan = None  # only a seek to the committed position may go below the tracked range: read it first
         if plan is not None:
-            self._consumer.seek(TopicPartition(key[0], key[1], plan.target))
+            self._inbox.seek(TopicPartition(key[0], key[1], plan.target))
         stored = self.commits.read_one(key)
         view = GroupCommits.high_watermark_view(stored)
         final = translator.plan_seek(key, offset, view) if plan is None or view == offset else plan
@@ -192,8 +190,8 @@ class OffsetDriver:
             target = stored.offset
             high_watermark = view if view is not None else stored.offset
         if plan is None or target != plan.target:
-            self._consumer.seek(TopicPartition(key[0], key[1], target))
-        self._queue.drop(key)
+            self._inbox.seek(TopicPartition(key[0], key[1], target))
+        self._inbox.drop(key)
         self._pipeline.forget(key)
         self._flow.settle([key])
         self.commits.load_one(stored)
@@ -203,7 +201,7 @@ class OffsetDriver:
     def forget(self, keys: Sequence[TopicPartitionKey]) -> None:
         """Partitions leave: their queued records and state go; every HW is re-read from Kafka."""
         for key in keys:
-            self._queue.drop(key)
+            self._inbox.drop(key)
             self.stored.pop(key, None)
         self._pipeline.revoke(list(keys))
         self._flow.settle(keys)  # a partition paused for room does not stay paused in our books
@@ -212,9 +210,9 @@ class OffsetDriver:
         """Before an explicit assignment: forget partitions not in it, and treat explicit offsets as seeks."""
         keep = {(tp.topic, tp.partition) for tp in partitions}
         stale = {tp for tp in self._pipeline.partitions() if tp not in keep}
-        stale |= {key for key in self._queue.partitions() if key not in keep}
+        stale |= {key for key in self._inbox.partitions() if key not in keep}
         for key in stale:
-            self._queue.drop(key)
+            self._inbox.drop(key)
             self._pipeline.forget(key)
         self._flow.settle(stale)
         self.add(partitions)
@@ -224,14 +222,14 @@ class OffsetDriver:
         for tp in partitions:  # forget what was known, deliver from there
             if tp.offset >= 0 or tp.offset in (-1, -2):
                 key = (tp.topic, tp.partition)
-                self._queue.drop(key)
+                self._inbox.drop(key)
                 self._pipeline.forget(key)
                 self._flow.settle([key])
                 self._pipeline.commits.set_high_watermark(key, max(tp.offset, 0))
 
     def reset(self) -> None:
         """Unassign / unsubscribe: nothing queued, no partition state (holds stay until committed)."""
-        self._queue.clear()
+        self._inbox.clear()
         self._pipeline.reset()
         self._flow.reset()
 

@@ -1,4 +1,4 @@
-"""The keys :class:`~gateway.consumer._hybrid.HybridConsumer` owns, parsed once; the rest go to librdkafka.
+"""The keys :class:`~gateway.consumer._hybrid_consumer.HybridConsumer` owns, parsed once; the rest go to librdkafka.
 
 Keys it owns (LinkedIn's names and defaults where LinkedIn has them):
 

@@ -39,7 +39,7 @@ class CommitTranslator:
         self._holds: dict[TopicPartitionKey, set[int]] = {}
         self.busy: set[TopicPartitionKey] = set()
         """Partitions with holds: never on the fast path. Changed only here."""
-        self.lent_floor: Callable[[TopicPartitionKey], int | None] | None = None
+        self.handed_off_floor: Callable[[TopicPartitionKey], int | None] | None = None
         """Where commits of a partition must stay for what was handed out but has not reached the
         application (:class:`gateway.consumer.handoff.Handoff`); unlike holds it bounds commits only."""
 
@@ -149,7 +149,7 @@ class CommitTranslator:
     def _commit_floor(self, tp: TopicPartitionKey) -> int | None:
         """The lowest of the holds and of what is lent out: no commit of ``tp`` goes past it."""
         floor = self.floor(tp)
-        lent = None if self.lent_floor is None else self.lent_floor(tp)
+        lent = None if self.handed_off_floor is None else self.handed_off_floor(tp)
         if lent is None:
             return floor
         return lent if floor is None else min(floor, lent)

@@ -18,13 +18,12 @@ from gateway.errors import (
     LargeMessageDroppedError,
     PeerFormatError,
 )
-from gateway.policy import RouteKind
 from gateway.protocol.classify import Classified, RecordKind
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope
 from gateway.protocol.envelope_reader import EnvelopeKind, read_envelope
 from gateway.protocol.headers import LM_HEADER, Headers, delivered_lm_value, encode_delivered_lm, without
 from gateway.protocol.peers import PeerReader, PeerRecord
-from gateway.protocol.records import Record, TopicPartitionKey
+from gateway.protocol.records import Record, RouteKind, TopicPartitionKey
 
 
 @dataclass(slots=True)

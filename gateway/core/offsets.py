@@ -27,20 +27,20 @@ class DeferredDeliveries(Protocol):
     The pipeline that owns the offsets calls these, so no driver call site has to remember them.
     """
 
-    def settle(self) -> None:
+    def note_handed_out(self) -> None:
         """Note what was handed out as delivered: before anyone reads delivered offsets."""
 
-    def end(self) -> None:
-        """Settle, and stop handing out by count: before a partition's state changes."""
+    def close_batch(self) -> None:
+        """Note what was handed out, and stop handing out by count: before a partition's state changes."""
 
 
 class NoDeferredDeliveries:
     """A reader that notes every delivery at once (a Spark range, the unit tests)."""
 
-    def settle(self) -> None:
+    def note_handed_out(self) -> None:
         pass
 
-    def end(self) -> None:
+    def close_batch(self) -> None:
         pass
 
 

@@ -1,6 +1,6 @@
 """The consumer pipeline: one record in, typed events out, no I/O (LinkedIn's ``ConsumerRecordsProcessor``).
 
-Both readers drive it: :class:`~gateway.consumer._hybrid.HybridConsumer` feeds it what librdkafka fetched,
+Both readers drive it: :class:`~gateway.consumer._hybrid_consumer.HybridConsumer` feeds it what librdkafka fetched,
 and a Spark range task feeds it what it reads. It classifies each record once
 (:func:`~gateway.protocol.classify.classify`), reassembles segments, tracks delivered offsets and
 high watermarks, filters what was delivered before a restart, and answers with events
@@ -39,10 +39,9 @@ from gateway.core.offsets import (
     Progress,
 )
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
-from gateway.policy import RouteKind
 from gateway.protocol.classify import PLAIN_RECORD, Classified, classify
 from gateway.protocol.peers import PeerReader
-from gateway.protocol.records import Record, TopicPartitionKey
+from gateway.protocol.records import Record, RouteKind, TopicPartitionKey
 from gateway.protocol.segments import Segment
 
 __all__ = [
@@ -119,10 +118,10 @@ class ConsumerPipeline:
     def commits(self) -> CommitTranslator:
         """High watermarks, holds, commit and seek translation, for the driver to use directly.
 
-        What the driver handed out by count is settled first (:meth:`defer_deliveries`), so every
+        What the driver handed out by count is noted first (:meth:`defer_deliveries`), so every
         answer counts it.
         """
-        self._deferred.settle()
+        self._deferred.note_handed_out()
         return self._commits
 
     def defer_deliveries(self, deferred: DeferredDeliveries) -> None:
@@ -315,14 +314,14 @@ class ConsumerPipeline:
     # -- partitions come and go -------------------------------------------------------------------
     def forget(self, tp: TopicPartitionKey) -> None:
         """Drop one partition's buffered segments, tracking, HW and holds (seek, revoke, lost)."""
-        self._deferred.end()
+        self._deferred.close_batch()
         self._assembler.clear(tp)
         self._tracker.clear(tp)
         self._commits.clear(tp)
 
     def reset(self) -> None:
         """Forget every partition's segments, tracking and HWs (unassign, unsubscribe); holds stay."""
-        self._deferred.end()
+        self._deferred.close_batch()
         self._assembler.clear()
         self._tracker.clear()
         self._commits.clear_high_watermarks()
@@ -332,27 +331,27 @@ class ConsumerPipeline:
 
         For a reader that never commits or seeks (a Spark range): keeps its memory flat.
         """
-        self._deferred.end()
+        self._deferred.close_batch()
         self._tracker.clear(tp)
 
     def revoke(self, tps: list[TopicPartitionKey]) -> None:
         """Partitions leave (revoke, lost): their state goes, and every HW is re-read from Kafka."""
         for tp in tps:
             self.forget(tp)
-        self._deferred.end()
+        self._deferred.close_batch()
         self._commits.clear_high_watermarks()
 
     def partitions(self) -> list[TopicPartitionKey]:  # those with delivered-offset state
-        self._deferred.settle()
+        self._deferred.note_handed_out()
         return self._tracker.partitions()
 
     def delivered(self, tp: TopicPartitionKey) -> int | None:
-        self._deferred.settle()  # the offset of the last message delivered from ``tp``
+        self._deferred.note_handed_out()  # the offset of the last message delivered from ``tp``
         return self._tracker.delivered(tp)
 
     def progress(self) -> dict[TopicPartitionKey, Progress]:
         """Every partition's safe, delivered and first offsets (:meth:`DeliveredOffsetTracker.progress`)."""
-        self._deferred.settle()
+        self._deferred.note_handed_out()
         return self._tracker.progress()
 
     def plain_run_open(self, tp: TopicPartitionKey, offset: int) -> bool:
@@ -398,7 +397,7 @@ class ConsumerPipeline:
 
     def metrics(self) -> dict[str, int]:
         """``counters`` with the fast path folded in, and what the assembler holds now."""
-        self._deferred.settle()
+        self._deferred.note_handed_out()
         return _metrics(self.counters, self.fast_plain, self._assembler, self._tracker)
 
 

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from itertools import islice, repeat, starmap
 from typing import Any
 
-from confluent_kafka import Message
-
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.protocol.classify import are_plainly_plain, is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
@@ -96,15 +94,16 @@ def _one_plain_run(head: deque[Any] | list[Any], pipeline: ConsumerPipeline) -> 
     C-level passes over the records (one accessor each), not a Python loop: this is what lets a
     batch of small records cost little more than librdkafka's own ``consume``.
     """
-    if any(map(Message.error, head)):
-        return None
-    if not are_plainly_plain(list(map(Message.value, head)), list(map(Message.headers, head))):
-        return None
     first = head[0]
+    kind = type(first)  # the client's record type (one client fills one queue): its unbound accessors map at C speed
+    if any(map(kind.error, head)):
+        return None
+    if not are_plainly_plain(list(map(kind.value, head)), list(map(kind.headers, head))):
+        return None
     tp = (first.topic(), first.partition())
     n = len(head)
     # counted, not collected into sets: equal small ints and librdkafka's shared topic str compare by identity
-    if list(map(Message.partition, head)).count(tp[1]) != n or list(map(Message.topic, head)).count(tp[0]) != n:
+    if list(map(kind.partition, head)).count(tp[1]) != n or list(map(kind.topic, head)).count(tp[0]) != n:
         return None
     if not pipeline.plain_run_open(tp, first.offset()):
         return None

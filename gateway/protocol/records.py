@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from gateway.protocol.headers import Headers
 
@@ -10,6 +11,17 @@ Bytes = bytes | bytearray | memoryview
 
 TopicPartitionKey = tuple[str, int]
 """``(topic, partition)``: the one key every per-partition table of the library uses."""
+
+
+class RouteKind(str, Enum):
+    """How a message travels: as one record, as LinkedIn-compatible segments, or as an envelope to a store.
+
+    A ``str`` enum so that metrics labels, span attributes and ``route="..."`` strings use the same words.
+    """
+
+    PLAIN = "plain"
+    CHUNKED = "chunked"
+    REFERENCE = "reference"
 
 
 @dataclass(slots=True)

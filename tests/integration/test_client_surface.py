@@ -49,7 +49,7 @@ def test_a_closed_consumer_refuses_poll_with_records_still_queued(kafka: KafkaSe
     time.sleep(2)  # librdkafka prefetches all five, so the first fetch takes them together
     messages, _ = consume_all(consumer, 1)
     assert messages[0].value() == b"plain 0"
-    assert len(consumer._queue.raw) == 4  # fetched with it, waiting to be handed out
+    assert len(consumer._inbox.raw) == 4  # fetched with it, waiting to be handed out
     consumer.close()
     for call in (lambda: consumer.poll(0), lambda: consumer.consume(5, 0)):
         with pytest.raises(RuntimeError):

@@ -52,7 +52,7 @@ def _poll(consumer: HybridConsumer, n: int) -> list[int]:
 
 def _proven(consumer: HybridConsumer) -> bool:
     """Whether the path under test is the one handing out records now (else the test proves nothing)."""
-    return consumer._queue.proof is not None and consumer._queue.proven > 0
+    return consumer._inbox.plain_batch is not None and consumer._inbox.plain_left > 0
 
 
 def _committed(kafka: KafkaService, topic: str, group: str) -> int:
@@ -152,7 +152,7 @@ def test_consume_after_poll_emptied_a_proven_batch_commits_everything_delivered(
     group = f"proven-end-{topic}"
     consumer = _consumer(kafka, topic, group)
     assert _poll(consumer, 2 * BATCH) == list(range(2 * BATCH))  # the second batch proven, all of it handed out
-    assert consumer._queue.proof is not None and consumer._queue.proven == 0
+    assert consumer._inbox.plain_batch is not None and consumer._inbox.plain_left == 0
     got: list[int] = []
     while len(got) < BATCH:
         got += [m.offset() for m in consumer.consume(BATCH, 1)]

@@ -232,3 +232,36 @@ def test_no_store_capability_is_sniffed() -> None:
         (1, "topic"),
         (2, "holds_object"),
     ]
+
+
+def test_the_sans_io_core_imports_no_client_and_no_policy() -> None:
+    """``gateway/core`` and ``gateway/protocol`` run without confluent-kafka; the route kind comes from protocol."""
+    leaks = []
+    for name, path in modules().items():
+        if not name.startswith(("gateway.core", "gateway.protocol")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                targets = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            leaks += [
+                f"{name} imports {t}" for t in targets if t.split(".")[0] == "confluent_kafka" or t == "gateway.policy"
+            ]
+    assert leaks == []
+
+
+def test_only_the_inbox_calls_the_librdkafka_consumer() -> None:
+    """``gateway/consumer/_inbox.py`` makes and holds librdkafka's ``Consumer``; the rest of the consumer asks it."""
+    reaching = []
+    for name, path in modules().items():
+        if not name.startswith("gateway.consumer.") or name == "gateway.consumer._inbox":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "_consumer":
+                reaching.append(f"{name}:{node.lineno} reads ._consumer")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Consumer":
+                reaching.append(f"{name}:{node.lineno} makes a Consumer")
+    assert reaching == []

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Message
 
-from gateway.consumer._queue import RecordQueue
+from gateway.consumer._inbox import Inbox
 from gateway.consumer.config import FETCH_BATCH_BYTES, FETCH_QUEUE_BACKOFF_MS, QUEUED_MAX_KBYTES, parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
@@ -40,7 +40,7 @@ class Librdkafka:
 )
 def test_a_fetch_holds_about_the_byte_bound(size: int, taken: int) -> None:
     inner = Librdkafka(size)
-    queue = RecordQueue(inner, 500, ReferenceFetcher(Resolver({})), 8_000_000, ConsumerPipeline())
+    queue = Inbox(inner, 500, ReferenceFetcher(Resolver({})), 8_000_000, ConsumerPipeline())
     assert queue.fetch(1.0)
     assert len(queue.raw) == taken
     assert inner.asked == ([taken - 1] if taken > 1 else [])
@@ -71,21 +71,21 @@ def test_linkedin_reset_keys_are_refused_with_the_way_out() -> None:
     assert settings.bad_segments_as_payload and "exception.on.invalid.offset.reset" not in conf
 
 
-def _proven_queue() -> tuple[RecordQueue, ConsumerPipeline]:
+def _proven_queue() -> tuple[Inbox, ConsumerPipeline]:
     """A queue holding a fetched batch of 40 plain records, proven: its first record handed out."""
     pipeline = ConsumerPipeline()
     pipeline.commits.load_commit(("t", 0), None, None)
-    queue = RecordQueue(Librdkafka(10), 40, ReferenceFetcher(Resolver({})), 8_000_000, pipeline)
+    queue = Inbox(Librdkafka(10), 40, ReferenceFetcher(Resolver({})), 8_000_000, pipeline)
     assert queue.fetch(1.0)
-    first = queue.prove()
-    assert first is not None and first.offset() == 1 and queue.proven == 39
+    first = queue.open_plain_batch()
+    assert first is not None and first.offset() == 1 and queue.plain_left == 39
     return queue, pipeline
 
 
-def _hand_out_by_count(queue: RecordQueue, n: int) -> None:
+def _hand_out_by_count(queue: Inbox, n: int) -> None:
     """What ``poll()``'s hottest path does: no call into the queue, no offset noted."""
     for _ in range(n):
-        queue.proven -= 1
+        queue.plain_left -= 1
         queue.raw.popleft()
 
 
@@ -103,19 +103,19 @@ def test_every_reader_of_delivered_offsets_sees_what_was_handed_out_by_count() -
     assert positions == {("t", 0): 18}
     _hand_out_by_count(queue, 1)
     assert pipeline.metrics()["plain.messages"] == 18
-    assert queue.proof is not None and queue.proven == 22  # reading keeps the proof
+    assert queue.plain_batch is not None and queue.plain_left == 22  # reading keeps the proof
 
 
 def test_the_proof_ends_before_anything_else_changes_the_queue_or_a_partition() -> None:
     queue, pipeline = _proven_queue()
     _hand_out_by_count(queue, 4)
     pipeline.revoke([("t", 1)])  # another partition leaves: every HW is re-read, the proof ends first
-    assert queue.proof is None and queue.proven == 0
+    assert queue.plain_batch is None and queue.plain_left == 0
     assert pipeline.tracker.delivered(("t", 0)) == 5  # noted before the HWs went
     queue, pipeline = _proven_queue()
     _hand_out_by_count(queue, 2)
     assert queue.pop().offset() == 4  # the full path takes the next record: what went before is noted first
-    assert queue.proof is None and pipeline.tracker.delivered(("t", 0)) == 3
+    assert queue.plain_batch is None and pipeline.tracker.delivered(("t", 0)) == 3
     queue, pipeline = _proven_queue()
     queue.drop(("t", 0))
-    assert queue.proof is None and not queue.raw and pipeline.tracker.delivered(("t", 0)) == 1
+    assert queue.plain_batch is None and not queue.raw and pipeline.tracker.delivered(("t", 0)) == 1

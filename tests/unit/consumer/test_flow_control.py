@@ -6,7 +6,7 @@ from typing import Any
 
 from confluent_kafka import Message, TopicPartition
 
-from gateway.consumer._queue import FlowControl, RecordQueue
+from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
@@ -32,12 +32,12 @@ class Librdkafka:
         self.calls.append(("seek", (partition.topic, partition.partition, partition.offset)))
 
 
-def _flow() -> tuple[FlowControl, Librdkafka, RecordQueue]:
+def _flow() -> tuple[FlowControl, Librdkafka, Inbox]:
     settings, _ = parse_consumer_config({"group.id": "g"})
     pipeline = settings.pipeline(awaits_commits=True, pauses=True)
     inner = Librdkafka()
-    queue = RecordQueue(inner, 500, ReferenceFetcher(Resolver({})), 2_000_000, pipeline)
-    return FlowControl(inner, queue, pipeline), inner, queue
+    queue = Inbox(inner, 500, ReferenceFetcher(Resolver({})), 2_000_000, pipeline)
+    return FlowControl(queue, pipeline), inner, queue
 
 
 def _record(partition: int, offset: int) -> Message:

@@ -144,7 +144,7 @@ def test_a_commit_stays_at_the_floor_safe_offset_and_high_watermark_alike() -> N
     for offset in range(5):
         pipeline.feed(A, Record(offset, None, b"v", None))
     assert pipeline.commits.safe_offsets_to_commit({A: (5, "")}, False) == {A: (5, "5,")}
-    pipeline.commits.lent_floor = lambda tp: 3 if tp == A else None
+    pipeline.commits.handed_off_floor = lambda tp: 3 if tp == A else None
     assert pipeline.commits.safe_offsets_to_commit({A: (5, "")}, False) == {A: (3, "3,")}
     assert pipeline.commits.safe_offset(A) == 5  # the _so a record carries is not about the handoff
 

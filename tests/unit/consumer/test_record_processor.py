@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Message, TopicPartition
 
+from gateway import tracing
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._events import EventHandler
+from gateway.consumer._inbox import FlowControl
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import FlowControl
-from gateway.consumer._record_path import RecordPath
+from gateway.consumer._record_processor import RecordProcessor
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
@@ -48,23 +49,24 @@ class Released:
 
 
 class Queue:
-    """The parts of :class:`~gateway.consumer._queue.RecordQueue` the record path reads: what is queued, the fetcher."""
+    """The parts of :class:`~gateway.consumer._inbox.Inbox` the record path reads: what is queued, the fetcher."""
 
     def __init__(self) -> None:
         self.raw: deque[Message] = deque()
         self.refs = Released()
 
 
-def _path(stores: dict[str, Any] | None = None) -> tuple[RecordPath, Librdkafka, Queue, ConsumerPipeline]:
+def _path(stores: dict[str, Any] | None = None) -> tuple[RecordProcessor, Librdkafka, Queue, ConsumerPipeline]:
     settings, conf = parse_consumer_config({"group.id": "g"})
     pipeline = settings.pipeline(awaits_commits=True)  # as the consumer's: it asks for each partition's commit
     inner, queue = Librdkafka(), Queue()
-    flow = FlowControl(inner, queue, pipeline)
-    offsets = OffsetDriver(inner, pipeline, queue, GroupCommits(BindingGroupOffsets(inner), pipeline, None), flow)  # type: ignore[arg-type]
+    flow = FlowControl(queue, pipeline)  # type: ignore[arg-type]
+    offsets = OffsetDriver(pipeline, queue, GroupCommits(BindingGroupOffsets(inner), pipeline, None), flow)  # type: ignore[arg-type]
     events = EventHandler.for_consumer(
         settings, conf, pipeline, ReferenceFetcher(Resolver({})), None, logging.getLogger("test")
     )
-    path = RecordPath(pipeline, events, offsets, queue, stores or {}, flow, keys_read=False)  # type: ignore[arg-type]
+    spans = tracing.ConsumerTelemetry({})
+    path = RecordProcessor(pipeline, events, offsets, queue, stores or {}, flow, spans, keys_read=False)  # type: ignore[arg-type]
     return path, inner, queue, pipeline
 
 

@@ -22,11 +22,11 @@ from confluent_kafka.error import KeyDeserializationError, ValueDeserializationE
 from gateway import tracing
 from gateway.auditing import Auditor
 from gateway.consumer._commits import GroupCommits
+from gateway.consumer._confluent_methods import ConfluentMethods
 from gateway.consumer._events import EventHandler
+from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import FlowControl, RecordQueue
-from gateway.consumer._record_path import RecordPath
-from gateway.consumer._surface import ConsumerSurface
+from gateway.consumer._record_processor import RecordProcessor
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 # the stubs narrow three returns the C code does not (cluster_id, get_watermark_offsets, commit): ours keep its
-class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
+class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
     """Drop-in for ``confluent_kafka.Consumer`` that reassembles and resolves large messages.
 
     A ``Consumer`` subclass, as ``DeserializingConsumer`` is, that overrides every method and drives
@@ -49,7 +49,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
     """
 
     # what poll() reads, in slots: on a subclass of a C type, instance-dict reads are twice as slow
-    __slots__ = ("_auto_commit", "_deserialize", "_deserializers", "_handoff", "_queue", "_runs_now", "_spans")
+    __slots__ = ("_auto_commit", "_deserialize", "_deserializers", "_handoff", "_inbox", "_plain_runs_on", "_spans")
 
     def __init__(
         self,
@@ -74,45 +74,44 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
-        self._consumer: Any = Consumer(conf)  # librdkafka's stubs type fields Optional; we know better here
         self._pipeline = settings.pipeline(awaits_commits=True, pauses=True)
-        self._queue = RecordQueue(
-            self._consumer, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes, self._pipeline
+        self._spans = tracing.ConsumerTelemetry(conf)  # process spans end when the application is back
+        self._inbox = Inbox.open(
+            conf, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes, self._pipeline
         )
-        self._flow = FlowControl(self._consumer, self._queue, self._pipeline)
-        self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._queue.refs, auditor, log)
+        self._flow = FlowControl(self._inbox, self._pipeline)
+        self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._inbox.refs, auditor, log)
         commits = GroupCommits(
-            group_offsets(self._consumer),
+            group_offsets(self._inbox.client),
             self._pipeline,
             settings.on_commit,
             self._events.warnings,
             encoding=settings.commit_encoding,
         )
         self._offsets = OffsetDriver(
-            self._consumer,
             self._pipeline,
-            self._queue,
+            self._inbox,
             commits,
             self._flow,
             auto_offset_store=settings.auto_offset_store,
         )
-        self._path = RecordPath(
+        self._path = RecordProcessor(
             self._pipeline,
             self._events,
             self._offsets,
-            self._queue,
+            self._inbox,
             self.stores,
             self._flow,
+            self._spans,
             keys_read=settings.peers is not None,
         )
-        self._spans = self._path.spans = tracing.ConsumerTelemetry(conf)  # process spans end when the app is back
         self._deferred: BaseException | None = None
         self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
-        self._plain_runs = auditor is None  # an audited message is counted one by one, on the full path
-        self._runs_now = False  # _plain_runs unless tracing is on; looked up once per fetched batch
-        self._handoff = Handoff(self._pipeline.progress, self._queue.end)
-        self._pipeline.commits.lent_floor = self._handoff.floor
+        self._plain_runs_allowed = auditor is None  # an audited message is counted one by one, on the full path
+        self._plain_runs_on = False  # _plain_runs unless tracing is on; looked up once per fetched batch
+        self._handoff = Handoff(self._pipeline.progress, self._inbox.close_batch)
+        self._pipeline.commits.handed_off_floor = self._handoff.floor
         self._closed = False
 
     # -- fetching and processing -------------------------------------------------------------
@@ -120,10 +119,10 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         """One whole message, an error event, or ``None`` when ``timeout`` passes. A record that cannot
         become a message raises a typed :class:`~gateway.errors.GatewayError` carrying it in ``kafka_message``
         (a refused deserialization confluent-kafka's ``Key/ValueDeserializationError``); the next goes on."""
-        queue = self._queue
-        proven = queue.proven
-        if proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._queue)
-            queue.proven = proven - 1
+        queue = self._inbox
+        proven = queue.plain_left
+        if proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._inbox)
+            queue.plain_left = proven - 1
             head: Message = queue.raw.popleft()
             if self._auto_commit:
                 self._auto_commit_when_due()
@@ -132,7 +131,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
             self._spans.release()
         if self._handoff.returned:  # what a driver handed over and got back goes first (gateway.consumer.handoff)
             return self._handoff.take_one()  # type: ignore[no-any-return]
-        if queue.raw and self._runs_now and self._deferred is None and not self._ready:
+        if queue.raw and self._plain_runs_on and self._deferred is None and not self._ready:
             plain: Message | None = queue.take_plain_head()  # the hot path: delivered by bookkeeping alone
             if plain is not None:
                 if self._auto_commit:
@@ -157,10 +156,10 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
 
     def _fetch(self, timeout: float) -> bool:
         """One batch into the queue; whether plain runs may be taken is decided again for it."""
-        fetched = self._queue.fetch(timeout)
+        fetched = self._inbox.fetch(timeout)
         self._offsets.commits.serve_results()  # on_commit runs when the consumer polls, as in confluent-kafka
         self._refresh_runs()
-        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._queue)
+        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._inbox)
             self._waited(fetched)
         return fetched
 
@@ -178,14 +177,14 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
     def _refresh_runs(self) -> bool:
         """Whether plain records may go by bookkeeping alone: decided again with every fetched batch."""
         traced = self._path.traced = tracing.enabled()  # looked up with every fetch, not for every record
-        self._runs_now = self._plain_runs and not traced  # a traced message gets its span on the full path
-        return self._runs_now
+        self._plain_runs_on = self._plain_runs_allowed and not traced  # a traced message gets its span on the full path
+        return self._plain_runs_on
 
     def _next_whole(self, timeout: float) -> Message | None:
         """The next whole message from the queue (fetching as needed), before any deserializer."""
         self._auto_commit_when_due()
         deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
-        queue = self._queue
+        queue = self._inbox
         while True:
             while queue.raw:  # records poll()'s hot path left: they need the full path
                 out = self._path.handle(queue.pop())
@@ -195,7 +194,9 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
                 deadline = time.monotonic() + timeout
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             if self._fetch(remaining):
-                out = (queue.prove() or queue.take_plain_head()) if self._runs_now else None  # the hot path too
+                out = (
+                    (queue.open_plain_batch() or queue.take_plain_head()) if self._plain_runs_on else None
+                )  # the hot path too
                 if out is not None:
                     return out  # type: ignore[no-any-return]
             elif deadline is not None and time.monotonic() >= deadline:
@@ -217,11 +218,11 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
         before = self._pipeline.progress() if self._deserialize else None
         out: list[Message] = []
         try:
-            queue = self._queue
-            if queue.proven:  # the rest of a batch poll() proved
+            queue = self._inbox
+            if queue.plain_left:  # the rest of a batch poll() proved
                 self._take_some_proven(out, num_messages)
             else:
-                if not queue.raw and self._runs_now and self._deferred is None and not self._ready:
+                if not queue.raw and self._plain_runs_on and self._deferred is None and not self._ready:
                     out = self._fetch_proven(num_messages, timeout)
                     if out and self._deserialize:
                         self._deserializers.apply_from(out, 0, self._ready)
@@ -233,7 +234,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
                 self._take_some_proven(out, num_messages)
             self._fill(out, num_messages)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
-            self._queue.end()  # what is ready or deferred goes before the rest of a proven batch
+            self._inbox.close_batch()  # what is ready or deferred goes before the rest of a proven batch
             if self._ready and before is not None:  # delivered, not received: no commit may cover them yet
                 kept: list[Any] = list(self._ready)
                 self._handoff.hold(before, {(m.topic(), m.partition()) for m in kept})
@@ -245,22 +246,22 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
     def _fetch_proven(self, limit: int, timeout: float) -> list[Message]:
         """A fetched batch handed out as it came when it is proven plain; else queued for the full path."""
         self._auto_commit_when_due()
-        batch = self._queue.fetch_batch(timeout, limit)
+        batch = self._inbox.fetch_batch(timeout, limit)
         self._offsets.commits.serve_results()
         if self._refresh_runs():
-            return self._queue.proven_whole(batch)
-        self._queue.enqueue(batch)
+            return self._inbox.proven_whole(batch)
+        self._inbox.enqueue(batch)
         return []
 
     def _take_some_proven(self, out: list[Message], limit: int) -> None:
         taken = len(out)
-        self._queue.take_proven(out, limit)
+        self._inbox.take_proven(out, limit)
         if self._deserialize:
             self._deserializers.apply_from(out, taken, self._ready)
 
     def _fill(self, out: list[Message], limit: int) -> None:
         """``out`` up to ``limit`` from what is ready, queued or fetched without waiting."""
-        queue = self._queue
+        queue = self._inbox
         while self._ready and len(out) < limit:
             self._hand_out(out, self._take_ready())
         while len(out) < limit:
@@ -268,7 +269,7 @@ class HybridConsumer(ConsumerSurface, Consumer):  # type: ignore[misc]
                 break
             while queue.raw and len(out) < limit:  # straight from the queue: no per-message poll()
                 taken = len(out)
-                if self._runs_now and queue.take_plain(out, limit):
+                if self._plain_runs_on and queue.take_plain(out, limit):
                     if self._deserialize:
                         self._deserializers.apply_from(out, taken, self._ready)
                     continue

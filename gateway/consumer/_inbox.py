@@ -1,15 +1,18 @@
-"""The consumer's local queue of raw records, fetched from librdkafka in batches.
+"""The consumer's inbox: the one owner of its librdkafka consumer and of the raw records fetched from it.
 
-Records wait here until ``poll`` hands one to the pipeline, so a message counts as delivered
-(and becomes committable) only when the application receives it. Each fetched batch is scanned
-once for envelopes, whose payloads start downloading while the queue drains.
+Every call into librdkafka's ``Consumer`` is made here (fetching, membership, seeks, positions,
+pauses, metadata); the rest of the consumer asks the inbox. Records wait here until ``poll`` hands
+one to the pipeline, so a message counts as delivered (and becomes committable) only when the
+application receives it. Each fetched batch is scanned once for envelopes, whose payloads start
+downloading while the queue drains.
 
-The queue also owns the one ordering rule of its fast path. A fetched batch proven plain
+The inbox also owns the one ordering rule of its fast path. A fetched batch proven plain
 (:class:`~gateway.core.plain_runs.ProvenBatch`) is handed out by count alone, and what was handed
-out is noted as delivered lazily. The queue is the pipeline's
-:class:`~gateway.core.offsets.DeferredDeliveries`: the pipeline settles it before anyone reads
-delivered offsets and ends it before a partition's state changes, and the queue ends it before
-anything else is taken from it or the queue itself changes. No caller has to remember.
+out is noted as delivered lazily. The inbox is the pipeline's
+:class:`~gateway.core.offsets.DeferredDeliveries`: the pipeline has it note what was handed out
+before anyone reads delivered offsets and close the batch before a partition's state changes, and
+the inbox closes it before anything else is taken from it or the queue itself changes. No caller
+has to remember.
 
 What is fetched is also steered here: :class:`FlowControl` pauses the partitions that must wait
 for room in the assembler, seeks them back and resumes them (:mod:`gateway.core.flow`).
@@ -23,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.core.events import Event, FlowChange
@@ -40,9 +43,9 @@ def partition_of(msg: Any) -> TopicPartitionKey:
     return (msg.topic(), msg.partition())
 
 
-class RecordQueue:
+class Inbox:
     # slots: poll()'s hottest path reads and writes ``proven`` and ``raw`` for every record
-    __slots__ = ("_consumer", "_fresh", "_pipeline", "batch", "batch_bytes", "proof", "proven", "raw", "refs")
+    __slots__ = ("_consumer", "_fresh", "_pipeline", "batch", "batch_bytes", "plain_batch", "plain_left", "raw", "refs")
 
     def __init__(
         self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
@@ -56,51 +59,58 @@ class RecordQueue:
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
         self._fresh = False  # a batch was fetched and take_plain_batch has not looked at it yet
-        self.proof: ProvenBatch | None = None
+        self.plain_batch: ProvenBatch | None = None
         """The fetched batch ``poll()`` hands out by count alone (its records are still at the head)."""
-        self.proven = 0
+        self.plain_left = 0
         """How many of the proof's records are still at the head: ``poll()``'s hot path takes them by count."""
         pipeline.defer_deliveries(self)
 
+    @classmethod
+    def open(
+        cls, conf: dict[str, Any], batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
+    ) -> Inbox:
+        """The inbox of a new librdkafka consumer made from ``conf`` (librdkafka's keys only)."""
+        return cls(Consumer(conf), batch, refs, batch_bytes, pipeline)
+
     # -- the proven batch (gateway.core.offsets.DeferredDeliveries) ------------------------------
-    def settle(self) -> None:
+    def note_handed_out(self) -> None:
         """What was handed out of the proven batch is noted as delivered: before anything reads offsets."""
-        proof = self.proof
+        proof = self.plain_batch
         if proof is not None:
-            proof.note(self._pipeline, len(proof.records) - self.proven)
+            proof.note(self._pipeline, len(proof.records) - self.plain_left)
 
-    def end(self) -> None:
+    def close_batch(self) -> None:
         """Settle and drop the proof: before anything else is taken, or a partition's state changes."""
-        if self.proof is not None:
-            self.settle()
-            self.proof, self.proven = None, 0
+        if self.plain_batch is not None:
+            self.note_handed_out()
+            self.plain_batch, self.plain_left = None, 0
 
-    def prove(self) -> Any | None:
+    def open_plain_batch(self) -> Any | None:
         """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
-        self.end()
+        self.close_batch()
         proof = ProvenBatch.prove(list(self.raw), self._pipeline)
         if proof is None:
             return None
-        self.proof, self.proven = proof, len(proof.records) - 1
+        self.plain_batch, self.plain_left = proof, len(proof.records) - 1
         return self.raw.popleft()
 
     def take_proven(self, out: list[Any], limit: int) -> None:
         """What is left of the proven batch, up to ``limit`` in ``out``, in bulk."""
-        take = min(self.proven, limit - len(out))
+        take = min(self.plain_left, limit - len(out))
         out.extend(islice(self.raw, take))
         drop_head(self.raw, take)
-        self.proven -= take
-        if not self.proven:
-            self.end()
+        self.plain_left -= take
+        if not self.plain_left:
+            self.close_batch()
 
     def pop(self) -> Any:
         """The head record, for the full path."""
-        self.end()
+        self.close_batch()
         return self.raw.popleft()
 
     def take_plain_head(self) -> Any | None:
         """The head, taken out if it is plainly plain and its partition allows a run; else None."""
-        self.end()
+        self.close_batch()
         head = self.raw[0]
         if (
             head.error() is None
@@ -132,7 +142,7 @@ class RecordQueue:
 
     def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
         """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
-        self.end()
+        self.close_batch()
         first = self._consumer.poll(timeout)
         if first is None:
             return []
@@ -145,7 +155,7 @@ class RecordQueue:
         """Fetched records behind those queued; referenced payloads among them start downloading."""
         if not batch:
             return
-        self.end()
+        self.close_batch()
         self.raw.extend(batch)
         self._fresh = True
         if self.refs.enabled:
@@ -161,7 +171,7 @@ class RecordQueue:
         The whole-batch test runs once per fetched batch, so a mixed batch is not scanned again
         for every run in it; then runs of one partition (see :mod:`gateway.core.plain_runs`).
         """
-        self.end()
+        self.close_batch()
         if self._fresh:
             self._fresh = False
             moved = take_plain_batch(self.raw, self._pipeline, out, limit)
@@ -196,7 +206,7 @@ class RecordQueue:
 
     def drop(self, key: TopicPartitionKey) -> None:
         """Forget ``key``'s queued records and the payloads fetched ahead for them (seek, revoke)."""
-        self.end()
+        self.close_batch()
         if self.raw:
             kept = [m for m in self.raw if partition_of(m) != key]
             self.raw.clear()
@@ -204,9 +214,74 @@ class RecordQueue:
         self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
 
     def clear(self) -> None:
-        self.end()
+        self.close_batch()
         self.raw.clear()
         self.refs.clear()
+
+    # -- librdkafka's consumer: every other call to it (membership, positions, metadata) -----------
+    @property
+    def client(self) -> Any:
+        """The librdkafka consumer itself, for ``HybridConsumer.inner`` and the native group-offset calls."""
+        return self._consumer
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self._consumer.subscribe(topics, **callbacks)
+
+    def unsubscribe(self) -> None:
+        self._consumer.unsubscribe()
+
+    def assign(self, partitions: list[TopicPartition], *, incremental: bool = False) -> None:
+        (self._consumer.incremental_assign if incremental else self._consumer.assign)(partitions)
+
+    def unassign(self, partitions: list[TopicPartition] | None = None) -> None:
+        """All partitions, or (``incremental_unassign``) those given."""
+        if partitions is None:
+            self._consumer.unassign()
+        else:
+            self._consumer.incremental_unassign(partitions)
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._consumer.assignment())
+
+    def seek(self, partition: TopicPartition) -> None:
+        self._consumer.seek(partition)
+
+    def fetch_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """librdkafka's positions: the offset after the last record it returned (queued ones included)."""
+        return list(self._consumer.position(partitions))
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.pause(partitions)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.resume(partitions)
+
+    # read-only questions, answered as confluent-kafka answers them
+    def cluster_id(self, timeout: float) -> str | None:
+        return self._consumer.cluster_id(timeout)  # type: ignore[no-any-return]
+
+    def consumer_group_metadata(self) -> Any:
+        return self._consumer.consumer_group_metadata()
+
+    def get_watermark_offsets(self, partition: TopicPartition, **kwargs: Any) -> tuple[int, int] | None:
+        return self._consumer.get_watermark_offsets(partition, **kwargs)  # type: ignore[no-any-return]
+
+    def list_topics(self, topic: str | None, timeout: float) -> Any:
+        return self._consumer.list_topics(topic=topic, timeout=timeout)
+
+    def memberid(self) -> Any:
+        return self._consumer.memberid()
+
+    def offsets_for_times(self, partitions: list[TopicPartition], **kwargs: Any) -> list[TopicPartition]:
+        return list(self._consumer.offsets_for_times(partitions, **kwargs))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        self._consumer.set_sasl_credentials(username, password)
+
+    def close(self) -> None:
+        """Drop what is queued, then close librdkafka's consumer (its last callbacks run now)."""
+        self.clear()
+        self._consumer.close()
 
 
 class FlowControl:
@@ -226,9 +301,8 @@ class FlowControl:
     when the pipeline lets it go on, and its ``resume`` does not undo a pause for room.
     """
 
-    def __init__(self, consumer: Any, queue: RecordQueue, pipeline: ConsumerPipeline) -> None:
-        self._consumer = consumer
-        self._queue = queue
+    def __init__(self, inbox: Inbox, pipeline: ConsumerPipeline) -> None:
+        self._inbox = inbox
         self._pipeline = pipeline
         self.paused: dict[TopicPartitionKey, int] = {}
         """Paused for room, with the offset each is read again from."""
@@ -243,19 +317,19 @@ class FlowControl:
     def apply(self, change: FlowChange) -> None:
         if change.waits:
             for wait in change.waits:
-                self._queue.drop(wait.tp)
-            self._consumer.pause([TopicPartition(t, p) for (t, p), _ in _latest(change.waits)])
+                self._inbox.drop(wait.tp)
+            self._inbox.pause([TopicPartition(t, p) for (t, p), _ in _latest(change.waits)])
             for tp, at in _latest(change.waits):
-                self._consumer.seek(TopicPartition(tp[0], tp[1], at))
+                self._inbox.seek(TopicPartition(tp[0], tp[1], at))
                 self.paused[tp] = at
                 log.info("%s[%d] waits for room in the assembler; read again from %d", tp[0], tp[1], at)
         resumes = [(tp, at) for tp, at in _latest(change.resumes) if self.paused.pop(tp, None) is not None]
         if resumes:
             go = [TopicPartition(t, p) for (t, p), _ in resumes if (t, p) not in self.user_paused]
             if go:
-                self._consumer.resume(go)
+                self._inbox.resume(go)
             for tp, at in resumes:
-                self._consumer.seek(TopicPartition(tp[0], tp[1], at))
+                self._inbox.seek(TopicPartition(tp[0], tp[1], at))
 
     def settle(self, keys: Iterable[TopicPartitionKey]) -> None:
         """Partitions left or were sought (their state is gone): ours are resumed as they are; then
@@ -264,7 +338,7 @@ class FlowControl:
         go = [TopicPartition(t, p) for t, p in mine if (t, p) not in self.user_paused]
         if go:
             try:
-                self._consumer.resume(go)
+                self._inbox.resume(go)
             except KafkaException as exc:  # a partition no longer assigned: nothing stays paused anyway
                 log.debug("resume of partitions that left: %s", exc)
         for change in self._pipeline.flow_changes():
@@ -277,7 +351,7 @@ class FlowControl:
 
     # -- the application's own pause and resume -------------------------------------------------
     def user_pause(self, partitions: Sequence[TopicPartition]) -> None:
-        self._consumer.pause(list(partitions))
+        self._inbox.pause(list(partitions))
         self.user_paused.update((tp.topic, tp.partition) for tp in partitions)
 
     def user_resume(self, partitions: Sequence[TopicPartition]) -> None:
@@ -285,7 +359,7 @@ class FlowControl:
         self.user_paused.difference_update(keys)
         rest = [tp for tp, key in zip(partitions, keys, strict=True) if key not in self.paused]
         if rest:
-            self._consumer.resume(rest)
+            self._inbox.resume(rest)
 
 
 def _latest(waits: Sequence[Wait]) -> list[tuple[TopicPartitionKey, int]]:

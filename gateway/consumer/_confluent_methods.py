@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from gateway.auditing import Auditor
 from gateway.consumer._events import EventHandler
+from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
-from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.consumer.handoff import Handoff
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
@@ -27,13 +27,12 @@ from gateway.tracing import ConsumerTelemetry
 log = logging.getLogger(__name__)
 
 
-class ConsumerSurface:
+class ConfluentMethods:
     """Mixed into :class:`~gateway.HybridConsumer`, which provides its clients, driver and pipeline."""
 
-    _consumer: Any
     _offsets: OffsetDriver
     _pipeline: ConsumerPipeline
-    _queue: RecordQueue
+    _inbox: Inbox
     _resolver: Resolver
     _events: EventHandler
     _flow: FlowControl
@@ -41,7 +40,7 @@ class ConsumerSurface:
     _auditor: Auditor | None
     _ready: deque[Message]
     _auto_commit: bool
-    _runs_now: bool
+    _plain_runs_on: bool
     _spans: ConsumerTelemetry
     _closed = True
     """Until ``__init__`` has run, and after ``close()``: calls raise ``RuntimeError("Consumer closed")``."""
@@ -67,8 +66,8 @@ class ConsumerSurface:
             except Exception as exc:  # noqa: BLE001 - raised by an application callback inside the commit
                 log.warning("a callback raised while the consumer committed on close: %r", exc)
         self._closed = True
-        self._runs_now = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
-        self._queue.clear()
+        self._plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
+        self._inbox.clear()
         self._ready.clear()
         self._handoff.clear()
         self._resolver.close()
@@ -77,7 +76,7 @@ class ConsumerSurface:
             self._auditor.close()
         self._offsets.commits.close()
         try:
-            self._consumer.close()
+            self._inbox.close()
         except Exception as exc:  # noqa: BLE001 - only callbacks raise here; librdkafka's handle is gone already
             log.warning("a callback raised while the consumer closed: %r", exc)
 
@@ -98,7 +97,7 @@ class ConsumerSurface:
     @property
     def inner(self) -> Consumer:
         """The wrapped librdkafka consumer; reading from it directly bypasses reassembly and tracking."""
-        return self._consumer  # type: ignore[no-any-return]
+        return self._inbox.client  # type: ignore[no-any-return]
 
     def __enter__(self) -> Any:
         return self
@@ -110,12 +109,12 @@ class ConsumerSurface:
         """Add partitions to the assignment; an explicit offset is a seek, as in ``assign``."""
         self._check_open()
         self._offsets.add(partitions)
-        self._consumer.incremental_assign(list(partitions))
+        self._inbox.assign(list(partitions), incremental=True)
 
     def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
         """Remove partitions; their queued records, pending segments and stored offsets go with them."""
         self._check_open()
-        self._consumer.incremental_unassign(list(partitions))
+        self._inbox.unassign(list(partitions))
         self._offsets.forget([(tp.topic, tp.partition) for tp in partitions])
 
     def store_offsets(self, message: Message | None = None, offsets: Sequence[TopicPartition] | None = None) -> None:
@@ -134,8 +133,8 @@ class ConsumerSurface:
         segment of the first message at or after the time; ``seek`` to it delivers that message whole.
         """
         if timeout is None or timeout < 0:
-            return list(self._consumer.offsets_for_times(list(partitions)))
-        return list(self._consumer.offsets_for_times(list(partitions), timeout=timeout))
+            return self._inbox.offsets_for_times(list(partitions))
+        return self._inbox.offsets_for_times(list(partitions), timeout=timeout)
 
     def safe_offsets(self) -> list[TopicPartition]:
         """Commit-ready offsets of what was delivered, for ``send_offsets_to_transaction``.
@@ -148,19 +147,19 @@ class ConsumerSurface:
 
     def consumer_group_metadata(self) -> Any:
         """The group's metadata, for ``HybridProducer.send_offsets_to_transaction`` in consume-transform-produce."""
-        return self._consumer.consumer_group_metadata()
+        return self._inbox.consumer_group_metadata()
 
     def cluster_id(self, timeout: float = -1) -> str | None:
         """The cluster's id, as confluent-kafka's: to tell which cluster a consumer reads."""
-        return self._consumer.cluster_id(timeout)  # type: ignore[no-any-return]
+        return self._inbox.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """Rotate the SASL user and password without a new consumer (and without losing buffered segments)."""
-        self._consumer.set_sasl_credentials(username, password)
+        self._inbox.set_sasl_credentials(username, password)
 
     def assignment(self) -> list[TopicPartition]:
         """The partitions this consumer holds now, as confluent-kafka's."""
-        return list(self._consumer.assignment())
+        return self._inbox.assignment()
 
     def pause(self, partitions: Sequence[TopicPartition]) -> None:
         """Stop fetching ``partitions``; the segments buffered for them stay until ``resume``."""
@@ -175,16 +174,16 @@ class ConsumerSurface:
     ) -> tuple[int, int] | None:
         """Low and high watermarks of ``partition``: raw Kafka offsets, not the safe offsets of large messages."""
         if timeout is None:
-            return self._consumer.get_watermark_offsets(partition, cached=cached)  # type: ignore[no-any-return]
-        return self._consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)  # type: ignore[no-any-return]
+            return self._inbox.get_watermark_offsets(partition, cached=cached)
+        return self._inbox.get_watermark_offsets(partition, timeout=timeout, cached=cached)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """Cluster metadata, as confluent-kafka's, for checking topics and partitions before consuming."""
-        return self._consumer.list_topics(topic=topic, timeout=timeout)
+        return self._inbox.list_topics(topic, timeout)
 
     def memberid(self) -> Any:
         """This member's id in its group, as confluent-kafka's: for logs that match the broker's."""
-        return self._consumer.memberid()
+        return self._inbox.memberid()
 
     # -- commits, positions, seeks (see gateway.consumer._offsets) ------------------------------
     def commit(
@@ -258,18 +257,18 @@ class ConsumerSurface:
         assigned, revoked, lost = self._offsets.rebalance_callbacks(
             self, on_assign, on_revoke, on_lost, commit_on_revoke=self._auto_commit
         )
-        self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
+        self._inbox.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Read ``partitions`` without a group; the offset tracking of large messages starts over for them."""
         self._check_open()
         self._offsets.assign(partitions)
-        self._consumer.assign(list(partitions))
+        self._inbox.assign(list(partitions))
 
     def unassign(self) -> None:
         """Drop every assignment, and with it the segments buffered and the offsets tracked for them."""
         self._check_open()
-        self._consumer.unassign()
+        self._inbox.unassign()
         self._offsets.reset()
 
     def unsubscribe(self) -> None:
@@ -277,5 +276,5 @@ class ConsumerSurface:
         self._check_open()
         if self._auto_commit:
             self._offsets.commit_quietly(asynchronous=False)
-        self._consumer.unsubscribe()
+        self._inbox.unsubscribe()
         self._offsets.reset()

@@ -1,4 +1,4 @@
-"""The full path of one raw record in :class:`~gateway.consumer._hybrid.HybridConsumer`.
+"""The full path of one raw record in :class:`~gateway.consumer._hybrid_consumer.HybridConsumer`.
 
 The consumer fetches records and hands messages out; every record its plain fast paths do not
 take comes here, the one place that feeds a record to the sans-IO pipeline and acts on the events
@@ -16,8 +16,8 @@ from confluent_kafka import Message
 
 from gateway import tracing
 from gateway.consumer._events import EventHandler
+from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._queue import FlowControl, RecordQueue
 from gateway.core.events import CommitNeeded, WholeMessage
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.errors import GatewayError
@@ -25,7 +25,7 @@ from gateway.protocol.records import Record
 from gateway.store import Store
 
 
-class RecordPath:
+class RecordProcessor:
     """One raw record in, the message the application gets (or nothing) out.
 
     ``traced`` is set by the consumer with every fetched batch: a traced message gets its span here.
@@ -36,21 +36,22 @@ class RecordPath:
         pipeline: ConsumerPipeline,
         events: EventHandler,
         offsets: OffsetDriver,
-        queue: RecordQueue,
+        queue: Inbox,
         stores: Mapping[str, Store],
         flow: FlowControl,
+        spans: tracing.ConsumerTelemetry,
         *,
         keys_read: bool,
     ) -> None:
         self._pipeline = pipeline
         self._events = events
         self._offsets = offsets
-        self._queue = queue
+        self._inbox = queue
         self._flow = flow
         self._stores = stores  # the consumer's own dict: a store added later is seen here too
         self._keys_read = keys_read
         self.traced = False
-        self.spans = tracing.ConsumerTelemetry({})  # the consumer sets its own, which knows its config
+        self.spans = spans
 
     def handle(self, msg: Any) -> Message | None:
         if msg.error() is not None:
@@ -61,7 +62,7 @@ class RecordPath:
         try:
             events = self._pipeline.feed(tp, record)
             if events and type(events[0]) is CommitNeeded:  # the partition's first record: nothing was done
-                self._offsets.load_commits([msg, *self._queue.raw])
+                self._offsets.load_commits([msg, *self._inbox.raw])
                 events = self._pipeline.feed(tp, record)
             self._flow.act(events)  # before anything else is taken from the queue
             out = self._events.handle(msg, events)
@@ -76,7 +77,7 @@ class RecordPath:
             raise
         finally:  # after resolving, so a payload fetched ahead is used; also frees one never taken
             if self._stores:
-                self._queue.refs.done((tp[0], tp[1], record.offset))
+                self._inbox.refs.done((tp[0], tp[1], record.offset))
 
 
 def _span_fields(events: Sequence[Any]) -> tuple[str, str | None, int]:
