@@ -8,7 +8,6 @@ gets the same defaults.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from gateway.producer._compaction import CompactedTopicError, CompactionGuard, r
 from gateway.producer._config import parse_producer_config
 from gateway.producer._route_choice import RouteChooser
 from gateway.testing import MemoryStore
+from tests.unit.test_layout import sniffed
 
 ROOT = Path(__file__).resolve().parents[3]
 CONF = {"bootstrap.servers": "127.0.0.1:1"}
@@ -114,19 +114,12 @@ def test_something_that_cannot_route_is_refused_at_construction() -> None:
 
 def test_no_module_sniffs_a_policy_for_its_methods() -> None:
     """``getattr(policy, "store_names", None)`` and the like: the producer asks what Policy declares instead."""
-    names = {"route", "store_names", "store_for", "always_plain_up_to"}
-    sniffs = []
-    for path in sorted((ROOT / "gateway").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr")
-                and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant)
-                and node.args[1].value in names
-            ):
-                sniffs.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    names = frozenset({"route", "store_names", "store_for", "always_plain_up_to"})
+    sniffs = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "gateway").rglob("*.py"))
+        for line, _ in sniffed(names, path.read_text())
+    ]
     assert sniffs == []
 
 
