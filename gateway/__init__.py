@@ -28,6 +28,8 @@ from gateway.errors import (
     PayloadAuthenticationError,
     PayloadIntegrityError,
     PayloadNotFoundError,
+    PayloadStreamClosedError,
+    PayloadStreamIntegrityError,
     PayloadTooLargeError,
     PeerFormatError,
     ProtocolError,
@@ -39,6 +41,7 @@ from gateway.errors import (
 )
 from gateway.policy import MessageInfo, Policy, Route, RouteKind, SizeThresholdPolicy, TopicOverride
 from gateway.producer import HybridProducer
+from gateway.streams.payload_stream import PayloadStream
 
 __version__ = "0.1.0"
 
@@ -68,6 +71,9 @@ __all__ = [
     "PayloadAuthenticationError",
     "PayloadIntegrityError",
     "PayloadNotFoundError",
+    "PayloadStream",
+    "PayloadStreamClosedError",
+    "PayloadStreamIntegrityError",
     "PayloadTooLargeError",
     "PeerFormatError",
     "Policy",

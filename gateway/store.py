@@ -54,6 +54,11 @@ class Store(abc.ABC):
     """Whether :meth:`get_many` reads several payloads in one round trip, so that the consumer groups
     small payloads into one call (Redis: one pipelined exchange)."""
 
+    reads_ranges: ClassVar[bool] = False
+    """Whether :meth:`get_range` reads part of a payload in one request (S3, GCS, Azure ranged GETs; Redis
+    GETRANGE on its entries), so a :class:`gateway.PayloadStream` over it fetches on demand and seeks; a
+    store without it is read whole once by the stream (``value.stream.threshold.bytes``, docs/stores.md)."""
+
     scheme: str | None = None
     """The scheme of the peers' object pointers this store can serve (``s3``, ``gs``, ``abs``: bakdata's,
     kaf-s3's and AWS's pointers); ``None``: it serves none, and :meth:`holds_object` is never asked."""
@@ -142,6 +147,15 @@ class Store(abc.ABC):
         """A peer's object and its ETag (``None`` where none is known); asked only when :meth:`holds_object` is
         true. ``admit`` judges the object's metadata before its body is read; what it raises is raised."""
         raise NotImplementedError(f"{type(self).__name__} serves no peers' objects")
+
+    def get_range(self, locator: str, start: int, length: int) -> bytes:
+        """Bytes ``[start, start + length)`` of the stored payload: fewer only where the stored bytes end
+        (``b""`` from their end on), so the caller, who knows the size the envelope declares, tells a
+        truncated payload from a whole one. Asked only when :attr:`reads_ranges` is true.
+
+        :class:`PayloadNotFoundError` when the payload is gone; the locator is validated first, no I/O then.
+        """
+        raise NotImplementedError(f"{type(self).__name__} reads no ranges")
 
     def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
         """Seconds per operation, by ``(op,)``, behind ``gateway_store_operation_seconds``; the default has none."""

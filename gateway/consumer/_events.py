@@ -31,6 +31,7 @@ from gateway.core.pipeline import (
 from gateway.errors import EnvelopeFormatError, GatewayError, LargeMessageDroppedError
 from gateway.protocol.headers import SAFE_OFFSET_HEADER, Headers, encode_safe_offset
 from gateway.protocol.peers import PeerRecord
+from gateway.streams.payload_stream import PayloadStream
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,8 @@ class EventHandler:
         assert self._auditor is not None
         stamp = msg.timestamp()[1]
         key, value = msg.key(), msg.value()
-        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        value_size = value.size if isinstance(value, PayloadStream) else len(value) if value is not None else 0
+        size = (len(key) if key is not None else 0) + value_size
         self._auditor.record(msg.topic() or "", stamp if stamp > 0 else 0, 1, size, AuditType.SUCCESS)
 
     def _handle(self, msg: Any, events: list[Event]) -> Message | None:
@@ -186,7 +188,7 @@ class EventHandler:
             msg.set_key(key)
         return self._resolved(msg, message, value)
 
-    def _resolved(self, msg: Any, message: ReferenceToResolve, value: bytes | None) -> Message:
+    def _resolved(self, msg: Any, message: ReferenceToResolve, value: bytes | PayloadStream | None) -> Message:
         msg.set_value(value)
         msg.set_headers(with_safe_offset(message))
         self._counters["reference.messages"] += 1

@@ -74,6 +74,8 @@ from gateway.consumer.reference_rules import (
 from gateway.consumer.resolver import Resolver
 from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
+from gateway.core.payload_streams import OFF as STREAMS_OFF
+from gateway.core.payload_streams import StreamSettings
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError
@@ -118,6 +120,7 @@ class ConsumerSettings:
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
     commit_encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED
+    streams: StreamSettings = STREAMS_OFF
 
     def resolver(self, stores: Mapping[str, Store], encryption: ReferenceEncryption | None = None) -> Resolver:
         """The payload fetcher these settings describe, over ``stores``; ``encryption`` opens sealed payloads."""
@@ -128,6 +131,7 @@ class ConsumerSettings:
             peer_max_bytes=self.peer_max_bytes,
             rules=self.reference_rules,
             encryption=encryption,
+            streams=self.streams,
         )
 
     def pipeline(self, *, awaits_commits: bool = False, pauses: bool = False) -> ConsumerPipeline:
@@ -176,6 +180,9 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     error_mode = keys.REFERENCE_ERROR_MODE.pop(conf)
     workers = keys.FETCH_WORKERS.pop(conf)
     budget = keys.FETCH_BUDGET_BYTES.pop(conf)
+    streams = StreamSettings(
+        keys.STREAM_THRESHOLD_BYTES.pop(conf), keys.STREAM_RANGE_BYTES.pop(conf), keys.STREAM_READ_AHEAD.pop(conf)
+    )
     rules = reference_rules(conf)
     on_commit = keys.ON_COMMIT.pop(conf)
     unresolved = _unresolved_settings(conf)
@@ -208,6 +215,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         peer_max_bytes,
         rules,
         commit_encoding=commit_encoding,
+        streams=streams,
     )
     return settings, conf
 

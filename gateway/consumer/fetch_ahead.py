@@ -17,6 +17,7 @@ from gateway.protocol.envelope import Envelope, looks_like_envelope
 from gateway.protocol.envelope_reader import read_envelope
 from gateway.protocol.headers import Headers
 from gateway.protocol.peers import PeerRecord
+from gateway.streams.payload_stream import PayloadStream
 
 ScanItem = tuple[Hashable, str, "bytes | None", "Headers | None"]
 """``(key, topic, value, headers)`` of a fetched record."""
@@ -100,7 +101,7 @@ class ReferenceFetcher:
         if self.resolver.forget(key):
             self.schedule()
 
-    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
+    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes | PayloadStream:
         """The verified payload of the envelope in a record of ``topic`` (prefetched or fetched now); raises
         the typed error. One judged at the scan is not judged again.
         """

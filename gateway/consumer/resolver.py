@@ -9,6 +9,7 @@ release the GIL, so large payloads hash in parallel with the consumer loop.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +19,7 @@ from typing import Any
 
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.consumer.reference_rules import DEFAULT_RULES, ReferenceRules
+from gateway.core.payload_streams import OFF, StreamSettings
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import (
     GatewayError,
@@ -30,6 +32,8 @@ from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers import PeerPointer, PeerRecord
 from gateway.settings import consumer as keys
 from gateway.store import Store, locator_topic
+from gateway.streams import open_stream
+from gateway.streams.payload_stream import PayloadStream
 
 DEFAULT_WORKERS = keys.FETCH_WORKERS.default
 DEFAULT_BUDGET = keys.FETCH_BUDGET_BYTES.default
@@ -95,8 +99,12 @@ class Resolver:
         peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES,
         rules: ReferenceRules | None = None,
         encryption: ReferenceEncryption | None = None,
+        streams: StreamSettings = OFF,
     ) -> None:
         self.stores = dict(stores)
+        self.streams = streams
+        """``value.stream.*``: payloads at or above the threshold are handed out as streams, never fetched ahead."""
+        self._open_streams: weakref.WeakSet[PayloadStream] = weakref.WeakSet()
         self.budget = budget
         self.rules = DEFAULT_RULES if rules is None else rules
         self.peer_max_bytes = peer_max_bytes
@@ -108,7 +116,14 @@ class Resolver:
         self._ahead: OrderedDict[Hashable, _Ahead] = OrderedDict()
         self._ahead_bytes = 0
         self._lock = threading.Lock()
-        self.counters = {"fetched": 0, "fetched.bytes": 0, "prefetched": 0, "errors": 0, "peer.records": 0}
+        self.counters = {
+            "fetched": 0,
+            "fetched.bytes": 0,
+            "prefetched": 0,
+            "errors": 0,
+            "peer.records": 0,
+            "streams": 0,
+        }
 
     def _store(self, envelope: Envelope) -> Store:
         store = self.stores.get(envelope.store)
@@ -174,8 +189,8 @@ class Resolver:
         does not hold up the envelopes behind it.
         """
         with self._lock:
-            if key in self._ahead or envelope.store not in self.stores:
-                return True
+            if key in self._ahead or envelope.store not in self.stores or self.streams.streams(envelope):
+                return True  # a streamed payload is read as the application reads it, not ahead
             if self._over_budget(envelope.size):
                 return False
             ahead = self._ahead[key] = _Ahead(envelope)
@@ -191,7 +206,12 @@ class Resolver:
     def groups(self, envelope: Envelope) -> bool:
         """Whether ``envelope``'s payload is fetched ahead in a group (small, from a store with ``get_many``)."""
         store = self.stores.get(envelope.store)
-        return envelope.size < GROUP_BELOW and store is not None and store.reads_in_groups
+        return (
+            envelope.size < GROUP_BELOW
+            and store is not None
+            and store.reads_in_groups
+            and not self.streams.streams(envelope)
+        )
 
     def prefetch_many(self, items: Sequence[tuple[Hashable, Envelope]]) -> int:
         """Start fetching several small payloads of one store in one request; how many of ``items`` were taken.
@@ -251,12 +271,12 @@ class Resolver:
             for ahead in group:
                 _fail(ahead.future, StoreUnavailableError(f"fetching {ahead.envelope.locator!r} was interrupted"))
 
-    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes:
+    def resolve(self, key: Hashable, envelope: Envelope, *, topic: str) -> bytes | PayloadStream:
         """The verified payload of the envelope in a record of ``topic``; raises the typed error (:meth:`judge`,
         store, integrity)."""
         return self.resolve_admitted(key, self.judge(envelope, topic))
 
-    def resolve_admitted(self, key: Hashable, admission: Admission) -> bytes:
+    def resolve_admitted(self, key: Hashable, admission: Admission) -> bytes | PayloadStream:
         """:meth:`resolve` with the envelope judged already (at the scan: a locator parse costs µs, and a
         refused locator is counted by its store once)."""
         envelope = admission.envelope
@@ -267,6 +287,8 @@ class Resolver:
         try:
             if admission.refusal is not None:
                 raise admission.refusal
+            if self.streams.streams(envelope):
+                return self._stream(key, envelope)
             payload = _wait(entry) if entry is not None and entry.envelope == envelope else self._fetch(envelope)
         except GatewayError:
             self.counters["errors"] += 1
@@ -277,6 +299,20 @@ class Resolver:
         self.counters["fetched"] += 1
         self.counters["fetched.bytes"] += len(payload)
         return payload
+
+    def _stream(self, key: Hashable, envelope: Envelope) -> PayloadStream:
+        """The envelope's payload as a stream (:mod:`gateway.streams._open`), closed with this resolver."""
+        stream = open_stream(
+            key,
+            envelope,
+            self._store(envelope),
+            settings=self.streams,
+            encryption=self.encryption,
+            read_whole=partial(self._fetch, envelope),
+        )
+        self._open_streams.add(stream)
+        self.counters["streams"] += 1
+        return stream
 
     def resolve_peer(self, record: PeerRecord, *, topic: str) -> tuple[bytes | None, bytes | None]:
         """``(key, value)`` of a record of ``topic`` another library wrote (not fetched ahead: such topics are
@@ -321,6 +357,8 @@ class Resolver:
         return out
 
     def close(self) -> None:
+        for stream in list(self._open_streams):
+            stream.invalidate()  # its next read raises PayloadStreamClosedError: its store goes with us
         self.discard(lambda _: False)
         for pool in (self._pool, self._group_pool):
             if pool is not None:

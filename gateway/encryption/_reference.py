@@ -13,10 +13,17 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.encryption._provider import KeyProvider
+from gateway.encryption._provider import KeyProvider, ask
 from gateway.encryption._sealer import open_sealed, seal
-from gateway.errors import ConfigurationError, KeyUnavailableError
-from gateway.protocol.encryption import ALGORITHMS_BY_NAME, DEFAULT_SEGMENT_LOG2, Binding, Encryption, sealed_size
+from gateway.errors import ConfigurationError, EncryptionError, KeyUnavailableError
+from gateway.protocol.encryption import (
+    ALGORITHMS_BY_NAME,
+    DEFAULT_SEGMENT_LOG2,
+    Binding,
+    Encryption,
+    PayloadCipher,
+    sealed_size,
+)
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.payload_encoding import decode_payload
 from gateway.settings.shared import REFERENCE_ENCRYPTION
@@ -95,6 +102,31 @@ class ReferenceEncryption:
         binding = Binding(topic, message_id, store.name, locator)
         sealed = seal(self.provider, binding, payload, segment_log2=self.segment_log2)
         return SealedWrite(sealed.payload, sealed.encryption, locator)
+
+    def cipher_for(self, envelope: Envelope, store: Store) -> PayloadCipher:
+        """The cipher of ``envelope``'s sealed payload, for a reader that opens it segment by segment as it reads
+        (:class:`gateway.PayloadStream`): the data key is unwrapped now, once, so a missing key is the record's
+        error in its turn as when the payload is read whole."""
+        sealed = envelope.encryption
+        assert sealed is not None
+        provider = self.provider
+        if provider is None:
+            raise KeyUnavailableError(
+                f"the payload at {envelope.locator!r} is encrypted under key {sealed.key_id!r}, and this"
+                " consumer has no key_provider"
+            )
+        topic = locator_topic(store, envelope.locator)
+        if topic is None:
+            raise ConfigurationError(f"store {envelope.store!r} names no topic in its locators: cannot open it")
+        binding = Binding(topic, envelope.message_id, envelope.store, envelope.locator)
+        data_key = ask(
+            provider,
+            f"unwrap the data key of {binding.locator!r} (key {sealed.key_id!r})",
+            lambda: provider.unwrap(sealed.key_id, sealed.wrapped_key, binding.key_context()),
+        )
+        if not isinstance(data_key, (bytes, bytearray)) or len(data_key) != 32:
+            raise EncryptionError("the key provider unwrapped something other than a 32-byte data key")
+        return PayloadCipher(bytes(data_key), sealed, binding, envelope.payload_size)
 
     def open(self, envelope: Envelope, store: Store, stored: bytes, *, limit: int) -> bytes:
         """The application's payload, checked against ``envelope``, or a typed error.

@@ -119,6 +119,24 @@ FETCH_BUDGET_BYTES = IntSetting(
     spark="reference.fetch.budget.bytes",
     minimum=0,
 )
+STREAM_THRESHOLD_BYTES = OptionalIntSetting(
+    "value.stream.threshold.bytes",
+    None,
+    "reference payloads at least this large are handed out as a gateway.PayloadStream, read on demand",
+    minimum=1,
+)
+STREAM_RANGE_BYTES = IntSetting(
+    "value.stream.range.bytes",
+    8 * 1024 * 1024,
+    "bytes a payload stream reads per store request (a sealed payload's: whole segments)",
+    minimum=4096,
+)
+STREAM_READ_AHEAD = IntSetting(
+    "value.stream.read.ahead",
+    2,
+    "ranges a payload stream fetches ahead of its reader",
+    minimum=0,
+)
 TOPIC_RENAMES = ValueSetting(
     "reference.topic.renames",
     None,
@@ -184,6 +202,9 @@ CONSUMER: tuple[Setting[Any], ...] = (
     FETCH_BATCH_BYTES,
     FETCH_WORKERS,
     FETCH_BUDGET_BYTES,
+    STREAM_THRESHOLD_BYTES,
+    STREAM_RANGE_BYTES,
+    STREAM_READ_AHEAD,
     REFERENCE_MAX_PAYLOAD_BYTES,
     TOPIC_RENAMES,
     REFERENCE_ERROR_MODE,

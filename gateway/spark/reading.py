@@ -32,6 +32,7 @@ from gateway.spark.options import OptionError, SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
 from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, message_arrow_schema
 from gateway.store import Store
+from gateway.streams.payload_stream import PayloadStream
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,9 @@ def _resolve(
         if isinstance(message, ReferenceToResolve) and message.peer is not None:
             return *refs.resolve_peer(message.peer, topic=topic), None
         if isinstance(message, ReferenceToResolve) and message.envelope is not None:
-            return key, refs.resolve(message.record.offset, message.envelope, topic=topic), None
+            value = refs.resolve(message.record.offset, message.envelope, topic=topic)
+            assert not isinstance(value, PayloadStream)  # a task's resolver streams nothing: a row holds its value
+            return key, value, None
     except GatewayError as exc:
         error = error_text(exc)
     if error is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gateway.errors import LocatorError, PayloadNotFoundError, StoreError
 from gateway.store import Payload, PayloadAddress, Store
@@ -116,6 +117,16 @@ class BatchingMemoryStore(MemoryStore):
             raise self.fail_clear
         for locator in locators:
             self.pending.pop(locator, None)
+
+
+class RangingMemoryStore(MemoryStore):
+    """A store that reads parts of a payload, as the object stores' ranged GETs and Redis's GETRANGE do."""
+
+    reads_ranges: ClassVar[bool] = True
+
+    def get_range(self, locator: str, start: int, length: int) -> bytes:
+        self.calls.append("get_range")
+        return self.get(locator)[start : start + length]
 
 
 class MemoryPipeline:

@@ -42,6 +42,7 @@ from stores.base import (
 from stores.blob._backend import BlobBackend, BlobEntry
 from stores.blob._journal import BlobJournal
 from stores.blob._locator import ObjectLocator
+from stores.blob._ranges import BlobRanges
 from stores.blob._reads import BlobReads
 
 MiB = 1024 * 1024
@@ -55,7 +56,7 @@ _PREFIX = re.compile(r"(?:[A-Za-z0-9._-]+/){0,16}")
 _T = TypeVar("_T")
 
 
-class BlobStore(BlobReads, BlobJournal):
+class BlobStore(BlobReads, BlobRanges, BlobJournal):
     """The store over a :class:`~stores.blob.BlobBackend`; :class:`~stores.S3Store`, :class:`~stores.GCSStore`
     and :class:`~stores.AzureBlobStore` choose the backend and check their cloud's bucket names and part sizes."""
 

@@ -135,7 +135,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("gateway/protocol", "gateway/config", "gateway/store"),
     ("gateway/policy", "gateway/librdkafka"),
     ("gateway/core", "gateway/command"),
-    ("gateway/encryption", "gateway/gc"),
+    ("gateway/encryption", "gateway/gc", "gateway/streams"),
     ("stores/base",),
     ("stores/blob", "stores/redis"),
     ("stores/s3", "stores/gcs", "stores/azure"),

@@ -1,0 +1,12 @@
+"""Reference payloads read as streams (``value.stream.threshold.bytes``): :class:`PayloadStream` and what feeds it.
+
+The consumer's resolver makes one with :func:`open_stream` for an envelope
+:func:`gateway.core.payload_streams.streams` chose; ranges come from the store's optional
+:meth:`gateway.store.Store.get_range`, sealed segments are opened with the cipher
+:meth:`gateway.encryption.ReferenceEncryption.cipher_for` gives.
+"""
+
+from gateway.streams._open import open_stream
+from gateway.streams.payload_stream import PayloadStream
+
+__all__ = ["PayloadStream", "open_stream"]

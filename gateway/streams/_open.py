@@ -1,0 +1,54 @@
+"""Making the :class:`~gateway.streams.payload_stream.PayloadStream` of an envelope whose payload is streamed.
+
+The resolver calls :func:`open_stream` in the record's turn, for an envelope
+:func:`gateway.core.payload_streams.streams` chose: a sealed payload's data key is unwrapped here (a
+missing key is the record's error, as when read whole), nothing of the payload is read yet. A
+compressed payload, or one in a store without ranged reads, is read whole by ``read_whole`` (checked
+as any payload) and served from memory: see :mod:`gateway.streams._sources`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from functools import partial
+
+from gateway.core.payload_streams import StreamSettings, range_step
+from gateway.encryption import ReferenceEncryption
+from gateway.errors import PayloadStreamIntegrityError
+from gateway.protocol.envelope import Envelope
+from gateway.store import Store
+from gateway.streams._ranges import RangeFetcher
+from gateway.streams._sources import RangedSource, StreamSource, WholeSource
+from gateway.streams.payload_stream import PayloadStream
+
+
+def open_stream(
+    key: Hashable,
+    envelope: Envelope,
+    store: Store,
+    *,
+    settings: StreamSettings,
+    encryption: ReferenceEncryption,
+    read_whole: Callable[[], bytes],
+) -> PayloadStream:
+    """The stream of ``envelope``'s payload in the record ``key`` names."""
+    if envelope.compression is not None or not store.reads_ranges:
+        payload = read_whole()
+        return PayloadStream(WholeSource(payload), len(payload), key)
+    holder: list[PayloadStream] = []
+
+    def fail(message: str) -> PayloadStreamIntegrityError:
+        return holder[0].integrity_error(message)
+
+    cipher = encryption.cipher_for(envelope, store) if envelope.encryption is not None else None
+    fetcher = RangeFetcher(
+        partial(store.get_range, envelope.locator),
+        envelope.size,
+        range_step(envelope, settings.range_bytes),
+        settings.read_ahead,
+        fail,
+    )
+    source: StreamSource = RangedSource(envelope, fetcher, cipher, fail)
+    stream = PayloadStream(source, envelope.payload_size, key)
+    holder.append(stream)
+    return stream
