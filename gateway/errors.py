@@ -305,7 +305,7 @@ class PayloadStreamIntegrityError(PayloadIntegrityError):
         self.offset = offset
 
 
-class PayloadStreamClosedError(StoreError):
+class PayloadStreamClosedError(StoreError, ValueError):
     """A :class:`gateway.PayloadStream` was read after the consumer that handed it out was closed (or after
     the stream's own ``close()``): its store client and read-ahead threads are gone with the consumer.
     ``topic``, ``partition`` and ``offset`` name the record, as on :class:`PayloadStreamIntegrityError`."""
