@@ -30,6 +30,7 @@ from gateway.spark.cloud_stores import build_cloud_stores
 from gateway.spark.offset_ranges import open_consumer, read_batches, watermarks
 from gateway.spark.options import OptionError, SourceOptions
 from gateway.spark.planning import DataLossError, OffsetRange
+from gateway.spark.row_limits import check_row_value
 from gateway.spark.schema import ENVELOPE_ARROW_SCHEMA, message_arrow_schema
 from gateway.store import Store
 from gateway.streams.payload_stream import PayloadStream
@@ -261,6 +262,7 @@ def _resolve(
         if isinstance(message, ReferenceToResolve) and message.peer is not None:
             return *refs.resolve_peer(message.peer, topic=topic), None
         if isinstance(message, ReferenceToResolve) and message.envelope is not None:
+            check_row_value(message.envelope.payload_size, f"{topic}[{partition}] offset {message.record.offset}")
             value = refs.resolve(message.record.offset, message.envelope, topic=topic)
             assert not isinstance(value, PayloadStream)  # a task's resolver streams nothing: a row holds its value
             return key, value, None

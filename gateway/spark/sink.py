@@ -41,6 +41,7 @@ from gateway.spark.options import (
     options_repr,
     store_fields,
 )
+from gateway.spark.row_limits import check_row_value
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +202,7 @@ def write_rows(options: SinkOptions, rows: Iterator[Any]) -> SinkCommit:
             if not topic:
                 raise SinkWriteError("a row has no topic (set the topic option or fill the topic column)")
             value = _bytes(fields.get("value"))
+            check_row_value(len(value or b""), f"a row for topic {topic!r}")
             route = producer.route_for(topic, len(value or b""))
             _produce(producer, topic, value, fields, delivered)
             commit.rows += 1
