@@ -102,7 +102,7 @@ def consume_stream_peak(
         from stores import S3Store
 
         assert s3_server is not None
-        client = s3_server.client()
+        client = s3_server.client(read_timeout=900)  # the emulator joins the parts in one request
         bucket = f"stream-{uuid.uuid4().hex[:8]}"
         client.create_bucket(Bucket=bucket)
         store = S3Store(client, bucket=bucket, prefix="bench/")

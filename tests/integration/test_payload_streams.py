@@ -232,3 +232,31 @@ def test_a_streamed_message_is_redelivered_only_when_not_committed(
         assert reading.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 1
     finally:
         reading.close()
+
+
+def test_the_aio_consumer_hands_out_the_same_stream_read_off_the_event_loop(
+    kafka: KafkaService, topic: str, consumer_config: Any, redis_client: Any
+) -> None:
+    import asyncio
+
+    from gateway.aio import AIOHybridConsumer
+
+    store = RedisStore(redis_client, prefix=f"gw{uuid.uuid4().hex[:6]}", entry_bytes=256 * 1024)
+    value = payload(BIG, 9)
+    produce(kafka, topic, store, [value])
+
+    async def main() -> str:
+        conf = consumer_config(None, **{"value.stream.threshold.bytes": THRESHOLD, "value.stream.range.bytes": RANGE})
+        reading = AIOHybridConsumer(conf, stores={store.name: store})
+        try:
+            await reading.subscribe([topic])
+            msg = None
+            while msg is None or msg.error() is not None:
+                msg = await reading.poll(0.5)
+            stream = msg.value()
+            assert isinstance(stream, PayloadStream)
+            return await asyncio.to_thread(read_in, stream, 100_001)  # its reads block: off the loop
+        finally:
+            await reading.close()
+
+    assert asyncio.run(main()) == sha(value)

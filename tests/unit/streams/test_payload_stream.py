@@ -155,3 +155,20 @@ def test_closing_the_resolver_invalidates_its_open_streams() -> None:
     with pytest.raises(PayloadStreamClosedError) as caught:
         stream.read(10)
     assert caught.value.offset == 9 and isinstance(caught.value, ValueError)
+
+
+def test_a_compressed_payload_is_decoded_whole_once_and_served_from_memory() -> None:
+    from gateway.protocol.envelope import digest_of
+    from gateway.protocol.payload_encoding import encode_payload
+
+    store = RangingMemoryStore()
+    value = payload(SIZE, 8)
+    message_id = uuid.uuid4()
+    locator = store.put(TOPIC, message_id, bytes(encode_payload(value, "zstd")))
+    envelope = Envelope(store.name, locator, SIZE, digest_of(CHECKSUM_SHA256, value), message_id, compression="zstd")
+    stream = opened(store, envelope)
+    assert stream.size == SIZE and stream.seekable()
+    assert "get_range" not in store.calls
+    assert drain(stream, 4321) == value
+    stream.seek(SIZE // 2)
+    assert stream.read(10) == value[SIZE // 2 : SIZE // 2 + 10]
