@@ -80,9 +80,11 @@ def consume_stream_peak(
     s3_server: S3Server | None = None,
     range_bytes: int = 8 * MiB,
     read_ahead: int = 2,
+    whole: bool = False,
 ) -> dict[str, Any]:
     """Write one ``size``-byte payload to ``store_kind`` (``s3`` or ``redis``) and its envelope to a fresh topic,
-    then read it as a stream and with the raw client in a fresh process: its JSON report."""
+    then read it as a stream (``whole``: as ``bytes``, the threshold off) and with the raw client in a fresh
+    process: its JSON report."""
     topic = f"stream-{store_kind}-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, partitions=1)
     message_id = uuid.uuid4()
@@ -95,6 +97,7 @@ def consume_stream_peak(
         "size": size,
         "range_bytes": range_bytes,
         "read_ahead": read_ahead,
+        "whole": whole,
     }
     store: Any
     parsed: Any = None
@@ -180,7 +183,7 @@ def _child() -> int:
     else:
         from stores import RedisStore
 
-        redis = RedisServer(spec["redis_url"], from_env=False).client()
+        redis = RedisServer(spec["redis_url"], from_env=False).client(socket_timeout=600)
         store = RedisStore(redis, prefix=spec["prefix"])
         parsed = store.validate_locator(spec["locator"])
         keys = parsed.keys(spec["prefix"])
@@ -190,6 +193,7 @@ def _child() -> int:
             low = at - index * parsed.entry_bytes
             return len(redis.getrange(keys[index], low, low + length - 1))  # ranges stay inside an entry
 
+    whole = bool(spec.get("whole"))
     conf = kafka.consumer_config(
         None,
         **{
@@ -199,6 +203,8 @@ def _child() -> int:
             "value.stream.read.ahead": int(spec["read_ahead"]),
         },
     )
+    if whole:
+        del conf["value.stream.threshold.bytes"]  # off: the default
     consumer = HybridConsumer(conf, stores={store.name: store})
     consumer.subscribe([spec["topic"]])
     buffer = bytearray(step)
@@ -208,11 +214,15 @@ def _child() -> int:
         while msg is None or msg.error() is not None:
             msg = consumer.poll(1.0)
         stream = msg.value()
-        assert isinstance(stream, PayloadStream)
         first = time.perf_counter()
         read = 0
-        while n := stream.readinto(buffer):
-            read += n
+        if whole:  # before streams: the payload is bytes, fetched whole before poll returns
+            assert isinstance(stream, bytes)
+            read, stream = len(stream), None
+        else:
+            assert isinstance(stream, PayloadStream)
+            while n := stream.readinto(buffer):
+                read += n
         stream_s = time.perf_counter() - first
         total_s = time.perf_counter() - started
     consumer.close()
@@ -224,11 +234,12 @@ def _child() -> int:
     assert raw_read == size
     report = {
         "store": spec["store"],
+        "value": "bytes" if whole else "stream",
         "size": size,
         "range_bytes": step,
         "read_ahead": spec["read_ahead"],
         "stream_peak_rss_growth_mib": round(streamed.growth / MiB, 1),
-        "stream_mb_s": round(size / stream_s / 1e6, 1),
+        "stream_mb_s": round(size / (total_s if whole else stream_s) / 1e6, 1),
         "stream_with_poll_s": round(total_s, 2),
         "raw_peak_rss_growth_mib": round(raw.growth / MiB, 1),
         "raw_mb_s": round(size / raw_s / 1e6, 1),
@@ -253,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="mock")
     parser.add_argument("--range-bytes", default="8MiB")
     parser.add_argument("--read-ahead", type=int, default=2)
+    parser.add_argument("--whole", action="store_true", help="threshold off: value() is bytes (the behaviour before)")
     args = parser.parse_args(argv)
     if args.child:
         return _child()
@@ -271,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                     s3_server=s3_server,
                     range_bytes=step,
                     read_ahead=args.read_ahead,
+                    whole=args.whole,
                 )
                 print(json.dumps(report), flush=True)
         finally:
