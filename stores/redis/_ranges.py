@@ -2,8 +2,9 @@
 
 A payload is kept in entries of ``entry_bytes`` each (the locator says how many and how large), so
 bytes ``[start, start + length)`` are a GETRANGE on each entry they touch, all in one pipelined round
-trip. A missing or short entry ends the answer there: the caller, who knows the size the envelope
-declares, reports fewer bytes than asked as the truncated payload it is.
+trip. The first entry missing is :class:`PayloadNotFoundError` (expired, evicted, deleted), as for
+``get``; a later one missing, or a short entry, ends the answer there: the caller, who knows the size the
+envelope declares, reports fewer bytes than asked as the truncated payload it is.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from gateway.errors import PayloadNotFoundError
 from stores.base import StoreLifecycle
 from stores.redis._layout import RedisLocator
 
@@ -48,7 +50,11 @@ class RedisRanges(StoreLifecycle):
             low = max(start - index * step, 0)
             high = min(start + length - index * step, step) - 1
             commands.append(partial(_getrange, keys[index], low, high))
-        replies = self._pipelined(commands)
+        commands.append(partial(_exists, keys[first]))
+        *replies, present = self._pipelined(commands)
+        if not present:
+            self._metrics.add("not_found")
+            raise PayloadNotFoundError(f"entry {first} of {parsed.count} of {locator!r} is missing")
         parts: list[bytes] = []
         for index, reply in zip(range(first, last + 1), replies, strict=True):
             piece = bytes(reply or b"")
@@ -63,3 +69,7 @@ class RedisRanges(StoreLifecycle):
 
 def _getrange(key: str, low: int, high: int, pipe: Pipeline) -> object:
     return pipe.getrange(key, low, high)
+
+
+def _exists(key: str, pipe: Pipeline) -> object:
+    return pipe.exists(key)

@@ -260,3 +260,18 @@ def test_the_aio_consumer_hands_out_the_same_stream_read_off_the_event_loop(
             await reading.close()
 
     assert asyncio.run(main()) == sha(value)
+
+
+def test_get_range_answers_parts_fewer_bytes_at_the_end_and_not_found_for_a_gone_payload(store: Store) -> None:
+    from gateway.errors import PayloadNotFoundError
+
+    value = payload(600_001, 10)  # three Redis entries of 256 KiB
+    locator = store.put("ranges", uuid.uuid4(), value)
+    assert store.reads_ranges
+    edge = 256 * 1024
+    for start, length in ((0, 10), (edge - 5, 10), (edge - 1, 2 * edge + 2), (0, 600_001), (600_000 - 4, 100)):
+        assert store.get_range(locator, start, length) == value[start : start + length]
+    assert store.get_range(locator, 600_001, 10) == b""
+    store.delete(locator)
+    with pytest.raises(PayloadNotFoundError):
+        store.get_range(locator, 0, 10)
