@@ -201,13 +201,14 @@ class Store(abc.ABC):
         *,
         size: int | None,
         size_bound: int,
+        part_bytes: int,
         pending_since_ms: int | None = None,
         persistent: bool = False,
     ) -> str:
         """Write the payload that ``parts`` yields, part by part, and return its locator (:attr:`streams_puts`).
 
         Each part is valid only until the next is asked for (the producer reuses its buffer); all but
-        the last have one size, the first part's. ``size`` is the stored size when known before the
+        the last have ``part_bytes``. ``size`` is the stored size when known before the
         first byte (then it is exact, and the locator is :meth:`locator_for`'s), ``None`` when only
         ``size_bound`` is (a compressed stream). The pending mark is written before the first byte, as
         :meth:`put` writes it; whatever ``parts`` raises, and any failure of the store, aborts the upload
@@ -215,6 +216,11 @@ class Store(abc.ABC):
         process that died mid-upload left.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot write a payload as a stream")
+
+    def stream_locator_for(self, topic: str, message_id: uuid.UUID, size: int, part_bytes: int) -> str | None:
+        """The locator :meth:`put_stream` will give ``size`` bytes in parts of ``part_bytes``; the default is
+        :meth:`locator_for`'s (a store whose layout follows the parts, Redis, answers for itself)."""
+        return self.locator_for(topic, message_id, size)
 
     def list_incomplete_uploads(self, older_than_ms: int) -> Sequence[IncompleteUpload]:
         """Multipart uploads started before ``older_than_ms`` and never finished (S3); the default has none."""

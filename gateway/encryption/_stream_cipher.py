@@ -19,13 +19,18 @@ from gateway.store import Store
 
 
 def stream_cipher(
-    encryption: ReferenceEncryption, store: Store, topic: str, message_id: uuid.UUID, plaintext_size: int
+    encryption: ReferenceEncryption,
+    store: Store,
+    topic: str,
+    message_id: uuid.UUID,
+    plaintext_size: int,
+    part_bytes: int,
 ) -> PayloadCipher:
     """A fresh data key's cipher for ``plaintext_size`` bytes that ``store`` keeps for ``topic``, ``message_id``."""
     provider = encryption.provider
     assert provider is not None  # an enabled ReferenceEncryption has one (checked at construction)
     log2 = encryption.segment_log2
-    locator = store.locator_for(topic, message_id, sealed_size(plaintext_size, log2))
+    locator = store.stream_locator_for(topic, message_id, sealed_size(plaintext_size, log2), part_bytes)
     if locator is None:
         raise ConfigurationError(f"store {store.name!r} cannot say the locator of a payload before writing it")
     binding = Binding(topic, message_id, store.name, locator)

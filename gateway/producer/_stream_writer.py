@@ -182,6 +182,7 @@ class StreamWriter:
                 plan.parts(reader.chunks()),
                 size=plan.stored_size,
                 size_bound=plan.size_bound,
+                part_bytes=self.part_bytes,
                 pending_since_ms=now,
                 persistent=persistent,
             )
@@ -215,7 +216,7 @@ class _StreamPlan:
         self.encryption = None
         if encryption.enabled:
             self.codec = None  # the plaintext size is in every segment's authenticated data: known only uncompressed
-            cipher = stream_cipher(encryption, store, topic, message_id, size)
+            cipher = stream_cipher(encryption, store, topic, message_id, size, writer.part_bytes)
             self.sealer = SegmentSealer(cipher)
             self.encryption = cipher.encryption
         self.size = size

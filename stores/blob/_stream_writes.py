@@ -76,6 +76,7 @@ class BlobStreamWrites(StoreLifecycle):
         *,
         size: int | None,
         size_bound: int,
+        part_bytes: int,
         pending_since_ms: int | None = None,
         persistent: bool = False,
     ) -> str:
@@ -83,7 +84,7 @@ class BlobStreamWrites(StoreLifecycle):
 
         ``persistent`` changes nothing, as for :meth:`put` (objects expire by a lifecycle rule on the prefix).
         """
-        del persistent, size_bound
+        del persistent, size_bound, part_bytes
         self._check_open()
         locator = self.locator_for(topic, message_id)
         parsed = ObjectLocator(self.bucket, self.key_for(topic, message_id), topic, message_id)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from gateway.errors import StoreError
 from stores.base import StoreLifecycle, now_ms
-from stores.redis._layout import RedisLocator
+from stores.redis._layout import RedisLocator, entries_for
 from stores.redis._wire import Arg
 
 
@@ -51,16 +51,18 @@ class RedisStreamWrites(StoreLifecycle):
         *,
         size: int | None,
         size_bound: int,
+        part_bytes: int,
         pending_since_ms: int | None = None,
         persistent: bool = False,
     ) -> str:
         """The mark under the provisional locator, the entries as the parts come, then the index entry."""
         self._check_open()
-        provisional = self._shape(topic, message_id, size if size is not None else size_bound)
+        entry = self._stream_entry_bytes(part_bytes)
+        provisional = self._stream_shape(topic, message_id, size if size is not None else size_bound, entry)
         if provisional.count > self.max_entries:
             raise StoreError(
                 f"a stream of up to {size if size is not None else size_bound} bytes needs {provisional.count} entries"
-                f" of {self.entry_bytes}, more than max_entries ({self.max_entries}); raise entry_bytes or max_entries"
+                f" of {entry}, more than max_entries ({self.max_entries}); raise entry_bytes or max_entries"
             )
         pending = provisional.text(self.prefix)
         started = time.perf_counter()
@@ -70,7 +72,7 @@ class RedisStreamWrites(StoreLifecycle):
             written = self._write_entries(provisional, parts, None if persistent else self.ttl_seconds)
             if size is not None and written != size:
                 raise StoreError(f"the stream for {pending!r} gave {written} bytes, its size is {size}")
-            final = self._shape(topic, message_id, written)
+            final = self._stream_shape(topic, message_id, written, entry)
             locator = final.text(self.prefix)
             self._write(self._finish_commands(final, pending, pending_since_ms, persistent))
         except BaseException:
@@ -82,7 +84,7 @@ class RedisStreamWrites(StoreLifecycle):
 
     def _write_entries(self, shape: RedisLocator, parts: Iterable[memoryview], ttl: int | None) -> int:
         """Each part into the entries it falls in; returns the bytes written (an empty stream: one empty entry)."""
-        step = self.entry_bytes
+        step = shape.entry_bytes
         keys = shape.keys(self.prefix)
         expiry: tuple[Arg, ...] = () if ttl is None else ("EX", ttl)
         written = 0
@@ -100,6 +102,24 @@ class RedisStreamWrites(StoreLifecycle):
         if written == 0:
             self._write([("SET", keys[0], b"", *expiry)])
         return written
+
+    def stream_locator_for(self, topic: str, message_id: uuid.UUID, size: int, part_bytes: int) -> str:
+        """The locator of ``size`` bytes streamed in parts of ``part_bytes``: entries of one part each."""
+        return self._stream_shape(topic, message_id, size, self._stream_entry_bytes(part_bytes)).text(self.prefix)
+
+    def _stream_entry_bytes(self, part_bytes: int) -> int:
+        """A stream's entries are its parts (``entry_bytes`` at most): each part one SET of a new key.
+
+        Filling larger entries a part at a time costs Redis a copy per part (``APPEND`` grows the string;
+        even ``SETRANGE`` into a string made whole first was half the speed of SETs of the parts), while
+        a SET of a new key takes the request's buffer as its value. The locator says the entry size, so
+        readers need nothing of the writer's configuration.
+        """
+        return max(1, min(self.entry_bytes, part_bytes))
+
+    def _stream_shape(self, topic: str, message_id: uuid.UUID, size: int, entry: int) -> RedisLocator:
+        shape = self._shape(topic, message_id, size)
+        return RedisLocator(shape.topic, shape.message_id, entries_for(size, entry), entry, shape.bucket)
 
     def _finish_commands(
         self, final: RedisLocator, pending: str, pending_since_ms: int | None, persistent: bool
