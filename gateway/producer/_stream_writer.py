@@ -25,8 +25,7 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.core.outgoing import OutgoingMessage
-from gateway.encryption import ReferenceEncryption
-from gateway.encryption._stream_cipher import stream_cipher
+from gateway.encryption import ReferenceEncryption, stream_cipher
 from gateway.errors import (
     ConfigurationError,
     ReferenceFormatError,

@@ -22,8 +22,7 @@ from typing import Any
 
 from gateway.store import IncompleteUpload
 from stores.base import topic_retention
-from stores.blob import DEFAULT_JOURNAL_BATCH, DEFAULT_JOURNAL_OPEN_MS, BlobStore, ObjectLocator
-from stores.blob._stream_writes import BlobStreamWrites
+from stores.blob import DEFAULT_JOURNAL_BATCH, DEFAULT_JOURNAL_OPEN_MS, BlobStore, BlobStreamWrites, ObjectLocator
 from stores.s3._backend import S3Backend
 from stores.s3._housekeeping import S3Housekeeping
 from stores.s3._multipart import S3PartUploads
