@@ -257,3 +257,55 @@ def test_routes_by_declared_size(kafka: KafkaService, topic: str, consumer_confi
     assert metrics["plain.messages"] == 1 and metrics["chunked.messages"] == 1
     got = consume(consumer_config, topic, stores, 2, "plain")
     assert [sha(m.value()) for m in got] == [sha(small), sha(middle)]
+
+
+# -- GCS (fake-gcs-server) and Azure (Azurite) -----------------------------------------------------
+@pytest.fixture(params=["gcs", "azure"])
+def cloud_store(request: pytest.FixtureRequest, s3_prefix: str) -> Any:
+    from stores import AzureBlobStore, GCSStore
+
+    if request.param == "gcs":
+        client, bucket = request.getfixturevalue("gcs_client"), request.getfixturevalue("gcs_bucket")
+        return GCSStore(client, bucket=bucket, prefix=s3_prefix, part_bytes=PART)
+    client, container = request.getfixturevalue("azure_client"), request.getfixturevalue("azure_container")
+    return AzureBlobStore(client, container=container, prefix=s3_prefix, part_bytes=PART)
+
+
+def cloud_objects(store: Any) -> list[str]:
+    return [e.key for e in store.backend.list(store.prefix) if not e.key.endswith(".batch")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_stream_reads_back_from_gcs_and_azure(
+    kafka: KafkaService, topic: str, consumer_config: Any, cloud_store: Any, mode: str
+) -> None:
+    stores = {cloud_store.name: cloud_store}
+    sizes = [2 * PART + 12_345, 300_000, 0]
+    values = [payload(size, i) for i, size in enumerate(sizes)]
+    with producer(kafka, stores, cloud_store.name, mode) as sending:
+        for i, value in enumerate(values):
+            source: Any = io.BytesIO(value) if i % 2 == 0 else chunks_of(value, 777_777)
+            route = f"reference:{cloud_store.name}"
+            sending.produce_stream(topic, source, len(value), key=f"k{i}".encode(), route=route)
+        assert sending.flush(60) == 0
+    got = consume(consumer_config, topic, stores, len(values), mode)
+    assert [sha(m.value()) for m in got] == [sha(v) for v in values]
+    assert cloud_store.list_pending(2**62) == []
+    assert len(cloud_objects(cloud_store)) == len(values)
+
+
+@pytest.mark.parametrize("failure", ["short", "raising"])
+def test_a_failing_source_leaves_nothing_in_gcs_and_azure(
+    kafka: KafkaService, topic: str, consumer_config: Any, cloud_store: Any, failure: str
+) -> None:
+    stores = {cloud_store.name: cloud_store}
+    value = payload(3 * PART + 5)
+    make, error = FAILURES[failure]
+    with producer(kafka, stores, cloud_store.name) as sending:
+        with pytest.raises(error):
+            sending.produce_stream(topic, make(value), len(value), key=b"k", route=f"reference:{cloud_store.name}")
+        sending.produce(topic, b"after", key=b"next")
+        assert sending.flush(30) == 0
+    assert cloud_objects(cloud_store) == [], "no object, no mark"
+    [record] = read_partition(consumer_config(), topic, 0, 1)
+    assert record.key() == b"next"
