@@ -68,7 +68,8 @@ def _store(spec: dict[str, Any], store: str) -> Any:
     if store == "redis":
         client = RedisServer(spec["redis_url"], from_env=False).client()
         return RedisStore(client, prefix=spec["prefix"], close_client=True)
-    s3 = S3Server(spec["s3_endpoint"], from_env=False).client()
+    # moto answers a multi-GiB CompleteMultipartUpload slowly: botocore's 60 s would retry a completed upload
+    s3 = S3Server(spec["s3_endpoint"], from_env=False).client(read_timeout=1800)
     return S3Store(s3, bucket=spec["bucket"], prefix=spec["prefix"] + "/", multipart_chunk_bytes=spec["part"])
 
 

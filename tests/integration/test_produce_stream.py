@@ -237,6 +237,30 @@ def test_a_refused_envelope_deletes_the_streamed_payload(
     assert leftovers(stores[store]) == []
 
 
+@pytest.mark.parametrize("store", STORES)
+def test_an_envelope_that_cannot_be_queued_deletes_the_streamed_payload(
+    kafka: KafkaService, topic: str, consumer_config: Any, stores: dict[str, Any], store: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """librdkafka refuses the envelope at once (a full queue): the payload goes before the error reaches the caller."""
+    with producer(kafka, stores, store) as sending:
+
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise BufferError("Local: Queue full")
+
+        monkeypatch.setattr(sending._references, "_send", refuse)
+        value = payload(2 * PART + 1)
+        with pytest.raises(BufferError):
+            sending.produce_stream(topic, io.BytesIO(value), len(value), route=f"reference:{store}")
+        assert sending.metrics()["rollbacks"] == 1
+        monkeypatch.undo()
+        sending.produce(topic, b"after", key=b"next")
+        assert sending.flush(30) == 0
+    assert leftovers(stores[store]) == []
+    [record] = read_partition(consumer_config(), topic, 0, 1)
+    assert record.key() == b"next"
+
+
 def test_routes_by_declared_size(kafka: KafkaService, topic: str, consumer_config: Any, stores: dict[str, Any]) -> None:
     """Small streams go plain or chunked (read into memory, within the bound); forced chunked above it is refused."""
     conf = {"large.message.max.bytes": 4_000_000}
