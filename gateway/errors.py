@@ -382,3 +382,32 @@ class PayloadAuthenticationError(EncryptionError, PayloadIntegrityError):
     No byte of such a payload is ever returned. It is a :class:`PayloadIntegrityError` too, so code
     that already handles a payload that does not match its envelope handles this one unchanged.
     """
+
+
+class StreamError(LargeMessageError):
+    """``produce_stream`` could not send its stream; nothing of it stays in the store and no envelope was sent.
+
+    ``topic`` and ``key`` name the message, since the stream itself cannot be handed back: it was read
+    once, as it went up.
+    """
+
+    def __init__(self, message: str, *, topic: str, key: Any = None, kafka_message: Any = None) -> None:
+        super().__init__(message, kafka_message=kafka_message)
+        self.topic = topic
+        self.key = key
+
+
+class StreamSourceError(StreamError):
+    """The source raised while it was read (the cause is chained)."""
+
+
+class StreamSizeError(StreamSourceError, ValueError):
+    """The source gave more or fewer bytes than the ``size`` declared for it."""
+
+
+class StreamUploadError(StreamError, StoreError):
+    """The store failed while the stream was going up (the store's own error is chained); the upload was aborted."""
+
+
+class StreamRouteError(StreamError, MessageTooLargeError):
+    """A stream forced onto the chunked or plain route above what that route takes: refused before any byte is read."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -66,6 +66,10 @@ class Store(abc.ABC):
     bucket: str | None = None
     """The bucket (or container) an object store writes to; ``None`` for a store that has none. A peer's
     pointer names it as its host, which ``reference.format=bakdata|aws`` checks at construction."""
+
+    streams_puts: ClassVar[bool] = False
+    """Whether :meth:`put_stream` writes a payload as its parts arrive (S3 multipart, Redis entries), so that
+    ``produce_stream`` holds one part of it at a time; a store without it is refused for streams."""
 
     @abc.abstractmethod
     def put(
@@ -202,6 +206,35 @@ class Store(abc.ABC):
     def journalled_in_batch(self, locator: str) -> bool:
         """Whether ``locator``'s pending mark is a batch's, which proves nothing alone to ``gc``."""
         return False
+
+    def put_stream(
+        self,
+        topic: str,
+        message_id: uuid.UUID,
+        parts: Iterable[memoryview],
+        *,
+        size: int | None,
+        size_bound: int,
+        part_bytes: int,
+        pending_since_ms: int | None = None,
+        persistent: bool = False,
+    ) -> str:
+        """Write the payload that ``parts`` yields, part by part, and return its locator (:attr:`streams_puts`).
+
+        Each part is valid only until the next is asked for (the producer reuses its buffer); all but
+        the last have ``part_bytes``. ``size`` is the stored size when known before the
+        first byte (then it is exact, and the locator is :meth:`locator_for`'s), ``None`` when only
+        ``size_bound`` is (a compressed stream). The pending mark is written before the first byte, as
+        :meth:`put` writes it; whatever ``parts`` raises, and any failure of the store, aborts the upload
+        and removes what was written (the mark last) before it is raised, so ``gc`` finds only what a
+        process that died mid-upload left.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot write a payload as a stream")
+
+    def stream_locator_for(self, topic: str, message_id: uuid.UUID, size: int, part_bytes: int) -> str | None:
+        """The locator :meth:`put_stream` will give ``size`` bytes in parts of ``part_bytes``; the default is
+        :meth:`locator_for`'s (a store whose layout follows the parts, Redis, answers for itself)."""
+        return self.locator_for(topic, message_id, size)
 
     def list_incomplete_uploads(self, older_than_ms: int) -> Sequence[IncompleteUpload]:
         """Multipart uploads started before ``older_than_ms`` and never finished (S3); the default has none."""

@@ -12,6 +12,7 @@ from gateway.encryption._kms import KmsKeyProvider
 from gateway.encryption._provider import DataKey, KeyProvider, canonical_context
 from gateway.encryption._reference import ReferenceEncryption, SealedWrite
 from gateway.encryption._sealer import Sealed, open_sealed, seal
+from gateway.encryption._stream_cipher import stream_cipher
 from gateway.protocol.encryption import ALGORITHMS_BY_NAME, Binding, Encryption
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "canonical_context",
     "open_sealed",
     "seal",
+    "stream_cipher",
 ]

@@ -77,6 +77,8 @@ class ProducerSettings:
     reference_format: ReferenceFormat = ReferenceFormat.GATEWAY
     """``reference.format``: our envelope, or the pointer records bakdata's or AWS's readers follow
     (:mod:`gateway.protocol.peers.pointer_formats`)."""
+    stream_part_bytes: int = keys.REFERENCE_STREAM_PART_BYTES.default
+    """``reference.stream.part.bytes``: the part size of ``produce_stream``'s store writes (its memory per stream)."""
 
     @property
     def overhead(self) -> int:
@@ -172,6 +174,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     compression = parse_compression(keys.REFERENCE_COMPRESSION.pop(conf))
     warning_interval_s = LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0
     reference_format = ReferenceFormat(keys.REFERENCE_FORMAT.pop(conf))
+    stream_part_bytes = keys.REFERENCE_STREAM_PART_BYTES.pop(conf)
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
@@ -197,6 +200,7 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
         compression,
         warning_interval_s,
         reference_format,
+        stream_part_bytes,
     )
     return settings, conf
 

@@ -32,6 +32,7 @@ from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
 from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._route_choice import RouteChooser, forced_route
+from gateway.producer._stream_writer import StreamWriter
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.peers.pointer_formats import check_payload, check_producer, check_route
@@ -139,6 +140,10 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
             reference_format=fmt,
         )
         self._outbox.listener = self._references
+        self._streams = StreamWriter(
+            self.settings, self.policy, self._routes, self._compaction, self._admission, self._references,
+            encryption, clock, self.produce,
+        )  # fmt: skip
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""
@@ -185,6 +190,30 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._produce_routed(
             message, self._routes.of(message) if route is None else forced_route(route), route is not None
         )
+
+    def produce_stream(
+        self,
+        topic: str,
+        source: Any,
+        size: int,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        route: Route | str | None = None,
+    ) -> None:
+        """Send ``size`` bytes read from ``source`` (a readable binary file, or an iterable of bytes-like chunks)
+        as one message, holding a part of it at a time (:mod:`gateway.producer._stream_writer`).
+
+        The route is chosen from ``size``; ``on_delivery`` is called as for ``produce``, with the
+        message's value ``None`` (the stream is not kept). A source that raises or gives another size
+        than ``size``, or a store that fails mid-upload, raises a :class:`~gateway.errors.StreamError`
+        and leaves nothing in the store or the topic.
+        """
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        self._streams.send(topic, source, size, key, partition, on_delivery, timestamp, headers, route)
 
     def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
         """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""

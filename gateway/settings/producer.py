@@ -88,6 +88,12 @@ REFERENCE_FORMAT = ChoiceSetting(
     "our envelope, or the pointer records bakdata's (S3, GCS, Azure) or AWS's (S3) Java readers follow",
     choices=REFERENCE_FORMAT_CHOICES,
 )
+REFERENCE_STREAM_PART_BYTES = IntSetting(
+    "reference.stream.part.bytes",
+    8 * 1024 * 1024,
+    "part size of produce_stream's store writes (S3 multipart parts; at least 5 MiB, S3's minimum)",
+    minimum=5 * 1024 * 1024,
+)
 KEY_SERIALIZER = ValueSetting("key.serializer", None, "a callable (value, ctx) -> bytes for keys")
 VALUE_SERIALIZER = ValueSetting("value.serializer", None, "a callable (value, ctx) -> bytes for values")
 
@@ -115,6 +121,7 @@ PRODUCER: tuple[Setting[Any], ...] = (
     LOG_WARNING_INTERVAL_MS,
     COMMIT_METADATA_ENCODING,
     REFERENCE_FORMAT,
+    REFERENCE_STREAM_PART_BYTES,
     KEY_SERIALIZER,
     VALUE_SERIALIZER,
 )

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from stores.azure._backend import AzureBackend
+from stores.azure._part_uploads import AzurePartUploads
 from stores.blob import (
     DEFAULT_JOURNAL_BATCH,
     DEFAULT_JOURNAL_OPEN_MS,
@@ -13,12 +14,13 @@ from stores.blob import (
     DEFAULT_PARALLEL_READ_BYTES,
     DEFAULT_PART_BYTES,
     BlobStore,
+    BlobStreamWrites,
 )
 
 _CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 
 
-class AzureBlobStore(BlobStore):
+class AzureBlobStore(BlobStreamWrites, BlobStore):
     """A :class:`stores.Store` on an Azure ``BlobServiceClient``: locators ``abs://<container>/<prefix><topic>/<id>``.
 
     The contract, journal, reader and locator scheme are :class:`~stores.blob.BlobStore`'s, as S3Store's and
@@ -70,6 +72,8 @@ class AzureBlobStore(BlobStore):
             journal_open_ms=journal_open_ms,
             close_client=close_client,
         )
+        self.uploads = AzurePartUploads(backend)
+        """What :meth:`put_stream` sends a stream with: a block per part, committed at the end."""
 
     @property
     def container(self) -> str:

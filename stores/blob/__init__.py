@@ -12,6 +12,7 @@ from stores.blob._store import (
     DEFAULT_PART_BYTES,
     BlobStore,
 )
+from stores.blob._stream_writes import BlobStreamWrites, PartUpload, PartUploads
 
 __all__ = [
     "DEFAULT_JOURNAL_BATCH",
@@ -22,9 +23,12 @@ __all__ = [
     "BlobBackend",
     "BlobEntry",
     "BlobStore",
+    "BlobStreamWrites",
     "MarkerRequests",
     "ObjectHead",
     "ObjectLocator",
+    "PartUpload",
+    "PartUploads",
     "PendingJournal",
     "ViewReader",
     "ViewWriter",

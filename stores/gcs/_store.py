@@ -12,13 +12,15 @@ from stores.blob import (
     DEFAULT_PARALLEL_READ_BYTES,
     DEFAULT_PART_BYTES,
     BlobStore,
+    BlobStreamWrites,
 )
 from stores.gcs._backend import GCSBackend, _mapped
+from stores.gcs._part_uploads import GCSPartUploads
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
 
 
-class GCSStore(BlobStore):
+class GCSStore(BlobStreamWrites, BlobStore):
     """A :class:`stores.Store` on a ``google.cloud.storage.Client``: locators ``gs://<bucket>/<prefix><topic>/<id>``.
 
     The contract, journal, reader and locator scheme are :class:`~stores.blob.BlobStore`'s, as S3Store's and
@@ -63,6 +65,10 @@ class GCSStore(BlobStore):
             journal_open_ms=journal_open_ms,
             close_client=close_client,
         )
+        backend = self.backend
+        assert isinstance(backend, GCSBackend)
+        self.uploads = GCSPartUploads(backend, part_bytes)
+        """What :meth:`put_stream` sends a stream with: one resumable upload, a chunk at a time."""
 
     def ensure_expiry_rule(self, days: int) -> dict[str, Any]:
         """Add (once) a lifecycle rule deleting objects under the prefix ``days`` after their creation.

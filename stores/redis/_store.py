@@ -84,6 +84,7 @@ from stores.redis._layout import (
 from stores.redis._pipeline import RedisPutPipeline
 from stores.redis._ranges import RedisRanges
 from stores.redis._reads import RedisReads
+from stores.redis._stream_writes import RedisStreamWrites
 from stores.redis._wire import Arg, PackedTransaction
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def ttl_from_retention(admin_client: Any, topic: str, margin_seconds: int = 3600
     return topic_retention(admin_client, topic).payload_ttl_seconds(margin_seconds)
 
 
-class RedisStore(RedisReads, RedisRanges, RedisJournal):
+class RedisStore(RedisStreamWrites, RedisReads, RedisRanges, RedisJournal):
     """A :class:`stores.Store` on redis-py: a ``redis.Redis`` or a ``redis.cluster.RedisCluster`` client.
 
     ``client`` must return bytes (``decode_responses=False``). ``layout`` is ``"flat"`` (the

@@ -22,9 +22,10 @@ from typing import Any
 
 from gateway.store import IncompleteUpload
 from stores.base import topic_retention
-from stores.blob import DEFAULT_JOURNAL_BATCH, DEFAULT_JOURNAL_OPEN_MS, BlobStore, ObjectLocator
+from stores.blob import DEFAULT_JOURNAL_BATCH, DEFAULT_JOURNAL_OPEN_MS, BlobStore, BlobStreamWrites, ObjectLocator
 from stores.s3._backend import S3Backend
 from stores.s3._housekeeping import S3Housekeeping
+from stores.s3._multipart import S3PartUploads
 
 MiB = 1024 * 1024
 DEFAULT_MULTIPART_BYTES = 8 * MiB
@@ -60,7 +61,7 @@ def expiry_days_from_retention(admin_client: Any, topic: str, margin_seconds: in
     return None if seconds is None else max(1, -(-seconds // 86400))
 
 
-class S3Store(S3Housekeeping, BlobStore):
+class S3Store(S3Housekeeping, BlobStreamWrites, BlobStore):
     """A :class:`stores.Store` on a boto3 S3 client (thread-safe, as boto3 clients are).
 
     Writes below ``multipart_threshold`` are one PutObject carrying the payload's SHA-256 as its
@@ -134,6 +135,8 @@ class S3Store(S3Housekeeping, BlobStore):
             close_client=close_client,
         )
         self.client = client
+        self.uploads = S3PartUploads(self.s3)
+        """What :meth:`put_stream` sends a stream with: one multipart upload, a part at a time."""
 
     def __repr__(self) -> str:
         return f"S3Store(name={self.name!r}, bucket={self.bucket!r}, prefix={self.prefix!r})"

@@ -183,6 +183,19 @@ class ReferenceWriter(ReferenceBookkeeping):
         self._put_succeeded(write)
         return route
 
+    @property
+    def checksum(self) -> int:
+        """The envelope's digest algorithm (``reference.checksum``), for a digest computed elsewhere (a stream's)."""
+        return self._digests.checksum
+
+    def settle_write(self, write: WriteInFlight) -> None:
+        """A write made outside the window (a stream's): its envelope, delivery and rollback as any write's."""
+        self._put_succeeded(write)
+
+    def check_declared(self, size: int) -> None:
+        """:meth:`_check_declared`, for a stream's declared size before it is read."""
+        self._check_declared(size)
+
     def _check_declared(self, size: int) -> None:
         """Refuse a payload whose envelope would declare more than consumers accept by default."""
         if size > self.max_payload:

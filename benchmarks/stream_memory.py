@@ -1,0 +1,221 @@
+"""``produce_stream``'s memory and speed: N GiB through S3 (moto) and Redis, against the stores' raw clients.
+
+Each measurement runs in a fresh interpreter, so that its peak RSS (``VmHWM``, reset before the
+run where the kernel allows it) is the run's alone. The producer side streams a generated source
+(a deterministic 1 MiB block stamped with its index, never held whole) through ``produce_stream``
+by reference, and reports the peak RSS growth over the process's RSS before the stream, the
+seconds from the first byte to the delivered envelope, and the stored size. The raw side moves the
+same bytes with the same part size through the store's own client: boto3's multipart upload
+(CreateMultipartUpload, UploadPart per part, CompleteMultipartUpload, one part at a time as the
+producer sends them) and redis-py SETs of the same parts.
+
+The consumer side is a hook (:func:`consume_side`): it returns ``None`` until a streaming reader
+exists; fill it in to report the consumer's figures in the same table.
+
+    python -m benchmarks.stream_memory --gib 1 --stores s3,redis [--part-mib 8] [--pairs 1] [--json out.json]
+
+Starts redis-server, moto's S3 server and a Kafka backend (``KAFKA_TEST_BACKEND``, mock by default)
+and stops them again. The Redis server and moto hold the stream in memory: check ``free -g`` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from benchmarks.common import ROOT, PeakMemory
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+BLOCK = MiB
+
+
+def generated(size: int) -> Iterator[bytes]:
+    """``size`` deterministic bytes in 1 MiB chunks, each block stamped with its index (no two parts alike)."""
+    base = bytearray((i * 131 + 7) % 251 for i in range(BLOCK))
+    sent, index = 0, 0
+    while sent < size:
+        n = min(BLOCK, size - sent)
+        base[:8] = index.to_bytes(8, "big")
+        yield bytes(base[:n])
+        sent += n
+        index += 1
+
+
+def consume_side(spec: dict[str, Any], store: str, locator_topic: str) -> dict[str, Any] | None:
+    """The consumer's figures for the stream just produced (``growth_bytes``, ``seconds``), or ``None``.
+
+    The hook for the consumer's streaming reader (``value.stream.threshold.bytes``, ``PayloadStream``):
+    run it in a fresh interpreter as :func:`child_produce` runs the producer, read the one message of
+    ``locator_topic`` as a stream and digest it. Left empty here: it belongs to the consumer side.
+    """
+    del spec, store, locator_topic
+    return None
+
+
+# -- the child processes ------------------------------------------------------------------------
+def _store(spec: dict[str, Any], store: str) -> Any:
+    from gateway.testing import RedisServer, S3Server
+    from stores import RedisStore, S3Store
+
+    if store == "redis":
+        client = RedisServer(spec["redis_url"], from_env=False).client()
+        return RedisStore(client, prefix=spec["prefix"], close_client=True)
+    # moto answers a multi-GiB CompleteMultipartUpload slowly: botocore's 60 s would retry a completed upload
+    s3 = S3Server(spec["s3_endpoint"], from_env=False).client(read_timeout=1800)
+    return S3Store(s3, bucket=spec["bucket"], prefix=spec["prefix"] + "/", multipart_chunk_bytes=spec["part"])
+
+
+def child_produce(spec: dict[str, Any]) -> dict[str, Any]:
+    from gateway import HybridProducer, SizeThresholdPolicy
+
+    name, size = spec["store"], spec["size"]
+    store = _store(spec, name)
+    conf = {
+        "bootstrap.servers": spec["bootstrap"],
+        **spec["client_config"],
+        "reference.stream.part.bytes": spec["part"],
+        "reference.max.payload.bytes": 2 * size + GiB,
+    }
+    producer = HybridProducer(conf, policy=SizeThresholdPolicy(reference_above=0, store=name), stores={name: store})
+    producer.list_topics(spec["topic"], timeout=30)  # the connection and metadata, before the measurement
+    reports: list[Any] = []
+    with PeakMemory() as mem:
+        started = time.perf_counter()
+        producer.produce_stream(spec["topic"], generated(size), size, route=f"reference:{name}",
+                                on_delivery=lambda err, msg: reports.append(err))  # fmt: skip
+        producer.flush(600)
+        seconds = time.perf_counter() - started
+    producer.close()
+    if reports != [None]:
+        raise RuntimeError(f"the envelope was not delivered: {reports}")
+    return {"growth_bytes": mem.growth, "seconds": seconds, "stored": _stored_and_clean(spec, store)}
+
+
+def child_raw(spec: dict[str, Any]) -> dict[str, Any]:
+    name, size, part = spec["store"], spec["size"], spec["part"]
+    store = _store(spec, name)
+    key = f"{spec['prefix']}/raw-{uuid.uuid4()}"
+    with PeakMemory() as mem:
+        started = time.perf_counter()
+        if name == "s3":
+            client, bucket = store.client, spec["bucket"]
+            upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+            done = []
+            for number, body in enumerate(_parts(size, part), 1):
+                reply = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
+                done.append({"PartNumber": number, "ETag": reply["ETag"]})
+            client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done})
+        else:
+            for number, body in enumerate(_parts(size, part)):
+                store.client.set(f"{key}:{number}", body)
+        seconds = time.perf_counter() - started
+    return {"growth_bytes": mem.growth, "seconds": seconds, "stored": _stored_and_clean(spec, store)}
+
+
+def _parts(size: int, part: int) -> Iterator[bytes]:
+    """The generated stream cut into parts of ``part`` bytes, one buffer reused as the producer does."""
+    buffer, filled = bytearray(part), 0
+    for chunk in generated(size):
+        view = memoryview(chunk)
+        while len(view):
+            take = min(part - filled, len(view))
+            buffer[filled : filled + take] = view[:take]
+            filled, view = filled + take, view[take:]
+            if filled == part:
+                yield bytes(buffer)
+                filled = 0
+    if filled:
+        yield bytes(buffer[:filled])
+
+
+def _stored_and_clean(spec: dict[str, Any], store: Any) -> int:
+    """The bytes stored under the run's prefix (the check that the stream arrived whole), then deleted."""
+    total = 0
+    if spec["store"] == "s3":
+        client, bucket = store.client, spec["bucket"]
+        for obj in client.list_objects_v2(Bucket=bucket, Prefix=spec["prefix"] + "/").get("Contents", []):
+            if "/_pending/" not in obj["Key"]:
+                total += obj["Size"]
+            client.delete_object(Bucket=bucket, Key=obj["Key"])
+    else:
+        client = store.client
+        for key in list(client.scan_iter(match=f"{spec['prefix']}*", count=1000)):
+            if client.type(key) == b"string":
+                total += client.strlen(key)
+            client.unlink(key)
+    store.close()
+    return total
+
+
+# -- the parent -----------------------------------------------------------------------------------
+def run_child(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.stream_memory", "--child", kind],
+        input=json.dumps(spec), text=True, capture_output=True, cwd=ROOT, env=env, timeout=7200, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} child failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gib", type=float, default=1.0)
+    parser.add_argument("--stores", default="s3,redis")
+    parser.add_argument("--part-mib", type=int, default=8)
+    parser.add_argument("--pairs", type=int, default=1, help="produce/raw pairs per store, run alternately")
+    parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--child", choices=["produce", "raw"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        spec = json.load(sys.stdin)
+        print(json.dumps((child_produce if args.child == "produce" else child_raw)(spec)))
+        return 0
+    from gateway.testing import RedisServer, S3Server, start_kafka
+
+    size = int(args.gib * GiB)
+    results: dict[str, Any] = {"size": size, "part": args.part_mib * MiB, "stores": {}}
+    with start_kafka() as kafka, RedisServer(from_env=False) as redis_server, S3Server(from_env=False) as s3_server:
+        s3_client = s3_server.client()
+        bucket = f"stream-{uuid.uuid4().hex[:8]}"
+        s3_client.create_bucket(Bucket=bucket)
+        for store in args.stores.split(","):
+            topic = f"stream-{store}-{uuid.uuid4().hex[:6]}"
+            kafka.create_topic(topic, partitions=1)
+            rows: dict[str, list[dict[str, Any]]] = {"produce_stream": [], "raw": []}
+            for pair in range(args.pairs):
+                order = ["produce", "raw"] if pair % 2 == 0 else ["raw", "produce"]
+                for kind in order:
+                    spec = {
+                        "store": store, "size": size, "part": args.part_mib * MiB, "topic": topic,
+                        "bootstrap": kafka.bootstrap_servers, "client_config": kafka.client_config,
+                        "redis_url": redis_server.url, "s3_endpoint": s3_server.endpoint_url, "bucket": bucket,
+                        "prefix": f"sm{uuid.uuid4().hex[:6]}",
+                    }  # fmt: skip
+                    row = run_child(kind, spec)
+                    if row["stored"] != size:
+                        raise RuntimeError(f"{kind} on {store} stored {row['stored']} bytes, not {size}")
+                    rows["produce_stream" if kind == "produce" else "raw"].append(row)
+                    growth, rate = row["growth_bytes"] / MiB, size / MiB / row["seconds"]
+                    print(f"{store:6} {kind:8} peak RSS growth {growth:8.1f} MiB  {rate:8.1f} MiB/s", flush=True)
+            consumer = consume_side({"topic": topic}, store, topic)
+            results["stores"][store] = {**rows, "consumer": consumer}
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
