@@ -9,10 +9,14 @@ same bytes with the same part size through the store's own client: boto3's multi
 (CreateMultipartUpload, UploadPart per part, CompleteMultipartUpload, one part at a time as the
 producer sends them) and redis-py SETs of the same parts.
 
-The consumer side is a hook (:func:`consume_side`): it returns ``None`` until a streaming reader
-exists; fill it in to report the consumer's figures in the same table.
+After each ``produce_stream`` run, the consumer side (:func:`consume_side`) reads that one message in
+another fresh interpreter with ``value.stream.threshold.bytes`` on: ``value()`` is a ``PayloadStream``,
+read to its end with ``readinto`` into one reused buffer and hashed, so the table says the consumer's
+peak RSS growth and speed and whether the SHA-256 of what it read equals the generated stream's; the
+same child then reads the stored bytes with the raw client in ranges of the same size (boto3 ranged
+GETs; redis-py GETs of the entries, which are the parts). Everything the run stored is deleted after.
 
-    python -m benchmarks.stream_memory --gib 1 --stores s3,redis [--part-mib 8] [--pairs 1] [--json out.json]
+    python -m benchmarks.stream_memory --gib 1 --stores s3,redis [--part-mib 8] [--range-mib 8] [--pairs 1]
 
 Starts redis-server, moto's S3 server and a Kafka backend (``KAFKA_TEST_BACKEND``, mock by default)
 and stops them again. The Redis server and moto hold the stream in memory: check ``free -g`` first.
@@ -21,6 +25,7 @@ and stops them again. The Redis server and moto hold the stream in memory: check
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -49,15 +54,17 @@ def generated(size: int) -> Iterator[bytes]:
         index += 1
 
 
-def consume_side(spec: dict[str, Any], store: str, locator_topic: str) -> dict[str, Any] | None:
-    """The consumer's figures for the stream just produced (``growth_bytes``, ``seconds``), or ``None``.
+def consume_side(spec: dict[str, Any]) -> dict[str, Any]:
+    """The consumer's figures for the stream just produced to ``spec["topic"]``, from a fresh interpreter."""
+    return run_child("consume", spec)
 
-    The hook for the consumer's streaming reader (``value.stream.threshold.bytes``, ``PayloadStream``):
-    run it in a fresh interpreter as :func:`child_produce` runs the producer, read the one message of
-    ``locator_topic`` as a stream and digest it. Left empty here: it belongs to the consumer side.
-    """
-    del spec, store, locator_topic
-    return None
+
+def expected_digest(size: int) -> str:
+    """SHA-256 of the generated stream of ``size`` bytes, as the consumer must read it."""
+    hasher = hashlib.sha256()
+    for chunk in generated(size):
+        hasher.update(chunk)
+    return hasher.hexdigest()
 
 
 # -- the child processes ------------------------------------------------------------------------
@@ -96,7 +103,75 @@ def child_produce(spec: dict[str, Any]) -> dict[str, Any]:
     producer.close()
     if reports != [None]:
         raise RuntimeError(f"the envelope was not delivered: {reports}")
-    return {"growth_bytes": mem.growth, "seconds": seconds, "stored": _stored_and_clean(spec, store)}
+    stored = _stored(spec, store, clean=False)
+    return {"growth_bytes": mem.growth, "seconds": seconds, "stored": stored}
+
+
+def child_consume(spec: dict[str, Any]) -> dict[str, Any]:
+    """Read the topic's one message as a stream, hash it; then the stored bytes with the raw client; clean up."""
+    from gateway import HybridConsumer, PayloadStream
+
+    name, size, step = spec["store"], spec["size"], spec["range"]
+    store = _store(spec, name)
+    conf = {
+        "bootstrap.servers": spec["bootstrap"],
+        **spec["client_config"],
+        "group.id": f"stream-memory-{uuid.uuid4().hex[:6]}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "value.stream.threshold.bytes": 1,
+        "value.stream.range.bytes": step,
+        "reference.max.payload.bytes": 2 * size + GiB,
+    }
+    consumer = HybridConsumer(conf, stores={name: store})
+    consumer.subscribe([spec["topic"]])
+    buffer, hasher, read = bytearray(step), hashlib.sha256(), 0
+    with PeakMemory() as mem:
+        started = time.perf_counter()
+        msg = consumer.poll(60.0)
+        while msg is None:
+            msg = consumer.poll(60.0)
+        if msg.error() is not None:
+            raise RuntimeError(f"the envelope did not resolve: {msg.error()}")
+        stream = msg.value()
+        if not isinstance(stream, PayloadStream):
+            raise RuntimeError(f"value() is {type(stream).__name__}, not a PayloadStream")
+        view = memoryview(buffer)
+        while n := stream.readinto(buffer):
+            hasher.update(view[:n])
+            read += n
+        seconds = time.perf_counter() - started
+    consumer.close()
+    with PeakMemory() as raw_mem:
+        started = time.perf_counter()
+        raw_read = _raw_read(spec, store, step)
+        raw_seconds = time.perf_counter() - started
+    _stored(spec, store, clean=True)
+    return {
+        "growth_bytes": mem.growth, "seconds": seconds, "read": read, "sha256": hasher.hexdigest(),
+        "raw_growth_bytes": raw_mem.growth, "raw_seconds": raw_seconds, "raw_read": raw_read,
+    }  # fmt: skip
+
+
+def _raw_read(spec: dict[str, Any], store: Any, step: int) -> int:
+    """The stored payload's bytes read by the store's own client, ``step`` bytes a request (the marks left out)."""
+    total = 0
+    if spec["store"] == "s3":
+        client, bucket = store.client, spec["bucket"]
+        for obj in client.list_objects_v2(Bucket=bucket, Prefix=spec["prefix"] + "/").get("Contents", []):
+            if "/_pending/" in obj["Key"] or obj["Key"].endswith(".batch"):
+                continue
+            for at in range(0, obj["Size"], step):
+                end = min(at + step, obj["Size"]) - 1
+                body = client.get_object(Bucket=bucket, Key=obj["Key"], Range=f"bytes={at}-{end}")["Body"]
+                total += len(body.read())
+                body.close()
+        return total
+    client = store.client
+    for key in client.scan_iter(match=f"{spec['prefix']}*", count=1000):
+        if client.type(key) == b"string":
+            total += len(client.get(key) or b"")
+    return total
 
 
 def child_raw(spec: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +192,7 @@ def child_raw(spec: dict[str, Any]) -> dict[str, Any]:
             for number, body in enumerate(_parts(size, part)):
                 store.client.set(f"{key}:{number}", body)
         seconds = time.perf_counter() - started
-    return {"growth_bytes": mem.growth, "seconds": seconds, "stored": _stored_and_clean(spec, store)}
+    return {"growth_bytes": mem.growth, "seconds": seconds, "stored": _stored(spec, store, clean=True)}
 
 
 def _parts(size: int, part: int) -> Iterator[bytes]:
@@ -136,21 +211,23 @@ def _parts(size: int, part: int) -> Iterator[bytes]:
         yield bytes(buffer[:filled])
 
 
-def _stored_and_clean(spec: dict[str, Any], store: Any) -> int:
-    """The bytes stored under the run's prefix (the check that the stream arrived whole), then deleted."""
+def _stored(spec: dict[str, Any], store: Any, *, clean: bool) -> int:
+    """The bytes stored under the run's prefix (the check that the stream arrived whole), deleted if ``clean``."""
     total = 0
     if spec["store"] == "s3":
         client, bucket = store.client, spec["bucket"]
         for obj in client.list_objects_v2(Bucket=bucket, Prefix=spec["prefix"] + "/").get("Contents", []):
             if "/_pending/" not in obj["Key"]:
                 total += obj["Size"]
-            client.delete_object(Bucket=bucket, Key=obj["Key"])
+            if clean:
+                client.delete_object(Bucket=bucket, Key=obj["Key"])
     else:
         client = store.client
         for key in list(client.scan_iter(match=f"{spec['prefix']}*", count=1000)):
             if client.type(key) == b"string":
                 total += client.strlen(key)
-            client.unlink(key)
+            if clean:
+                client.unlink(key)
     store.close()
     return total
 
@@ -174,32 +251,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gib", type=float, default=1.0)
     parser.add_argument("--stores", default="s3,redis")
     parser.add_argument("--part-mib", type=int, default=8)
+    parser.add_argument("--range-mib", type=int, default=8, help="the consumer's value.stream.range.bytes")
     parser.add_argument("--pairs", type=int, default=1, help="produce/raw pairs per store, run alternately")
     parser.add_argument("--json", help="write the results here too")
-    parser.add_argument("--child", choices=["produce", "raw"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["produce", "raw", "consume"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         spec = json.load(sys.stdin)
-        print(json.dumps((child_produce if args.child == "produce" else child_raw)(spec)))
+        child = {"produce": child_produce, "raw": child_raw, "consume": child_consume}[args.child]
+        print(json.dumps(child(spec)))
         return 0
     from gateway.testing import RedisServer, S3Server, start_kafka
 
     size = int(args.gib * GiB)
-    results: dict[str, Any] = {"size": size, "part": args.part_mib * MiB, "stores": {}}
+    digest = expected_digest(size)
+    results: dict[str, Any] = {"size": size, "part": args.part_mib * MiB, "range": args.range_mib * MiB, "stores": {}}
     with start_kafka() as kafka, RedisServer(from_env=False) as redis_server, S3Server(from_env=False) as s3_server:
         s3_client = s3_server.client()
         bucket = f"stream-{uuid.uuid4().hex[:8]}"
         s3_client.create_bucket(Bucket=bucket)
         for store in args.stores.split(","):
-            topic = f"stream-{store}-{uuid.uuid4().hex[:6]}"
-            kafka.create_topic(topic, partitions=1)
-            rows: dict[str, list[dict[str, Any]]] = {"produce_stream": [], "raw": []}
+            rows: dict[str, list[dict[str, Any]]] = {"produce_stream": [], "raw": [], "consumer": []}
             for pair in range(args.pairs):
                 order = ["produce", "raw"] if pair % 2 == 0 else ["raw", "produce"]
                 for kind in order:
+                    topic = f"stream-{store}-{uuid.uuid4().hex[:6]}"
+                    kafka.create_topic(topic, partitions=1)
                     spec = {
-                        "store": store, "size": size, "part": args.part_mib * MiB, "topic": topic,
-                        "bootstrap": kafka.bootstrap_servers, "client_config": kafka.client_config,
+                        "store": store, "size": size, "part": args.part_mib * MiB, "range": args.range_mib * MiB,
+                        "topic": topic, "bootstrap": kafka.bootstrap_servers, "client_config": kafka.client_config,
                         "redis_url": redis_server.url, "s3_endpoint": s3_server.endpoint_url, "bucket": bucket,
                         "prefix": f"sm{uuid.uuid4().hex[:6]}",
                     }  # fmt: skip
@@ -209,8 +289,20 @@ def main(argv: list[str] | None = None) -> int:
                     rows["produce_stream" if kind == "produce" else "raw"].append(row)
                     growth, rate = row["growth_bytes"] / MiB, size / MiB / row["seconds"]
                     print(f"{store:6} {kind:8} peak RSS growth {growth:8.1f} MiB  {rate:8.1f} MiB/s", flush=True)
-            consumer = consume_side({"topic": topic}, store, topic)
-            results["stores"][store] = {**rows, "consumer": consumer}
+                    if kind == "produce":
+                        read = consume_side(spec)
+                        read["digest_equal"] = read["sha256"] == digest
+                        if read["read"] != size or read["raw_read"] != size or not read["digest_equal"]:
+                            raise RuntimeError(f"the consumer read {read} of {size} bytes, sha256 {digest}")
+                        rows["consumer"].append(read)
+                        print(
+                            f"{store:6} consume  peak RSS growth {read['growth_bytes'] / MiB:8.1f} MiB  "
+                            f"{size / MiB / read['seconds']:8.1f} MiB/s (raw client, same ranges: "
+                            f"{read['raw_growth_bytes'] / MiB:.1f} MiB, {size / MiB / read['raw_seconds']:.1f} MiB/s), "
+                            f"SHA-256 equal",
+                            flush=True,
+                        )
+            results["stores"][store] = rows
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out, indent=2)
