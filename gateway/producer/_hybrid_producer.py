@@ -13,6 +13,7 @@ every poll, flush, purge and transaction call, goes to librdkafka through one
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -210,12 +211,13 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 self._admission.check(message)  # what Kafka would refuse, refused before the store write
                 no_fallback = forced or terms.no_chunks
-                chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
+                send = partial(self._references.send, chosen, no_fallback, persistent=terms.persistent)
+                chosen = self._outbox.join(send, message) or chosen
             elif chosen.kind is RouteKind.PLAIN:
                 self._outbox.produce_plain(message)
                 self._metrics.plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
-                self._outbox.in_turn(self._chunks.send, message)
+                self._outbox.send_message(self._chunks.send, message)
         except BaseException as exc:
             if auditor is not None:
                 auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
@@ -48,7 +49,8 @@ class ReferenceWriter(ReferenceBookkeeping):
     """Sends messages by reference to named stores, and tracks each store's health for the fallback.
 
     A write to a store that pipelines joins the outbox's queue (``window``) and settles in its turn;
-    any other write, and a fallback decided while sending, runs in its turn (:meth:`WriteWindow.in_turn`).
+    any other write, and a fallback decided while sending, is sent through the queue's one door for records
+    (:meth:`WriteWindow.send_in_turn`), after every write ahead of it.
     Records go out by ``send``, which never waits for the queue: the writer calls it only in its turn.
     """
 
@@ -115,18 +117,21 @@ class ReferenceWriter(ReferenceBookkeeping):
             raise ConfigurationError(
                 f"the route names store {name!r}, but this producer has {sorted(self.stores) or 'no stores'}"
             )
-        if self.window.size <= 1:
-            return self._write(name, store, route, forced, message, persistent)
         with self.window.lock:
-            return self._write(name, store, route, forced, message, persistent)
+            step = self._write(name, store, route, forced, message, persistent)
+            if isinstance(step, Route):
+                return step  # joined the queue: its envelope follows when the write resolves
+            routed = self.window.send_in_turn(step)  # the one door for what does not join the queue
+        return route if routed is None else routed
 
     def _write(
         self, name: str, store: Store, route: Route, forced: bool, message: OutgoingMessage, persistent: bool
-    ) -> Route:
+    ) -> Route | Callable[[], Route]:
+        """The route, when the write joined the queue; else what sends the message, for its turn."""
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
         if not self.health[name].allow(now) and not self._probe_answered(name):
-            return self.window.in_turn(self._fallback, name, forced, message, "is marked unhealthy")
+            return partial(self._fallback, name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = (
@@ -149,7 +154,7 @@ class ReferenceWriter(ReferenceBookkeeping):
                     message.topic, message_id, stored, pending_since_ms=now, persistent=persistent
                 )
             except StoreError as exc:
-                return self.window.in_turn(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
+                return partial(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
         digest = self._digests.begin(digested, store)  # after a submit: the server takes the write meanwhile
         digest.encryption = None if sealed is None else sealed.encryption
         digest.compression = codec
@@ -160,7 +165,7 @@ class ReferenceWriter(ReferenceBookkeeping):
             self.window.add(write)  # its envelope follows when the write resolves, in its turn
             return route
         sha256 = digest.known_sha256() if stored is digested else None
-        return self.window.in_turn(self._put_now, write, route, stored, sha256, persistent)
+        return partial(self._put_now, write, route, stored, sha256, persistent)
 
     def _put_now(
         self, write: WriteInFlight, route: Route, stored: Payload, sha256: bytes | None, persistent: bool
