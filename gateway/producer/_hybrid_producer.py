@@ -25,16 +25,10 @@ from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, Router, as_policy
-from gateway.producer._chunked_writer import ChunkedWriter
-from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.producer._config import confluent_config, parse_producer_config
 from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
-from gateway.producer._metrics import ProducerMetrics
-from gateway.producer._outbox import Outbox
-from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
-from gateway.producer._route_choice import RouteChooser, forced_route
-from gateway.producer.reference.window import WriteWindow
-from gateway.producer.reference.writer import ReferenceWriter
+from gateway.producer._parts import make_parts
+from gateway.producer._route_choice import forced_route
 from gateway.protocol.peers.pointer_formats import check_payload, check_producer, check_route
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
@@ -108,38 +102,19 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
-        window = WriteWindow(self.settings.write_window, self.stores, self.settings.write_linger_s)
-        self._outbox = Outbox(conf, window, clock, self.settings.block_s)
+        parts = make_parts(self.settings, conf, self.policy, self.stores, self.health, clock, encryption)
+        self._outbox = parts.outbox
         """The one way to librdkafka: records of every route in order, the write window and its time bound."""
-        refresh_s = self.settings.topic_config_refresh_s
-        check = self.settings.compaction_check
-        policies = CleanupPolicies(AdminDescriber(conf), clock, refresh_s) if check else None
-        self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
-        self._routes = RouteChooser(self.settings, self.policy, self._compaction)
+        self._compaction = parts.compaction
+        self._routes = parts.routes
         self._plain_up_to = self._routes.plain_up_to
         self._direct_room = self.settings.max_message_bytes - self.settings.overhead
         """Key and value bytes a record on the direct path may take, as :meth:`ProducerSettings.segment_room` counts."""
-        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.list_topics, clock))
+        self._admission = parts.admission
         self._closed = False
-        self._metrics = ProducerMetrics()
-        self._chunks = ChunkedWriter(self.settings, self._outbox.send, metrics=self._metrics, clock=clock)
-        self._references = ReferenceWriter(
-            self.stores,
-            self.health,
-            self._outbox.send,
-            fallback_cap=0 if fmt.pointer else self.settings.fallback_cap,  # a foreign reader reads no chunks
-            max_payload=self.settings.max_reference_bytes,
-            metrics=self._metrics,
-            clock=clock,
-            checksum=self.settings.checksum,
-            compression=self.settings.compression,
-            window=window,
-            send_chunked=self._chunks.send,
-            encryption=encryption,
-            warning_interval_s=self.settings.warning_interval_s,
-            reference_format=fmt,
-        )
-        self._outbox.listener = self._references
+        self._metrics = parts.metrics
+        self._chunks = parts.chunks
+        self._references = parts.references
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""

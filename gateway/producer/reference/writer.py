@@ -32,12 +32,11 @@ from gateway.producer._metrics import ProducerMetrics
 from gateway.producer.reference._bookkeeping import ReferenceBookkeeping
 from gateway.producer.reference._envelope_delivery import EnvelopeDelivery
 from gateway.producer.reference._fallback import FallbackGuard
+from gateway.producer.reference._sealing import stored_form
 from gateway.producer.reference.digests import PayloadDigester
 from gateway.producer.reference.transactions import TransactionLedger
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
-from gateway.protocol.compression import pays_off
 from gateway.protocol.envelope import Envelope
-from gateway.protocol.payload_encoding import encode_payload
 from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_message_id
 from gateway.store import Payload, Store
 from gateway.telemetry.logs import RateLimitedLog
@@ -137,15 +136,11 @@ class ReferenceWriter(ReferenceBookkeeping):
         message_id = (
             pointer_message_id(uuid.uuid4()) if self.format.pointer else store.next_message_id(message.topic, now)
         )
-        codec = self.compression
-        if codec is not None and not pays_off(payload, codec):  # decided per payload: stored as is
-            codec = None
+        form = stored_form(payload, store, message.topic, message_id, self.compression, self._encryption)
+        if self.compression is not None and form.codec is None:
             self.metrics.compression_skipped += 1
-        encoded = encode_payload(payload, codec)  # compressed first: ciphertext does not compress
-        sealed = self._encryption.seal(store, message.topic, message_id, encoded)
-        stored: Payload = encoded if sealed is None else sealed.payload
-        digested: Payload = payload if sealed is None else stored  # a sealed payload's envelope describes it
-        if sealed is not None and encoded is not payload:
+        stored = form.stored
+        if form.recheck_size:
             self._check_declared(len(stored))  # compressed, then sealed: its size is known only now
         locator = ""
         if pipeline is not None:
@@ -155,16 +150,16 @@ class ReferenceWriter(ReferenceBookkeeping):
                 )
             except StoreError as exc:
                 return partial(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
-        digest = self._digests.begin(digested, store)  # after a submit: the server takes the write meanwhile
-        digest.encryption = None if sealed is None else sealed.encryption
-        digest.compression = codec
+        digest = self._digests.begin(form.digested, store)  # after a submit: the server takes the write meanwhile
+        digest.encryption = form.encryption
+        digest.compression = form.codec
         write = WriteInFlight(
             name, store, pipeline, message, message_id, locator, digest, forced, now, started, self._settle
         )
         if pipeline is not None:
             self.window.add(write)  # its envelope follows when the write resolves, in its turn
             return route
-        sha256 = digest.known_sha256() if stored is digested else None
+        sha256 = digest.known_sha256() if stored is form.digested else None
         return partial(self._put_now, write, route, stored, sha256, persistent)
 
     def _put_now(
