@@ -9,7 +9,8 @@ have one owner:
 * **Order.** A pending store write is an entry in the outbox's queue (the write window,
   :class:`~gateway.producer.reference.window.WriteWindow`, ``reference.write.window``); its envelope
   is produced when the write resolves, in produce order. The outbox reaches librdkafka only through
-  the queue's :meth:`~gateway.producer.reference.window.WriteWindow.in_turn`, so no call overtakes an
+  the queue's doors (:meth:`~gateway.producer.reference.window.WriteWindow.in_turn`, ``send_in_turn``,
+  ``join``), so no call overtakes an
   earlier ``produce``, whichever route either took and whichever thread calls. Records a write
   resolves into (its envelope, or its segments after a fallback) go out by :attr:`Outbox.send`,
   which is librdkafka's ``produce`` with the queue-full wait and never waits for the queue: they

@@ -10,9 +10,11 @@ Two rules follow; the producer's outbox, which owns this window, is their one ow
 
 * **Order.** Every record leaves in the order ``produce`` was called. The producer's
   :class:`~gateway.producer._outbox.Outbox`, the one way to librdkafka, reaches it only through
-  :meth:`WriteWindow.in_turn`, which settles every write in flight (under the window's lock) first,
-  and a write counts as in flight until its envelope is queued. So no call site has to remember it,
-  and a thread that polls or produces beside another cannot slip in between.
+  :meth:`WriteWindow.in_turn` and :meth:`WriteWindow.send_in_turn`, which settle every write in flight
+  (under the window's lock) first, and a write counts as in flight until its envelope is queued. So
+  no call site has to remember it, and a thread that polls or produces beside another cannot slip in
+  between. A ``produce`` called back from inside a send (a callback served in its queue-full wait)
+  is deferred behind it.
 * **Time.** A write waits in the window at most ``reference.write.linger.ms`` after it was sent,
   whatever the application does: a thread of the window's own settles it then if no call did. The
   store's reply and queueing the envelope follow (a full librdkafka queue is waited on for at most
@@ -83,12 +85,14 @@ class WriteInFlight:
 class WriteWindow:
     """The outbox's queue of pending writes, oldest first, each store's pipeline, and the thread that bounds their wait.
 
-    The one owner of "earlier writes first": :meth:`in_turn` runs an action once every write ahead
-    of it has its envelope queued, and the outbox reaches librdkafka only that way. A write is taken
-    off the queue when its turn comes and is held as ``resolving`` until its envelope is queued, so
-    another thread still sees it in flight and waits for the lock, while the settling thread itself,
-    should an application callback served during a queue-full wait produce again, simply continues
-    with the next write (nothing is settled twice, nothing skipped).
+    The one owner of "earlier writes first", through three doors the outbox (and, for a write that
+    does not join the queue, the reference writer) call: :meth:`in_turn` for a call that sends no
+    record, :meth:`send_in_turn` for records that do not join the queue, :meth:`join` for a write that
+    does. A write is taken off the queue when its turn comes and is held as ``resolving`` until its
+    envelope is queued, so another thread still sees it in flight and waits for the lock. What runs
+    while a turn is under way is the turn's own thread, called back from a queue-full wait: a
+    ``produce`` then is deferred behind the turn (and behind every write queued before it), never
+    sent in the middle of it; nothing is settled twice, nothing skipped.
     """
 
     def __init__(self, size: int, stores: Mapping[str, Store], linger_s: float = DEFAULT_LINGER_S) -> None:
