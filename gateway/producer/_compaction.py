@@ -20,33 +20,39 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.clock import Clock
-from gateway.errors import ConfigurationError
-from gateway.policy import Policy, Route, RouteKind
+from gateway.core.route_choice import (
+    ORDINARY,
+    CompactedTopicError,
+    ReferenceTerms,
+    Reroute,
+    RouteDecision,
+    StoreChoice,
+    is_compacting,
+    keeps_forever,
+    reference_terms,
+    store_route,
+    terms_ask_cleanup_policy,
+)
+from gateway.policy import Policy, Route
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "ORDINARY",
+    "AdminDescriber",
+    "CleanupPolicies",
+    "CompactedTopicError",
+    "CompactionGuard",
+    "ReferenceTerms",
+    "is_compacting",
+    "keeps_forever",
+    "reference_route",
+]
 
 DEFAULT_REFRESH_MS = 300_000
 DESCRIBE_TIMEOUT_S = 5.0
 RETRY_UNKNOWN_S = 30.0
 """How long "cannot say" is believed: a topic that did not exist yet may have been created since."""
-
-
-class CompactedTopicError(ConfigurationError):
-    """A message too large for one record, for a compacted topic, with no store to send it to by reference."""
-
-
-def _parts(cleanup_policy: str) -> set[str]:
-    return {part.strip().lower() for part in cleanup_policy.split(",")}
-
-
-def is_compacting(cleanup_policy: str) -> bool:
-    """``compact`` or ``compact,delete`` (either order, any spacing)."""
-    return "compact" in _parts(cleanup_policy)
-
-
-def keeps_forever(cleanup_policy: str) -> bool:
-    """Compact only: the latest record of a key is never deleted, so neither may its payload expire."""
-    return _parts(cleanup_policy) == {"compact"}
 
 
 @dataclass(slots=True)
@@ -92,27 +98,14 @@ class CleanupPolicies:
             close()
 
     def compacted(self, topic: str) -> bool:
-        policy = self.policy(topic)
-        return policy is not None and is_compacting(policy)
+        return is_compacting(self.policy(topic))
 
     def keeps_forever(self, topic: str) -> bool:
-        policy = self.policy(topic)
-        return policy is not None and keeps_forever(policy)
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceTerms:
-    """How a reference goes out: ``no_chunks`` forbids the chunked fallback, ``persistent`` any expiry."""
-
-    no_chunks: bool = False
-    persistent: bool = False
-
-
-ORDINARY = ReferenceTerms()
+        return keeps_forever(self.policy(topic))
 
 
 class CompactionGuard:
-    """What compaction changes for one producer: the one place that decides it.
+    """What compaction changes for one producer: the brokers asked, :mod:`gateway.core.route_choice` deciding.
 
     ``policies`` is ``None`` when the check is off (``large.message.compaction.check=false``).
     """
@@ -125,12 +118,6 @@ class CompactionGuard:
         self._stores = stores
         self._segment_bytes = segment_bytes
 
-    def reroute(self, topic: str, size: int, segment_size: int, route: Route) -> Route:
-        """The policy's ``route``, or a reference where chunks of several segments would be compacted away."""
-        if route.kind is RouteKind.CHUNKED and size > segment_size and self._compacted(topic):
-            return reference_route(self._policy, self._stores, topic, size, self._cleanup(topic))
-        return route
-
     def terms(self, topic: str, size: int, chosen: Route, segment_size: int | None = None) -> ReferenceTerms:
         """The terms of the chosen route; :class:`CompactedTopicError` for several segments on a compacted topic.
 
@@ -138,18 +125,18 @@ class CompactionGuard:
         configured segment size). The brokers are asked only for references and for messages of
         several segments.
         """
-        several = size > (self._segment_bytes if segment_size is None else segment_size)
-        if chosen.kind is RouteKind.PLAIN or (chosen.kind is RouteKind.CHUNKED and not several):
+        segment_size = self._segment_bytes if segment_size is None else segment_size
+        if not terms_ask_cleanup_policy(chosen.kind, size, segment_size):
             return ORDINARY
-        if not self._compacted(topic):
-            return ORDINARY
-        if chosen.kind is RouteKind.CHUNKED:
-            raise CompactedTopicError(
-                f"topic {topic!r} is compacted (cleanup.policy={self._cleanup(topic)}): route=chunked"
-                " would lose all but the last segment of the message"
-            )
-        assert self._policies is not None
-        return ReferenceTerms(no_chunks=several, persistent=self._policies.keeps_forever(topic))
+        return reference_terms(chosen.kind, topic, size, segment_size, self.prepare(topic))
+
+    def store_route(self, why: Reroute, topic: str, size: int, fmt: str | None) -> RouteDecision:
+        """The store of a message the policy chunked and :func:`after_policy` rerouted (see :func:`store_route`)."""
+        if why is Reroute.POINTER:  # the policy's stores: a foreign reader follows a pointer to any of them
+            choice = StoreChoice(self._policy.store_for(topic), tuple(sorted(self._policy.store_names())))
+            return store_route(why, choice, topic=topic, size=size, fmt=fmt)
+        choice = StoreChoice(self._policy.store_for(topic), tuple(self._stores))
+        return store_route(why, choice, topic=topic, size=size, cleanup=self.prepare(topic))
 
     def prepare(self, topic: str) -> str | None:
         """``topic``'s cleanup.policy, asked of the brokers now (or cached), so no message waits for it later."""
@@ -159,11 +146,8 @@ class CompactionGuard:
         if self._policies is not None:
             self._policies.close()
 
-    def _compacted(self, topic: str) -> bool:
-        return self._policies is not None and self._policies.compacted(topic)
-
-    def _cleanup(self, topic: str) -> str:
-        return (self._policies.policy(topic) if self._policies is not None else None) or "unknown"
+    def compacted(self, topic: str) -> bool:
+        return is_compacting(self.prepare(topic))
 
 
 def reference_route(policy: Policy, stores: Mapping[str, object], topic: str, size: int, cleanup: str) -> Route:
@@ -172,16 +156,9 @@ def reference_route(policy: Policy, stores: Mapping[str, object], topic: str, si
     The policy's store for the topic (``store_for``) when it has one, else the producer's only
     store; with neither, :class:`CompactedTopicError` before anything is written.
     """
-    store = policy.store_for(topic)
-    if store is None and len(stores) == 1:
-        store = next(iter(stores))
-    if store is None or store not in stores:
-        raise CompactedTopicError(
-            f"topic {topic!r} is compacted (cleanup.policy={cleanup}): a {size}-byte message cannot be chunked"
-            " there, since compaction keeps only the last segment of a key; give the producer a store"
-            " (SizeThresholdPolicy(store=...)) so that such messages go by reference"
-        )
-    return Route.reference(store)
+    choice = StoreChoice(policy.store_for(topic), tuple(stores))
+    decided = store_route(Reroute.COMPACTED, choice, topic=topic, size=size, cleanup=cleanup)
+    return Route.reference(decided.store or "")
 
 
 class AdminDescriber:

@@ -13,6 +13,7 @@ every poll, flush, purge and transaction call, goes to librdkafka through one
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -24,17 +25,11 @@ from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, Router, as_policy
-from gateway.producer._chunked_writer import ChunkedWriter
-from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
 from gateway.producer._config import confluent_config, parse_producer_config
 from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
-from gateway.producer._metrics import ProducerMetrics
-from gateway.producer._outbox import Outbox
-from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
-from gateway.producer._route_choice import RouteChooser, forced_route
-from gateway.producer._stream_writer import StreamWriter
-from gateway.producer.reference.window import WriteWindow
-from gateway.producer.reference.writer import ReferenceWriter
+from gateway.producer._parts import make_parts
+from gateway.producer._route_choice import forced_route
+from gateway.producer.stream.writer import StreamWriter
 from gateway.protocol.peers.pointer_formats import check_payload, check_producer, check_route
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
@@ -108,41 +103,22 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
-        window = WriteWindow(self.settings.write_window, self.stores, self.settings.write_linger_s)
-        self._outbox = Outbox(conf, window, clock, self.settings.block_s)
+        parts = make_parts(self.settings, conf, self.policy, self.stores, self.health, clock, encryption)
+        self._outbox = parts.outbox
         """The one way to librdkafka: records of every route in order, the write window and its time bound."""
-        refresh_s = self.settings.topic_config_refresh_s
-        check = self.settings.compaction_check
-        policies = CleanupPolicies(AdminDescriber(conf), clock, refresh_s) if check else None
-        self._compaction = CompactionGuard(policies, self.policy, self.stores, self.segment_bytes)
-        self._routes = RouteChooser(self.settings, self.policy, self._compaction)
+        self._compaction = parts.compaction
+        self._routes = parts.routes
         self._plain_up_to = self._routes.plain_up_to
         self._direct_room = self.settings.max_message_bytes - self.settings.overhead
         """Key and value bytes a record on the direct path may take, as :meth:`ProducerSettings.segment_room` counts."""
-        self._admission = ReferenceAdmission(self.settings, PartitionCounts(self._outbox.list_topics, clock))
+        self._admission = parts.admission
         self._closed = False
-        self._metrics = ProducerMetrics()
-        self._chunks = ChunkedWriter(self.settings, self._outbox.send, metrics=self._metrics, clock=clock)
-        self._references = ReferenceWriter(
-            self.stores,
-            self.health,
-            self._outbox.send,
-            fallback_cap=0 if fmt.pointer else self.settings.fallback_cap,  # a foreign reader reads no chunks
-            max_payload=self.settings.max_reference_bytes,
-            metrics=self._metrics,
-            clock=clock,
-            checksum=self.settings.checksum,
-            compression=self.settings.compression,
-            window=window,
-            send_chunked=self._chunks.send,
-            encryption=encryption,
-            warning_interval_s=self.settings.warning_interval_s,
-            reference_format=fmt,
-        )
-        self._outbox.listener = self._references
+        self._metrics = parts.metrics
+        self._chunks = parts.chunks
+        self._references = parts.references
         self._streams = StreamWriter(
             self.settings, self.policy, self._routes, self._compaction, self._admission, self._references,
-            encryption, clock, self.produce,
+            self._outbox, encryption, clock, self.produce,
         )  # fmt: skip
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
@@ -204,7 +180,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         route: Route | str | None = None,
     ) -> None:
         """Send ``size`` bytes read from ``source`` (a readable binary file, or an iterable of bytes-like chunks)
-        as one message, holding a part of it at a time (:mod:`gateway.producer._stream_writer`).
+        as one message, holding a part of it at a time (:mod:`gateway.producer.stream.writer`).
 
         The route is chosen from ``size``; ``on_delivery`` is called as for ``produce``, with the
         message's value ``None`` (the stream is not kept). A source that raises or gives another size
@@ -239,12 +215,13 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 self._admission.check(message)  # what Kafka would refuse, refused before the store write
                 no_fallback = forced or terms.no_chunks
-                chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
+                send = partial(self._references.send, chosen, no_fallback, persistent=terms.persistent)
+                chosen = self._outbox.join(send, message) or chosen
             elif chosen.kind is RouteKind.PLAIN:
                 self._outbox.produce_plain(message)
                 self._metrics.plain(message)
             elif chosen.kind is RouteKind.CHUNKED:
-                self._outbox.in_turn(self._chunks.send, message)
+                self._outbox.send_message(self._chunks.send, message)
         except BaseException as exc:
             if auditor is not None:
                 auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)

@@ -9,7 +9,8 @@ have one owner:
 * **Order.** A pending store write is an entry in the outbox's queue (the write window,
   :class:`~gateway.producer.reference.window.WriteWindow`, ``reference.write.window``); its envelope
   is produced when the write resolves, in produce order. The outbox reaches librdkafka only through
-  the queue's :meth:`~gateway.producer.reference.window.WriteWindow.in_turn`, so no call overtakes an
+  the queue's doors (:meth:`~gateway.producer.reference.window.WriteWindow.in_turn`, ``send_in_turn``,
+  ``join``), so no call overtakes an
   earlier ``produce``, whichever route either took and whichever thread calls. Records a write
   resolves into (its envelope, or its segments after a fallback) go out by :attr:`Outbox.send`,
   which is librdkafka's ``produce`` with the queue-full wait and never waits for the queue: they
@@ -27,7 +28,7 @@ have one owner:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -37,6 +38,8 @@ from gateway.librdkafka.binding import RD_KAFKA_PRODUCER, fatal_error
 from gateway.librdkafka.group_offsets import pop_commit_encoding, send_offsets_to_transaction
 from gateway.producer._queue_full import BlockingSend
 from gateway.producer.reference.window import WriteWindow
+
+T = TypeVar("T")
 
 
 class ExactProducer(Producer):
@@ -110,16 +113,27 @@ class Outbox:
         self._kafka: Producer = kafka(dict(conf))
         self.window = window
         self.listener: OutboxListener = _NoListener()
-        self.produce: Callable[..., None] = self._kafka.produce if window.size <= 1 else self._produce_in_turn
-        """``Producer.produce``'s arguments, after the writes ahead of it."""
         self.send: Send = BlockingSend(self._kafka.produce, self._kafka.poll, clock, block_s, self._serves_reports)
 
     def _serves_reports(self) -> bool:
         """Whether a queue-full wait on this thread may serve delivery reports: not on the queue's own thread."""
         return not self.window.on_own_thread()
 
-    def _produce_in_turn(self, *args: Any, **kwargs: Any) -> None:
-        self.window.in_turn(self._kafka.produce, *args, **kwargs)
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1, **kwargs: Any) -> None:
+        """``Producer.produce``'s arguments, after the writes ahead of it; straight to librdkafka when nothing is.
+
+        Called back from inside a send under way (an application callback served during its
+        queue-full wait) the record is deferred behind it, and then waits for room as segments do.
+        """
+        if self.window.idle():
+            self._kafka.produce(topic, value, key, partition, **kwargs)
+            return
+        record = {"value": value, "key": key, "partition": partition, **kwargs}
+        on_delivery = kwargs.get("on_delivery", kwargs.get("callback"))
+        self.window.send_in_turn(self._produce_now, topic, record, on_delivery=on_delivery, deferred=self.send)
+
+    def _produce_now(self, topic: str, record: dict[str, Any]) -> None:
+        self._kafka.produce(topic, **record)
 
     def produce_plain(self, message: OutgoingMessage) -> None:
         """One record with the caller's own arguments; a full queue raises at once, as librdkafka does."""
@@ -130,9 +144,13 @@ class Outbox:
             kwargs["on_delivery"] = message.on_delivery
         self.produce(message.topic, **kwargs)
 
-    def in_turn(self, action: Callable[[OutgoingMessage], None], message: OutgoingMessage) -> None:
-        """Send ``message`` by ``action`` (a route's writer) after the writes ahead of it."""
-        self.window.in_turn(action, message)
+    def send_message(self, action: Callable[[OutgoingMessage], None], message: OutgoingMessage) -> None:
+        """Send ``message`` by ``action`` (the chunked writer) after the writes ahead of it, as one turn."""
+        self.window.send_in_turn(action, message, on_delivery=message.on_delivery)
+
+    def join(self, action: Callable[[OutgoingMessage], T], message: OutgoingMessage) -> T | None:
+        """``action(message)``, the reference writer's send, which queues its write or takes its turn itself."""
+        return self.window.join(action, message, on_delivery=message.on_delivery)
 
     def poll(self, timeout: float) -> int:
         """Delivery reports served, late write failures included."""

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from gateway.clock import Clock
 from gateway.core.outgoing import OutgoingMessage
+from gateway.core.route_choice import asks_partition_count, partition_missing
 from gateway.producer._config import ProducerSettings
 
 LOOKUP_TIMEOUT_S = 5.0
@@ -57,7 +58,7 @@ class PartitionCounts:
         if partition < 0:
             return
         count = self._count(topic, partition)
-        if count is not None and partition >= count:
+        if partition_missing(partition, count):
             raise KafkaException(
                 KafkaError(
                     KafkaError._UNKNOWN_PARTITION,
@@ -69,10 +70,9 @@ class PartitionCounts:
     def _count(self, topic: str, partition: int) -> int | None:
         now = self._clock.monotonic()
         known = self._known.get(topic)
-        if known is not None and known.partitions is not None and partition < known.partitions:
-            if now - known.asked_at < REFRESH_S:
-                return known.partitions
-        elif known is not None and now - known.asked_at < RECHECK_S:
+        if known is not None and not asks_partition_count(
+            partition, known.partitions, now - known.asked_at, RECHECK_S, REFRESH_S
+        ):
             return known.partitions
         count = self._ask(topic)
         self._known[topic] = _Count(count, now)

@@ -10,7 +10,7 @@ compacted topic never gets chunks (:class:`~gateway.producer._compaction.Compact
 from __future__ import annotations
 
 from gateway.core.outgoing import OutgoingMessage
-from gateway.errors import ReferenceFormatError
+from gateway.core.route_choice import Reroute, RouteDecision, RouteLimits, after_policy, asks_cleanup_policy, by_size
 from gateway.policy import CHUNKED, PLAIN, MessageInfo, Policy, Route, RouteKind
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._config import ProducerSettings
@@ -18,7 +18,11 @@ from gateway.protocol.headers import Headers
 
 
 class RouteChooser:
-    """The route of each message, for the producer and for :meth:`HybridProducer.route_for`."""
+    """The route of each message, for the producer and for :meth:`HybridProducer.route_for`.
+
+    It gathers the facts (the policy's answer, the topic's cleanup policy when it matters) and
+    :mod:`gateway.core.route_choice` decides.
+    """
 
     def __init__(self, settings: ProducerSettings, policy: Policy, compaction: CompactionGuard) -> None:
         self.settings = settings
@@ -26,56 +30,47 @@ class RouteChooser:
         self._compaction = compaction
         self.plain_up_to: int = policy.always_plain_up_to(settings.segment_bytes)
         """Values up to this size are plain for every topic (-1: the policy says nothing of the kind)."""
+        fmt = settings.reference_format
+        self.limits = RouteLimits(
+            self.plain_up_to,
+            settings.segment_bytes,
+            settings.wrap_small,
+            settings.chunking,
+            fmt.value if fmt.pointer else None,
+        )
 
     def route(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
         """The route of a value of ``size`` bytes, with ``key`` and ``headers`` already checked."""
-        return self._by_size(size, key, headers) or self._by_policy(topic, size, key, headers)
+        decided = by_size(self.limits, size, self.settings.segment_room(key, headers))
+        return self._by_policy(topic, size, key, headers) if decided is None else route_of(decided)
 
     def of(self, message: OutgoingMessage) -> Route:
         """:meth:`route` of a message ``produce`` has already checked and converted."""
-        headers = message.header_list
-        return self._by_size(message.size, message.key_bytes, headers) or self._by_policy(
-            message.topic, message.size, message.key_bytes, headers
-        )
-
-    def _by_size(self, size: int, key: bytes | None, headers: Headers) -> Route | None:
-        """The route the size alone decides, without asking the policy; None when it does not.
-
-        The whole record counts: a value that fits ``always_plain_up_to`` but not one record beside
-        its key and headers is the policy's to route (its ``segment_size`` is what is left of the
-        record for the value), as it would be without this shortcut.
-        """
-        wrap_small = self.settings.wrap_small
-        if size <= self.plain_up_to and not wrap_small and size <= self.settings.segment_room(key, headers):
-            return PLAIN  # the policy says plain for any topic at this size
-        if wrap_small and self.settings.chunking and 0 < size <= self.settings.segment_bytes:
-            return CHUNKED
-        return None
+        return self.route(message.topic, message.size, message.key_bytes, message.header_list)
 
     def _by_policy(self, topic: str, size: int, key: bytes | None, headers: Headers) -> Route:
-        segment_size = self.settings.segment_size_for(key, headers)
-        route = self.policy.route(MessageInfo(topic, key, size, headers, segment_size))
-        if route.kind is RouteKind.CHUNKED and not self.settings.chunking:
-            return PLAIN  # large.message.enabled=false
-        if route.kind is RouteKind.CHUNKED and self.settings.reference_format.pointer:
-            return self._pointer_route(topic, size)  # a foreign reader reads no chunks
-        return self._compaction.reroute(topic, size, self.settings.chunk_size_for(key, headers), route)
+        settings, limits = self.settings, self.limits
+        answer = self.policy.route(MessageInfo(topic, key, size, headers, settings.segment_size_for(key, headers)))
+        if answer.kind is not RouteKind.CHUNKED:
+            return answer  # the producer-wide rules change only chunks
+        decision = RouteDecision(answer.kind, answer.store)
+        chunk_size = settings.chunk_size_for(key, headers)
+        compacted = asks_cleanup_policy(limits, decision, size, chunk_size) and self._compaction.compacted(topic)
+        outcome = after_policy(limits, decision, size, chunk_size, compacted)
+        if outcome is decision:
+            return answer
+        if isinstance(outcome, Reroute):
+            outcome = self._compaction.store_route(outcome, topic, size, limits.pointer_format)
+        return route_of(outcome)
 
-    def _pointer_route(self, topic: str, size: int) -> Route:
-        """What the policy would chunk, by reference instead under ``reference.format=bakdata|aws``: to the
-        policy's store for the topic (``store_for``), or its only store; else :class:`ReferenceFormatError`."""
-        store = self.policy.store_for(topic)
-        names = sorted(self.policy.store_names())
-        if store is None and len(names) == 1:
-            store = names[0]
-        if store is None:
-            fmt = self.settings.reference_format.value
-            raise ReferenceFormatError(
-                f"reference.format={fmt}: a {size}-byte message for {topic!r} would be chunked, which its reader"
-                " cannot assemble, and the policy names no store to send it by reference instead"
-                " (SizeThresholdPolicy(store=...))"
-            )
-        return Route.reference(store)
+
+def route_of(decision: RouteDecision) -> Route:
+    """The core's decision as the policy's :class:`Route` (the shared constants for plain and chunked)."""
+    if decision.kind is RouteKind.PLAIN:
+        return PLAIN
+    if decision.kind is RouteKind.CHUNKED:
+        return CHUNKED
+    return Route(decision.kind, decision.store)
 
 
 def forced_route(route: Route | str) -> Route:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import gateway.producer._hybrid_producer
+import gateway.producer._parts
 from gateway import HybridProducer, SizeThresholdPolicy
 from gateway.errors import StoreUnavailableError
 from gateway.producer._compaction import CompactedTopicError
@@ -31,7 +31,7 @@ def compacted_topics(monkeypatch: pytest.MonkeyPatch) -> set[str]:
             "compact" if topic in compacted else "compact,delete" if topic.endswith("-cd") else "delete"
         )
 
-    monkeypatch.setattr(gateway.producer._hybrid_producer, "AdminDescriber", describer)
+    monkeypatch.setattr(gateway.producer._parts, "AdminDescriber", describer)
     return compacted
 
 

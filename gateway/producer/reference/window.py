@@ -10,9 +10,11 @@ Two rules follow; the producer's outbox, which owns this window, is their one ow
 
 * **Order.** Every record leaves in the order ``produce`` was called. The producer's
   :class:`~gateway.producer._outbox.Outbox`, the one way to librdkafka, reaches it only through
-  :meth:`WriteWindow.in_turn`, which settles every write in flight (under the window's lock) first,
-  and a write counts as in flight until its envelope is queued. So no call site has to remember it,
-  and a thread that polls or produces beside another cannot slip in between.
+  :meth:`WriteWindow.in_turn` and :meth:`WriteWindow.send_in_turn`, which settle every write in flight
+  (under the window's lock) first, and a write counts as in flight until its envelope is queued. So
+  no call site has to remember it, and a thread that polls or produces beside another cannot slip in
+  between. A ``produce`` called back from inside a send (a callback served in its queue-full wait)
+  is deferred behind it.
 * **Time.** A write waits in the window at most ``reference.write.linger.ms`` after it was sent,
   whatever the application does: a thread of the window's own settles it then if no call did. The
   store's reply and queueing the envelope follow (a full librdkafka queue is waited on for at most
@@ -36,7 +38,8 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from functools import partial
+from typing import Any, ParamSpec, TypeVar
 
 from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.producer._delivery_error import delivery_error, failed_message
@@ -82,12 +85,14 @@ class WriteInFlight:
 class WriteWindow:
     """The outbox's queue of pending writes, oldest first, each store's pipeline, and the thread that bounds their wait.
 
-    The one owner of "earlier writes first": :meth:`in_turn` runs an action once every write ahead
-    of it has its envelope queued, and the outbox reaches librdkafka only that way. A write is taken
-    off the queue when its turn comes and is held as ``resolving`` until its envelope is queued, so
-    another thread still sees it in flight and waits for the lock, while the settling thread itself,
-    should an application callback served during a queue-full wait produce again, simply continues
-    with the next write (nothing is settled twice, nothing skipped).
+    The one owner of "earlier writes first", through three doors the outbox (and, for a write that
+    does not join the queue, the reference writer) call: :meth:`in_turn` for a call that sends no
+    record, :meth:`send_in_turn` for records that do not join the queue, :meth:`join` for a write that
+    does. A write is taken off the queue when its turn comes and is held as ``resolving`` until its
+    envelope is queued, so another thread still sees it in flight and waits for the lock. What runs
+    while a turn is under way is the turn's own thread, called back from a queue-full wait: a
+    ``produce`` then is deferred behind the turn (and behind every write queued before it), never
+    sent in the middle of it; nothing is settled twice, nothing skipped.
     """
 
     def __init__(self, size: int, stores: Mapping[str, Store], linger_s: float = DEFAULT_LINGER_S) -> None:
@@ -95,6 +100,9 @@ class WriteWindow:
         self.writes: deque[WriteInFlight] = deque()
         self.resolving: WriteInFlight | None = None
         """The write whose envelope is being queued right now (off ``writes``, still in flight)."""
+        self.turn: object | None = None
+        """What is sending records right now, under the lock: a write settling or a call of :meth:`send_in_turn`."""
+        self._deferred: deque[tuple[Callable[[], object], DeliveryCallback | None]] = deque()
         self.lock = threading.RLock()
         self.linger_s = linger_s
         self._failures: deque[tuple[DeliveryCallback, BaseException, OutgoingMessage | None]] = deque()
@@ -120,6 +128,13 @@ class WriteWindow:
         """Whether the caller is the window's linger thread, which must not serve the application's reports."""
         return self._thread is threading.current_thread()
 
+    def idle(self) -> bool:
+        """Nothing in flight, nothing under way, nothing deferred: a record may go straight to librdkafka.
+
+        Read without the lock: a thread that sees another's turn under way takes the lock and waits.
+        """
+        return not self.writes and self.turn is None and not self._deferred
+
     def add(self, write: WriteInFlight) -> None:
         """Take a write just sent; settle the oldest while the window is full."""
         with self.lock:
@@ -128,28 +143,97 @@ class WriteWindow:
                 self._thread = threading.Thread(target=self._linger, name="gateway-write-window", daemon=True)
                 self._thread.start()
             self._wake.notify()
-            while len(self.writes) >= self.size:
+            while len(self.writes) >= self.size and self.turn is None:
                 self._settle_oldest()
 
     def in_turn(self, action: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``action(*args, **kwargs)`` once every write ahead of it has its envelope queued."""
-        self.drain()
-        return action(*args, **kwargs)
+        """``action(*args, **kwargs)`` (a call that sends no record) once every write ahead of it is settled.
+
+        Called back from inside a turn under way (an application callback served during its
+        queue-full wait) it runs at once, without settling: the writes queued behind that turn
+        must not go ahead of it.
+        """
+        with self.lock:
+            self._drain_locked()
+            return action(*args, **kwargs)
+
+    def send_in_turn(
+        self,
+        action: Callable[..., T],
+        *args: Any,
+        on_delivery: DeliveryCallback | None = None,
+        deferred: Callable[..., object] | None = None,
+    ) -> T | None:
+        """The one door for records that do not join the queue: ``action(*args)`` sends them after every write ahead.
+
+        The call is the queue's turn while it runs, so a ``produce`` called back from inside it
+        (an application's callback, served while a record of this turn waits for room in a full
+        librdkafka queue) is not sent in the middle of it: it is deferred, and goes out once this
+        turn and every write ahead of it are done, in the order it was called (by ``deferred`` when
+        given: a plain record then waits for room as segments do). A deferred call that
+        fails is reported to ``on_delivery`` by the next ``poll`` or ``flush``; None is returned for it.
+        """
+        with self.lock:
+            if self.turn is not None:  # the lock is ours, so the turn is ours: a callback from inside it
+                self._deferred.append((partial(deferred or action, *args), on_delivery))
+                return None
+            self._drain_locked()
+            self.turn = action
+            try:
+                return action(*args)
+            finally:
+                self.turn = None
+                self._run_deferred()
+
+    def join(self, action: Callable[..., T], *args: Any, on_delivery: DeliveryCallback | None = None) -> T | None:
+        """``action(*args)``, a reference write that joins the queue (it orders itself); deferred as
+        :meth:`send_in_turn` defers when called back from inside a turn (None then)."""
+        with self.lock:
+            if self.turn is not None:
+                self._deferred.append((partial(action, *args), on_delivery))
+                return None
+            try:
+                return action(*args)
+            finally:
+                self._run_deferred()
 
     def drain(self) -> None:
         """Settle every write in flight, oldest first."""
-        if not self.writes and self.resolving is None:  # read without the lock: a write is only ever added by
+        if not self.writes and self.turn is None:  # read without the lock: a write is only ever added by
             return  # a thread holding it, and one that sees none has no write of its own to order behind
         with self.lock:
-            while self.writes:
-                self._settle_oldest()
+            self._drain_locked()
+
+    def _drain_locked(self) -> None:
+        if self.turn is not None:  # a callback from inside a turn: what is queued behind it stays behind it
+            return
+        while self.writes:
+            self._settle_oldest()
+        self._run_deferred()
 
     def _settle_oldest(self) -> None:
         write = self.resolving = self.writes.popleft()
+        self.turn = write
         try:
             write.settle(write)
         finally:
-            self.resolving = None
+            self.resolving = self.turn = None
+        self._run_deferred()
+
+    def _run_deferred(self) -> None:
+        """The calls deferred during a turn, each after every write ahead of it (all of the queue's)."""
+        while self._deferred and self.turn is None:
+            action, on_delivery = self._deferred.popleft()
+            while self.writes:
+                self._settle_oldest()
+            self.turn = action
+            try:
+                action()
+            except Exception as exc:  # noqa: BLE001 - produce() has returned: its callback hears of it
+                log.error("a produce() deferred behind the one under way failed: %s", exc)
+                self.failed(on_delivery, exc)
+            finally:
+                self.turn = None
 
     def failed(
         self, on_delivery: DeliveryCallback | None, error: BaseException, message: OutgoingMessage | None = None

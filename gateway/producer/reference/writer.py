@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
@@ -31,12 +32,11 @@ from gateway.producer._metrics import ProducerMetrics
 from gateway.producer.reference._bookkeeping import ReferenceBookkeeping
 from gateway.producer.reference._envelope_delivery import EnvelopeDelivery
 from gateway.producer.reference._fallback import FallbackGuard
+from gateway.producer.reference._sealing import stored_form
 from gateway.producer.reference.digests import PayloadDigester
 from gateway.producer.reference.transactions import TransactionLedger
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
-from gateway.protocol.compression import pays_off
 from gateway.protocol.envelope import Envelope
-from gateway.protocol.payload_encoding import encode_payload
 from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_message_id
 from gateway.store import Payload, Store
 from gateway.telemetry.logs import RateLimitedLog
@@ -48,7 +48,8 @@ class ReferenceWriter(ReferenceBookkeeping):
     """Sends messages by reference to named stores, and tracks each store's health for the fallback.
 
     A write to a store that pipelines joins the outbox's queue (``window``) and settles in its turn;
-    any other write, and a fallback decided while sending, runs in its turn (:meth:`WriteWindow.in_turn`).
+    any other write, and a fallback decided while sending, is sent through the queue's one door for records
+    (:meth:`WriteWindow.send_in_turn`), after every write ahead of it.
     Records go out by ``send``, which never waits for the queue: the writer calls it only in its turn.
     """
 
@@ -115,32 +116,31 @@ class ReferenceWriter(ReferenceBookkeeping):
             raise ConfigurationError(
                 f"the route names store {name!r}, but this producer has {sorted(self.stores) or 'no stores'}"
             )
-        if self.window.size <= 1:
-            return self._write(name, store, route, forced, message, persistent)
         with self.window.lock:
-            return self._write(name, store, route, forced, message, persistent)
+            step = self._write(name, store, route, forced, message, persistent)
+            if isinstance(step, Route):
+                return step  # joined the queue: its envelope follows when the write resolves
+            routed = self.window.send_in_turn(step)  # the one door for what does not join the queue
+        return route if routed is None else routed
 
     def _write(
         self, name: str, store: Store, route: Route, forced: bool, message: OutgoingMessage, persistent: bool
-    ) -> Route:
+    ) -> Route | Callable[[], Route]:
+        """The route, when the write joined the queue; else what sends the message, for its turn."""
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
         if not self.health[name].allow(now) and not self._probe_answered(name):
-            return self.window.in_turn(self._fallback, name, forced, message, "is marked unhealthy")
+            return partial(self._fallback, name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = (
             pointer_message_id(uuid.uuid4()) if self.format.pointer else store.next_message_id(message.topic, now)
         )
-        codec = self.compression
-        if codec is not None and not pays_off(payload, codec):  # decided per payload: stored as is
-            codec = None
+        form = stored_form(payload, store, message.topic, message_id, self.compression, self._encryption)
+        if self.compression is not None and form.codec is None:
             self.metrics.compression_skipped += 1
-        encoded = encode_payload(payload, codec)  # compressed first: ciphertext does not compress
-        sealed = self._encryption.seal(store, message.topic, message_id, encoded)
-        stored: Payload = encoded if sealed is None else sealed.payload
-        digested: Payload = payload if sealed is None else stored  # a sealed payload's envelope describes it
-        if sealed is not None and encoded is not payload:
+        stored = form.stored
+        if form.recheck_size:
             self._check_declared(len(stored))  # compressed, then sealed: its size is known only now
         locator = ""
         if pipeline is not None:
@@ -149,18 +149,18 @@ class ReferenceWriter(ReferenceBookkeeping):
                     message.topic, message_id, stored, pending_since_ms=now, persistent=persistent
                 )
             except StoreError as exc:
-                return self.window.in_turn(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
-        digest = self._digests.begin(digested, store)  # after a submit: the server takes the write meanwhile
-        digest.encryption = None if sealed is None else sealed.encryption
-        digest.compression = codec
+                return partial(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
+        digest = self._digests.begin(form.digested, store)  # after a submit: the server takes the write meanwhile
+        digest.encryption = form.encryption
+        digest.compression = form.codec
         write = WriteInFlight(
             name, store, pipeline, message, message_id, locator, digest, forced, now, started, self._settle
         )
         if pipeline is not None:
             self.window.add(write)  # its envelope follows when the write resolves, in its turn
             return route
-        sha256 = digest.known_sha256() if stored is digested else None
-        return self.window.in_turn(self._put_now, write, route, stored, sha256, persistent)
+        sha256 = digest.known_sha256() if stored is form.digested else None
+        return partial(self._put_now, write, route, stored, sha256, persistent)
 
     def _put_now(
         self, write: WriteInFlight, route: Route, stored: Payload, sha256: bytes | None, persistent: bool

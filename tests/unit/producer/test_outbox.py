@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -47,6 +48,11 @@ class Kafka:
         return 0
 
 
+def records(kafka: Kafka) -> list[str]:
+    """The records librdkafka took, in order (the polls of a queue-full wait left out)."""
+    return [call for call in kafka.calls if call != "poll"]
+
+
 def outbox(window: int = 4) -> tuple[Outbox, Kafka, ReferenceWriter]:
     store = PipeliningMemoryStore()
     kafka = Kafka()
@@ -80,9 +86,10 @@ def test_every_call_to_librdkafka_comes_after_the_writes_in_flight(call: Any) ->
     assert kafka.calls[0] == "envelope" and len(kafka.calls) == 2 and writer.in_flight == 0
 
 
-def test_a_window_of_one_sends_plain_records_with_librdkafkas_own_call() -> None:
+def test_an_idle_outbox_sends_a_plain_record_to_librdkafka_at_once() -> None:
     box, kafka, _ = outbox(window=1)
-    assert box.produce == kafka.produce
+    box.produce("t", b"plain")
+    assert kafka.calls == ["produce b'plain'"] and box.window.idle()
 
 
 def test_the_reference_writer_hears_of_reports_and_transactions() -> None:
@@ -135,7 +142,11 @@ def test_the_window_is_closed_once_by_the_outbox(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_write_settles_once_when_a_callback_produces_during_its_envelopes_queue_full_wait() -> None:
-    """Re-entry without a flag: a drain inside a settle goes on with the next write; none is settled twice."""
+    """A ``produce`` called back during the first envelope's queue-full wait goes after every earlier write.
+
+    Before the queue owned the turn, the nested call settled the second write (and sent its own
+    record) while the first envelope still waited for room: ``[envelope(second), nested, envelope(first)]``.
+    """
     box, kafka, writer = outbox()
     writer.send(ROUTE, False, OutgoingMessage.of("t", b"first"))
     writer.send(ROUTE, False, OutgoingMessage.of("t", b"second"))
@@ -149,5 +160,86 @@ def test_a_write_settles_once_when_a_callback_produces_during_its_envelopes_queu
 
     kafka.before_produce = full_once
     writer.drain()
-    assert kafka.calls.count("envelope") == 2 and writer.in_flight == 0, "each write settled once"
-    assert kafka.calls[-1] == "envelope" and "produce b'from a callback'" in kafka.calls
+    assert records(kafka) == ["envelope", "envelope", "produce b'from a callback'"], "produce order, each write once"
+    assert writer.in_flight == 0 and box.window.idle()
+
+
+def _chunks_then(box: Outbox, kafka: Kafka, nested: Any) -> None:
+    """Three segments of one message through ``send_message``; the second finds the queue full once,
+    and a report served meanwhile runs ``nested``."""
+    full: list[bool] = []
+
+    def full_once() -> None:
+        if len(records(kafka)) == 1 and not full:
+            full.append(True)
+            nested()
+            raise BufferError("Local: Queue full")
+
+    def segments(message: OutgoingMessage) -> None:
+        for i in range(3):
+            box.send(message.topic, {"value": b"segment %d" % i})
+
+    kafka.before_produce = full_once
+    box.send_message(segments, OutgoingMessage.of("t", b"chunked"))
+
+
+@pytest.mark.parametrize("window", [1, 4])
+def test_a_plain_record_produced_from_a_callback_during_a_chunked_send_goes_after_all_its_segments(window: int) -> None:
+    box, kafka, _ = outbox(window=window)
+    _chunks_then(box, kafka, lambda: box.produce("t", b"nested"))
+    assert records(kafka) == [
+        "produce b'segment 0'",
+        "produce b'segment 1'",
+        "produce b'segment 2'",
+        "produce b'nested'",
+    ]
+
+
+def test_a_reference_message_produced_from_a_callback_during_a_chunked_send_goes_after_it() -> None:
+    box, kafka, writer = outbox(window=1)  # a window of one: the write and its envelope go in produce
+    send = partial(writer.send, ROUTE, False)
+    _chunks_then(box, kafka, lambda: box.join(send, OutgoingMessage.of("t", b"nested reference")))
+    assert records(kafka) == ["produce b'segment 0'", "produce b'segment 1'", "produce b'segment 2'", "envelope"]
+
+
+def test_a_deferred_record_that_fails_is_reported_to_its_callback_by_the_next_poll() -> None:
+    box, kafka, _ = outbox(window=1)
+    reports: list[Any] = []
+
+    def refuse_the_nested() -> None:
+        box.produce("t", b"nested", on_delivery=lambda err, msg: reports.append(err))
+        kafka.before_produce = refuse_after_the_segments
+
+    def refuse_after_the_segments() -> None:
+        if len(records(kafka)) == 3:
+            raise ValueError("refused")
+
+    _chunks_then(box, kafka, refuse_the_nested)
+    assert reports == []
+    box.poll(0)
+    [err] = reports
+    assert isinstance(err.cause, ValueError)
+
+
+def test_the_queues_doors_are_called_by_the_outbox_alone_and_each_route_once() -> None:
+    """Guard: the order rule has one owner. Only the outbox (and the reference writer, once, for what does not
+    join the queue) calls the queue's doors; no other module of the producer reaches librdkafka's ``produce``
+    or the queue, so a new produce path cannot bypass the order by forgetting a wrap."""
+    import ast
+    from pathlib import Path
+
+    import gateway.producer
+
+    root = Path(gateway.producer.__file__).parent
+    doors = {"in_turn", "send_in_turn", "join", "drain", "add"}
+    calls: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+                owner = node.value.attr
+                if (owner == "window" and node.attr in doors) or (owner == "_kafka" and node.attr == "produce"):
+                    calls.setdefault(str(path.relative_to(root)), []).append(f"{owner}.{node.attr}")
+    assert set(calls) <= {"_outbox.py", "reference/writer.py"}, calls
+    writer = sorted(calls["reference/writer.py"])
+    assert writer.count("window.send_in_turn") == 1, "the writer's one door for what does not join the queue"
+    assert "window.in_turn" not in writer, "the writer wraps no call site of its own"

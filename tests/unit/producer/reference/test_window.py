@@ -71,7 +71,7 @@ def test_a_window_of_one_writes_before_returning_without_a_pipeline() -> None:
 
 
 def test_a_store_that_cannot_pipeline_goes_after_the_writes_in_flight() -> None:
-    """A write that does not join the queue waits its turn (``WriteWindow.in_turn``): its envelope goes after."""
+    """A write that does not join the queue waits its turn (``WriteWindow.send_in_turn``): its envelope goes after."""
     piped, plain = PipeliningMemoryStore("piped"), MemoryStore("plain")
     sent = Sent()
     w = ReferenceWriter(

@@ -7,7 +7,7 @@ chunked message whole anyway) or a plain record can, is read into memory and pro
 (:attr:`Store.streams_puts`). A stream forced onto the chunked or plain route above that bound is
 refused (:class:`StreamRouteError`) before it is read.
 
-By reference, the source is read in bounded chunks (:mod:`gateway.producer._stream_source`), hashed
+By reference, the source is read in bounded chunks (:mod:`gateway.producer.stream.source`), hashed
 for the envelope, compressed (when ``reference.compression`` pays on the first chunk: the decision
 is made there, once) or sealed a segment at a time (``reference.encryption``; a sealed stream is
 not compressed, since every segment authenticates the plaintext size, which a compressed stream
@@ -37,12 +37,13 @@ from gateway.errors import (
 from gateway.policy import Policy, Route, RouteKind
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._config import ProducerSettings
+from gateway.producer._outbox import Outbox
 from gateway.producer._reference_admission import ReferenceAdmission
 from gateway.producer._route_choice import RouteChooser, forced_route
-from gateway.producer._stream_source import SourceReader, check_source
 from gateway.producer.reference.digests import PendingDigest
 from gateway.producer.reference.window import WriteInFlight
 from gateway.producer.reference.writer import ReferenceWriter
+from gateway.producer.stream.source import SourceReader, check_source
 from gateway.protocol.compression import pays_off
 from gateway.protocol.encryption import sealed_size
 from gateway.protocol.payload_encoding import stored_bound
@@ -66,6 +67,7 @@ class StreamWriter:
         compaction: CompactionGuard,
         admission: ReferenceAdmission,
         references: ReferenceWriter,
+        outbox: Outbox,
         encryption: ReferenceEncryption,
         clock: Clock,
         produce: Produce,
@@ -76,6 +78,7 @@ class StreamWriter:
         self._compaction = compaction
         self._admission = admission
         self._references = references
+        self._outbox = outbox
         self._encryption = encryption
         self._clock = clock
         self._produce = produce
@@ -156,12 +159,10 @@ class StreamWriter:
         self._admission.check(message)
         segment = self._settings.chunk_size_for(message.key_bytes, message.header_list)
         persistent = self._compaction.terms(message.topic, size, route, segment).persistent
-        window = references.window
-        if window.size <= 1:
-            window.in_turn(self._upload, name, store, forced, message, source, size, persistent)
-            return
-        with window.lock:
-            window.in_turn(self._upload, name, store, forced, message, source, size, persistent)
+        # one turn of the outbox's queue: the writes ahead of it settle first, its envelope goes in produce order
+        self._outbox.send_message(
+            lambda queued: self._upload(name, store, forced, queued, source, size, persistent), message
+        )
 
     def _upload(
         self, name: str, store: Store, forced: bool, message: OutgoingMessage, source: Any, size: int, persistent: bool

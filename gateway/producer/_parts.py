@@ -1,0 +1,88 @@
+"""The parts a ``HybridProducer`` drives, made and given to each other in one place, at construction.
+
+Every collaborator is handed what it needs here (the outbox's ``send`` to both route writers, the
+write window to the outbox and the reference writer), so none is wired in afterwards but the
+outbox's listener, which is the reference writer made from the outbox's own ``send``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.clock import Clock
+from gateway.encryption import ReferenceEncryption
+from gateway.health import StoreHealth
+from gateway.policy import Policy
+from gateway.producer._chunked_writer import ChunkedWriter
+from gateway.producer._compaction import AdminDescriber, CleanupPolicies, CompactionGuard
+from gateway.producer._config import ProducerSettings
+from gateway.producer._metrics import ProducerMetrics
+from gateway.producer._outbox import Outbox
+from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
+from gateway.producer._route_choice import RouteChooser
+from gateway.producer.reference.window import WriteWindow
+from gateway.producer.reference.writer import ReferenceWriter
+from gateway.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerParts:
+    outbox: Outbox
+    """The one way to librdkafka: records of every route in order, the write window and its time bound."""
+    compaction: CompactionGuard
+    routes: RouteChooser
+    admission: ReferenceAdmission
+    metrics: ProducerMetrics
+    chunks: ChunkedWriter
+    references: ReferenceWriter
+
+
+def make_parts(
+    settings: ProducerSettings,
+    conf: Mapping[str, Any],
+    policy: Policy,
+    stores: Mapping[str, Store],
+    health: Mapping[str, StoreHealth],
+    clock: Clock,
+    encryption: ReferenceEncryption,
+) -> ProducerParts:
+    """The producer's parts for librdkafka's configuration ``conf`` (the gateway's own keys already taken out)."""
+    window = WriteWindow(settings.write_window, stores, settings.write_linger_s)
+    outbox = Outbox(conf, window, clock, settings.block_s)
+    check = settings.compaction_check
+    policies = CleanupPolicies(AdminDescriber(conf), clock, settings.topic_config_refresh_s) if check else None
+    compaction = CompactionGuard(policies, policy, stores, settings.segment_bytes)
+    metrics = ProducerMetrics()
+    chunks = ChunkedWriter(settings, outbox.send, metrics=metrics, clock=clock)
+    fmt = settings.reference_format
+    references = ReferenceWriter(
+        stores,
+        health,
+        outbox.send,
+        fallback_cap=0 if fmt.pointer else settings.fallback_cap,  # a foreign reader reads no chunks
+        max_payload=settings.max_reference_bytes,
+        metrics=metrics,
+        clock=clock,
+        checksum=settings.checksum,
+        compression=settings.compression,
+        window=window,
+        send_chunked=chunks.send,
+        encryption=encryption,
+        warning_interval_s=settings.warning_interval_s,
+        reference_format=fmt,
+    )
+    outbox.listener = references
+    return ProducerParts(
+        outbox,
+        compaction,
+        RouteChooser(settings, policy, compaction),
+        ReferenceAdmission(settings, PartitionCounts(outbox.list_topics, clock)),
+        metrics,
+        chunks,
+        references,
+    )
+
+
+__all__ = ["ProducerParts", "make_parts"]
