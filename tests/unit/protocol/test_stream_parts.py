@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import StreamSizeError, StreamSourceError
-from gateway.producer._stream_source import SourceReader
+from gateway.producer.stream.source import SourceReader
 from gateway.protocol.compression import decompress
 from gateway.protocol.encryption import (
     MIN_SEGMENT_LOG2,
