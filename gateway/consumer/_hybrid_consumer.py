@@ -280,22 +280,44 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                 return
             room -= size
             self._hand_out(out, self._take_ready())
+        queued = -1  # at most how many bytes the queue holds: measured once per fetch, in C
         while len(out) < limit:
-            if not queue.raw and (room <= 0 or not self._fetch(0)):
-                break
+            if not queue.raw:
+                if room <= 0 or not self._fetch(0):
+                    break
+                queued = -1
             while queue.raw and len(out) < limit:  # straight from the queue: no per-message poll()
-                taken = len(out)
                 if self._plain_runs_on:
-                    sizes = queue.fitting(limit - taken, room, first=not out)
-                    moved = queue.take_plain(out, taken + len(sizes)) if sizes else 0
-                    if moved:
-                        room -= sizes[moved - 1]
-                        if self._deserialize:
-                            self._deserializers.apply_from(out, taken, self._ready)
+                    if queued < 0:
+                        queued = sum(map(len, queue.raw))
+                    size = self._take_plain_within(out, limit, room, queued)
+                    if size >= 0:
+                        room -= size
+                        queued -= size
                         continue
                 room = self._handle_within(out, room)
                 if room < 0:
                     return
+
+    def _take_plain_within(self, out: list[Message], limit: int, room: int, queued: int) -> int:
+        """Plain records from the head into ``out`` within ``room`` bytes: their bytes, or -1 when none went.
+        While all that is queued fits, they go by count and are measured once taken; else they are measured
+        first, so that a mixed queue is not measured again for every run."""
+        queue = self._inbox
+        taken = len(out)
+        if queued <= room:
+            if not queue.take_plain(out, limit):
+                return -1
+            size = sum(map(len, out[taken:]))
+        else:
+            sizes = queue.fitting(limit - taken, room)
+            moved = queue.take_plain(out, taken + len(sizes)) if sizes else 0
+            if not moved:
+                return -1
+            size = sizes[moved - 1]
+        if self._deserialize:
+            self._deserializers.apply_from(out, taken, self._ready)
+        return size
 
     def _handle_within(self, out: list[Message], room: int) -> int:
         """The head through the full path into ``out`` if its message fits in ``room``; the room left, or -1
