@@ -30,10 +30,12 @@ from gateway.consumer._record_processor import RecordProcessor
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
+from gateway.core.offsets import Progress
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import GatewayError
 from gateway.librdkafka.group_offsets import group_offsets
 from gateway.protocol.classify import is_plainly_plain
+from gateway.protocol.records import TopicPartitionKey
 from gateway.serialization import Deserializers
 from gateway.store import Store, checked_stores
 
@@ -71,6 +73,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
         self._max_bytes = settings.consume_max_bytes
+        self._expect = 0
         self.stores: dict[str, Store] = checked_stores(stores)
         self._resolver = settings.resolver(self.stores, ReferenceEncryption(key_provider))
         self._auditor = auditor
@@ -220,6 +223,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         before = self._pipeline.progress() if self._deserialize else None
         out: list[Message] = []
         room = self._max_bytes  # consume.max.bytes: what this call may still hold
+        self._expect = 0  # the size of the last whole message taken: what the next one likely is
         try:
             queue = self._inbox
             if queue.plain_left:  # the rest of a batch poll() proved
@@ -236,6 +240,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                     return out
                 out.append(first)
                 room -= _bytes_of(first)
+                self._expect = _bytes_of(first)
                 room -= self._take_some_proven(out, num_messages, room)
             self._fill(out, num_messages, room)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
@@ -321,20 +326,29 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
 
     def _handle_within(self, out: list[Message], room: int) -> int:
         """The head through the full path into ``out`` if its message fits in ``room``; the room left, or -1
-        when it does not fit. A message found too large once whole is delivered already: it is kept for the
-        next call, first in line, and commits stay below it until then, as for any message not yet returned."""
+        when it does not fit.
+
+        A head that is not plainly plain is not even handled when a message of the last one's size would
+        not fit, so that a stream of large messages is assembled one call at a time, as ``poll()`` holds
+        it. A message still found too large once whole was delivered already: it is kept for the next
+        call, first in line, and commits stay below it until then, as for any message not yet returned.
+        """
         queue = self._inbox
-        before = None
-        if out:
-            head = queue.raw[0]
-            if not is_plainly_plain(head.value(), head.headers()):
-                before = self._pipeline.progress()  # where commits stand, should its message not fit
-            elif len(head) > room:
+        head = queue.raw[0]
+        before: dict[TopicPartitionKey, Progress] | None = None
+        if is_plainly_plain(head.value(), head.headers()):
+            if len(head) > room:
                 return -1  # a plain record stays queued as it is
+        elif self._expect > room:
+            return -1
+        else:
+            tp = partition_of(head)
+            now = self._pipeline.progress_of(tp)  # where its commit stands, should its message not fit
+            before = {} if now is None else {tp: now}
         msg = self._path.handle(queue.pop())
         if msg is None:
             return room
-        size = len(msg)
+        size = self._expect = len(msg)
         if before is not None and size > room:
             self._ready.append(msg)
             self._handoff.hold(before, [partition_of(msg)])
