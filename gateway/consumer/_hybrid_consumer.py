@@ -24,7 +24,7 @@ from gateway.auditing import Auditor
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._confluent_methods import ConfluentMethods
 from gateway.consumer._events import EventHandler
-from gateway.consumer._inbox import FlowControl, Inbox, fit, partition_of
+from gateway.consumer._inbox import FlowControl, Inbox, partition_of
 from gateway.consumer._offsets import OffsetDriver
 from gateway.consumer._record_processor import RecordProcessor
 from gateway.consumer.config import parse_consumer_config
@@ -260,10 +260,10 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         batch = self._inbox.fetch_batch(timeout, limit)
         self._offsets.commits.serve_results()
         if self._refresh_runs():
-            sizes = fit(batch, room, first=True)
-            if len(sizes) == len(batch):
+            size = sum(map(len, batch))  # one C pass over the batch
+            if size <= room or len(batch) == 1:
                 out = self._inbox.proven_whole(batch)
-                return out, sizes[-1] if out else 0
+                return out, size if out else 0
         self._inbox.enqueue(batch)
         return [], 0
 

@@ -106,14 +106,17 @@ class Inbox:
 
     def take_proven(self, out: list[Any], limit: int, room: int) -> int:
         """What is left of the proven batch, up to ``limit`` in ``out`` and ``room`` bytes, in bulk: the bytes taken."""
-        sizes = self.fitting(min(self.plain_left, limit - len(out)), room, first=not out)
-        take = len(sizes)
+        take = min(self.plain_left, limit - len(out))
+        size = sum(map(len, islice(self.raw, take)))  # one C pass: the common case, all of them fit
+        if size > room:
+            sizes = self.fitting(take, room, first=not out)
+            take, size = len(sizes), sizes[-1] if sizes else 0
         out.extend(islice(self.raw, take))
         drop_head(self.raw, take)
         self.plain_left -= take
         if not self.plain_left:
             self.close_batch()
-        return sizes[-1] if sizes else 0
+        return size
 
     def fitting(self, most: int, room: int, *, first: bool = False) -> list[int]:
         """:func:`fit` over the first ``most`` queued records (``consume.max.bytes``)."""

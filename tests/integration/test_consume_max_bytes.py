@@ -119,6 +119,30 @@ def test_a_cap_of_one_byte_returns_one_message_per_call(kafka: KafkaService, top
     assert offsets == list(range(20))
 
 
+def test_consume_after_poll_takes_what_fits_of_a_proven_batch(kafka: KafkaService, topic: str) -> None:
+    producer = Producer(kafka.producer_config())
+    for i in range(100):
+        producer.produce(topic, b"%0100d" % i, partition=0)  # 100 bytes each: ten fit in 1 000
+    assert producer.flush(30) == 0
+    conf = {"fetch.batch.records": 20, "consume.max.bytes": 1000}
+    with _consumer(kafka, topic, f"maxbytes5-{topic}", **conf) as consumer:
+        offsets: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(offsets) < 25 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                offsets.append(msg.offset())
+                if len(offsets) == 1:
+                    time.sleep(1)  # librdkafka prefetches the rest: the batches after the first are proven
+        calls: list[int] = []
+        while len(offsets) < 100 and time.monotonic() < deadline:
+            batch = consumer.consume(500, 1.0)
+            calls.append(len(batch))
+            offsets.extend(m.offset() for m in batch)
+    assert offsets == list(range(100))
+    assert max(calls) == 10, calls
+
+
 def test_small_plain_records_still_come_500_per_call_by_default(kafka: KafkaService, topic: str) -> None:
     producer = Producer(kafka.producer_config())
     for i in range(1200):
