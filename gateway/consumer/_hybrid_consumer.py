@@ -24,15 +24,18 @@ from gateway.auditing import Auditor
 from gateway.consumer._commits import GroupCommits
 from gateway.consumer._confluent_methods import ConfluentMethods
 from gateway.consumer._events import EventHandler
-from gateway.consumer._inbox import FlowControl, Inbox
+from gateway.consumer._inbox import FlowControl, Inbox, partition_of
 from gateway.consumer._offsets import OffsetDriver
 from gateway.consumer._record_processor import RecordProcessor
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
+from gateway.core.offsets import Progress
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import GatewayError
 from gateway.librdkafka.group_offsets import group_offsets
+from gateway.protocol.classify import is_plainly_plain
+from gateway.protocol.records import TopicPartitionKey
 from gateway.serialization import Deserializers
 from gateway.store import Store, checked_stores
 
@@ -69,6 +72,8 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         if settings.on_commit is not None:
             conf["on_commit"] = self._on_commit
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
+        self._max_bytes = settings.consume_max_bytes
+        self._expect = 0
         self.stores: dict[str, Store] = checked_stores(stores)
         self._resolver = settings.resolver(self.stores, ReferenceEncryption(key_provider))
         self._auditor = auditor
@@ -217,13 +222,16 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         # where commits stand, should a refusal keep some back
         before = self._pipeline.progress() if self._deserialize else None
         out: list[Message] = []
+        room = self._max_bytes  # consume.max.bytes: what this call may still hold
+        self._expect = 0  # the size of the last whole message taken: what the next one likely is
         try:
             queue = self._inbox
             if queue.plain_left:  # the rest of a batch poll() proved
-                self._take_some_proven(out, num_messages)
+                room -= self._take_some_proven(out, num_messages, room)
             else:
                 if not queue.raw and self._plain_runs_on and self._deferred is None and not self._ready:
-                    out = self._fetch_proven(num_messages, timeout)
+                    out, size = self._fetch_proven(num_messages, timeout, room)
+                    room -= size
                     if out and self._deserialize:
                         self._deserializers.apply_from(out, 0, self._ready)
             if not out:
@@ -231,8 +239,10 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                 if first is None:
                     return out
                 out.append(first)
-                self._take_some_proven(out, num_messages)
-            self._fill(out, num_messages)
+                room -= _bytes_of(first)
+                self._expect = _bytes_of(first)
+                room -= self._take_some_proven(out, num_messages, room)
+            self._fill(out, num_messages, room)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
             self._inbox.close_batch()  # what is ready or deferred goes before the rest of a proven batch
             if self._ready and before is not None:  # delivered, not received: no commit may cover them yet
@@ -243,41 +253,119 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             self._deferred = exc
         return out
 
-    def _fetch_proven(self, limit: int, timeout: float) -> list[Message]:
-        """A fetched batch handed out as it came when it is proven plain; else queued for the full path."""
+    def _fetch_proven(self, limit: int, timeout: float, room: int) -> tuple[list[Message], int]:
+        """A fetched batch handed out as it came, with its bytes, when it is proven plain and fits in ``room``;
+        else queued for the full path (which takes what fits)."""
         self._auto_commit_when_due()
         batch = self._inbox.fetch_batch(timeout, limit)
         self._offsets.commits.serve_results()
         if self._refresh_runs():
-            return self._inbox.proven_whole(batch)
+            size = sum(map(len, batch))  # one C pass over the batch
+            if size <= room or len(batch) == 1:
+                out = self._inbox.proven_whole(batch)
+                return out, size if out else 0
         self._inbox.enqueue(batch)
-        return []
+        return [], 0
 
-    def _take_some_proven(self, out: list[Message], limit: int) -> None:
+    def _take_some_proven(self, out: list[Message], limit: int, room: int) -> int:
         taken = len(out)
-        self._inbox.take_proven(out, limit)
+        size = self._inbox.take_proven(out, limit, room)
         if self._deserialize:
             self._deserializers.apply_from(out, taken, self._ready)
+        return size
 
-    def _fill(self, out: list[Message], limit: int) -> None:
-        """``out`` up to ``limit`` from what is ready, queued or fetched without waiting."""
+    def _fill(self, out: list[Message], limit: int, room: int) -> None:
+        """``out`` up to ``limit`` messages and ``room`` more bytes from what is ready, queued or fetched
+        without waiting. ``consume.max.bytes`` is decided here and nowhere else: every message a ``consume``
+        call returns after its first passes this check, so the aio client's ``consume`` is bounded too."""
         queue = self._inbox
         while self._ready and len(out) < limit:
+            size = len(self._ready[0])
+            if size > room and out:
+                return
+            room -= size
             self._hand_out(out, self._take_ready())
+        queued = -1  # at most how many bytes the queue holds: measured once per fetch, in C
         while len(out) < limit:
-            if not queue.raw and not self._fetch(0):
-                break
+            if not queue.raw:
+                if room <= 0 or not self._fetch(0):
+                    break
+                queued = -1
             while queue.raw and len(out) < limit:  # straight from the queue: no per-message poll()
-                taken = len(out)
-                if self._plain_runs_on and queue.take_plain(out, limit):
-                    if self._deserialize:
-                        self._deserializers.apply_from(out, taken, self._ready)
-                    continue
-                msg = self._path.handle(queue.pop())
-                if msg is not None:
-                    self._hand_out(out, msg)
+                if self._plain_runs_on:
+                    if queued < 0:
+                        queued = sum(map(len, queue.raw))
+                    size = self._take_plain_within(out, limit, room, queued)
+                    if size >= 0:
+                        room -= size
+                        queued -= size
+                        continue
+                room = self._handle_within(out, room)
+                if room < 0:
+                    return
+
+    def _take_plain_within(self, out: list[Message], limit: int, room: int, queued: int) -> int:
+        """Plain records from the head into ``out`` within ``room`` bytes: their bytes, or -1 when none went.
+        While all that is queued fits, they go by count and are measured once taken; else they are measured
+        first, so that a mixed queue is not measured again for every run."""
+        queue = self._inbox
+        taken = len(out)
+        if queued <= room:
+            if not queue.take_plain(out, limit):
+                return -1
+            size = sum(map(len, out[taken:]))
+        else:
+            sizes = queue.fitting(limit - taken, room)
+            moved = queue.take_plain(out, taken + len(sizes)) if sizes else 0
+            if not moved:
+                return -1
+            size = sizes[moved - 1]
+        if self._deserialize:
+            self._deserializers.apply_from(out, taken, self._ready)
+        return size
+
+    def _handle_within(self, out: list[Message], room: int) -> int:
+        """The head through the full path into ``out`` if its message fits in ``room``; the room left, or -1
+        when it does not fit.
+
+        A head that is not plainly plain is not even handled when a message of the last one's size would
+        not fit, so that a stream of large messages is assembled one call at a time, as ``poll()`` holds
+        it. A message still found too large once whole was delivered already: it is kept for the next
+        call, first in line, and commits stay below it until then, as for any message not yet returned.
+        """
+        queue = self._inbox
+        head = queue.raw[0]
+        before: dict[TopicPartitionKey, Progress] | None = None
+        if is_plainly_plain(head.value(), head.headers()):
+            if len(head) > room:
+                return -1  # a plain record stays queued as it is
+        elif self._expect > room:
+            return -1
+        else:
+            tp = partition_of(head)
+            now = self._pipeline.progress_of(tp)  # where its commit stands, should its message not fit
+            before = {} if now is None else {tp: now}
+        msg = self._path.handle(queue.pop())
+        if msg is None:
+            return room
+        size = self._expect = len(msg)
+        if before is not None and size > room:
+            self._ready.append(msg)
+            self._handoff.hold(before, [partition_of(msg)])
+            return -1
+        self._hand_out(out, msg)
+        return room - size
 
     def _hand_out(self, out: list[Message], msg: Message) -> None:
         out.append(msg)
         if self._deserialize:
             self._deserializers.apply_from(out, len(out) - 1, self._ready)
+
+
+def _bytes_of(msg: Message) -> int:
+    """A message's value bytes, or 0 once a deserializer made it an object: the first message of a call
+    goes whatever its size, and every later one is measured before it is deserialized."""
+    try:
+        return len(msg)
+    except TypeError:
+        return 0

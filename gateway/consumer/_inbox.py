@@ -21,9 +21,10 @@ for room in the assembler, seeks them back and resumes them (:mod:`gateway.core.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
-from itertools import islice
+from itertools import accumulate, islice
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -37,6 +38,15 @@ from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 
 log = logging.getLogger(__name__)
+
+
+def fit(records: Iterable[Any], room: int, *, first: bool = False) -> list[int]:
+    """The running byte totals of the ``records`` from the head that fit in ``room`` bytes; one at least when
+    ``first``. A record's ``len`` is its value's, and the totals are summed in C: no Python step per record."""
+    sizes = list(accumulate(map(len, records)))
+    n = bisect_right(sizes, room)
+    del sizes[max(n, 1 if first else 0) :]
+    return sizes
 
 
 def partition_of(msg: Any) -> TopicPartitionKey:
@@ -94,14 +104,23 @@ class Inbox:
         self.plain_batch, self.plain_left = proof, len(proof.records) - 1
         return self.raw.popleft()
 
-    def take_proven(self, out: list[Any], limit: int) -> None:
-        """What is left of the proven batch, up to ``limit`` in ``out``, in bulk."""
+    def take_proven(self, out: list[Any], limit: int, room: int) -> int:
+        """What is left of the proven batch, up to ``limit`` in ``out`` and ``room`` bytes, in bulk: the bytes taken."""
         take = min(self.plain_left, limit - len(out))
+        size = sum(map(len, islice(self.raw, take)))  # one C pass: the common case, all of them fit
+        if size > room:
+            sizes = self.fitting(take, room, first=not out)
+            take, size = len(sizes), sizes[-1] if sizes else 0
         out.extend(islice(self.raw, take))
         drop_head(self.raw, take)
         self.plain_left -= take
         if not self.plain_left:
             self.close_batch()
+        return size
+
+    def fitting(self, most: int, room: int, *, first: bool = False) -> list[int]:
+        """:func:`fit` over the first ``most`` queued records (``consume.max.bytes``)."""
+        return fit(islice(self.raw, most), room, first=first)
 
     def pop(self) -> Any:
         """The head record, for the full path."""

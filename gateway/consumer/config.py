@@ -118,6 +118,7 @@ class ConsumerSettings:
     peer_max_bytes: int = DEFAULT_PEER_MAX_BYTES
     reference_rules: ReferenceRules = DEFAULT_RULES
     commit_encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED
+    consume_max_bytes: int = keys.CONSUME_MAX_BYTES.default
 
     def resolver(self, stores: Mapping[str, Store], encryption: ReferenceEncryption | None = None) -> Resolver:
         """The payload fetcher these settings describe, over ``stores``; ``encryption`` opens sealed payloads."""
@@ -169,6 +170,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     auto_offset_store = keys.ENABLE_AUTO_OFFSET_STORE.pop(conf)
     batch = keys.FETCH_BATCH_RECORDS.pop(conf)
     batch_bytes = keys.FETCH_BATCH_BYTES.pop(conf)
+    consume_max_bytes = keys.CONSUME_MAX_BYTES.pop(conf)
     for librdkafka_key in LIBRDKAFKA_DEFAULTS:
         conf.setdefault(librdkafka_key.key, librdkafka_key.default)
     bad_as_payload = keys.BAD_SEGMENTS_AS_PAYLOAD.pop(conf)
@@ -208,6 +210,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         peer_max_bytes,
         rules,
         commit_encoding=commit_encoding,
+        consume_max_bytes=consume_max_bytes,
     )
     return settings, conf
 
