@@ -110,13 +110,12 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             self._spans,
             keys_read=settings.peers is not None,
         )
-        self._deferred: BaseException | None = None
-        self._ready: deque[Message] = deque()  # delivered, not yet handed out (after a deserializer refused one)
+        self._refused_rest: deque[Message] = deque()  # behind a refused one: kept in the inbox once the call ends
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._plain_runs_allowed = auditor is None  # an audited message is counted one by one, on the full path
         self._plain_runs_on = False  # _plain_runs unless tracing is on; looked up once per fetched batch
-        self._handoff = Handoff(self._pipeline.progress, self._inbox.close_batch)
-        self._pipeline.commits.handed_off_floor = self._handoff.floor
+        self._handoff = Handoff(self._pipeline.progress, self._inbox.make_way_for_returned)
+        self._pipeline.commits.handed_off_floor = self._commit_floor
         self._closed = False
 
     # -- fetching and processing -------------------------------------------------------------
@@ -125,10 +124,8 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         become a message raises a typed :class:`~gateway.errors.GatewayError` carrying it in ``kafka_message``
         (a refused deserialization confluent-kafka's ``Key/ValueDeserializationError``); the next goes on."""
         queue = self._inbox
-        proven = queue.plain_left
-        if proven:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._inbox)
-            queue.plain_left = proven - 1
-            head: Message = queue.raw.popleft()
+        if queue.plain_left:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._inbox)
+            head: Message = queue.take_counted()
             if self._auto_commit:
                 self._auto_commit_when_due()
             return self._deserializers.apply(head) if self._deserialize else head
@@ -136,23 +133,21 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             self._spans.release()
         if self._handoff.returned:  # what a driver handed over and got back goes first (gateway.consumer.handoff)
             return self._handoff.take_one()  # type: ignore[no-any-return]
-        if queue.raw and self._plain_runs_on and self._deferred is None and not self._ready:
+        if queue.raw and self._plain_runs_on and not queue.kept and queue.deferred is None:
             plain: Message | None = queue.take_plain_head()  # the hot path: delivered by bookkeeping alone
             if plain is not None:
                 if self._auto_commit:
                     self._auto_commit_when_due()
                 return self._deserializers.apply(plain) if self._deserialize else plain
-        if self._deferred is not None:
-            exc, self._deferred = self._deferred, None
-            raise exc
-        msg = self._take_ready() if self._ready else self._next_whole(timeout)
+        if queue.deferred is not None:
+            raise queue.take_deferred()
+        msg = queue.take_kept() if queue.kept else self._next_whole(timeout)
         return msg if msg is None or not self._deserialize else self._deserializers.apply(msg)
 
-    def _take_ready(self) -> Message:  # kept back after a refused one; the commits it held go with the last
-        msg = self._ready.popleft()
-        if not self._ready:
-            self._handoff.release()
-        return msg
+    def _commit_floor(self, tp: TopicPartitionKey) -> int | None:
+        """No commit passes what a driver has not handed on, nor a message kept back for the next call."""
+        lent, kept = self._handoff.floor(tp), self._inbox.kept_floor(tp)
+        return kept if lent is None else lent if kept is None else min(lent, kept)
 
     def _auto_commit_when_due(self) -> None:
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -229,11 +224,11 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             if queue.plain_left:  # the rest of a batch poll() proved
                 room -= self._take_some_proven(out, num_messages, room)
             else:
-                if not queue.raw and self._plain_runs_on and self._deferred is None and not self._ready:
+                if not queue.raw and self._plain_runs_on and not queue.kept and queue.deferred is None:
                     out, size = self._fetch_proven(num_messages, timeout, room)
                     room -= size
                     if out and self._deserialize:
-                        self._deserializers.apply_from(out, 0, self._ready)
+                        self._deserializers.apply_from(out, 0, self._refused_rest)
             if not out:
                 first = self.poll(timeout)
                 if first is None:
@@ -244,13 +239,12 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                 room -= self._take_some_proven(out, num_messages, room)
             self._fill(out, num_messages, room)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
-            self._inbox.close_batch()  # what is ready or deferred goes before the rest of a proven batch
-            if self._ready and before is not None:  # delivered, not received: no commit may cover them yet
-                kept: list[Any] = list(self._ready)
-                self._handoff.hold(before, {(m.topic(), m.partition()) for m in kept})
+            if self._refused_rest and before is not None:  # delivered, not received: kept for the next calls
+                self._inbox.keep(self._refused_rest, before)
+                self._refused_rest.clear()
             if not out:
                 raise
-            self._deferred = exc
+            self._inbox.defer(exc)
         return out
 
     def _fetch_proven(self, limit: int, timeout: float, room: int) -> tuple[list[Message], int]:
@@ -271,7 +265,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         taken = len(out)
         size = self._inbox.take_proven(out, limit, room)
         if self._deserialize:
-            self._deserializers.apply_from(out, taken, self._ready)
+            self._deserializers.apply_from(out, taken, self._refused_rest)
         return size
 
     def _fill(self, out: list[Message], limit: int, room: int) -> None:
@@ -279,12 +273,12 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         without waiting. ``consume.max.bytes`` is decided here and nowhere else: every message a ``consume``
         call returns after its first passes this check, so the aio client's ``consume`` is bounded too."""
         queue = self._inbox
-        while self._ready and len(out) < limit:
-            size = len(self._ready[0])
+        while queue.kept and len(out) < limit:
+            size = len(queue.kept[0])
             if size > room and out:
                 return
             room -= size
-            self._hand_out(out, self._take_ready())
+            self._hand_out(out, queue.take_kept())
         queued = -1  # at most how many bytes the queue holds: measured once per fetch, in C
         while len(out) < limit:
             if not queue.raw:
@@ -321,7 +315,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                 return -1
             size = sizes[moved - 1]
         if self._deserialize:
-            self._deserializers.apply_from(out, taken, self._ready)
+            self._deserializers.apply_from(out, taken, self._refused_rest)
         return size
 
     def _handle_within(self, out: list[Message], room: int) -> int:
@@ -350,8 +344,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             return room
         size = self._expect = len(msg)
         if before is not None and size > room:
-            self._ready.append(msg)
-            self._handoff.hold(before, [partition_of(msg)])
+            queue.keep([msg], before)
             return -1
         self._hand_out(out, msg)
         return room - size
@@ -359,7 +352,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
     def _hand_out(self, out: list[Message], msg: Message) -> None:
         out.append(msg)
         if self._deserialize:
-            self._deserializers.apply_from(out, len(out) - 1, self._ready)
+            self._deserializers.apply_from(out, len(out) - 1, self._refused_rest)
 
 
 def _bytes_of(msg: Message) -> int:

@@ -7,10 +7,12 @@ before it is returned: a consumer restarted in the group reads every message exa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
-from confluent_kafka import Message, Producer
+import pytest
+from confluent_kafka import KafkaException, Message, Producer, TopicPartition
 
 from gateway import HybridConsumer, HybridProducer
 from gateway.aio import AIOHybridConsumer
@@ -70,7 +72,7 @@ def test_messages_larger_than_the_cap_come_across_calls_and_commits_cover_what_w
         sizes.append([len(m.value()) for m in batch])
         if batch:
             consumer.commit(asynchronous=False)
-        kept_back = bool(consumer._ready)  # a whole message found too large for the call waits for the next
+        kept_back = bool(consumer._inbox.kept)  # a whole message found too large for the call waits for the next
     assert kept_back, f"no call kept a message back: {sizes}"
     consumer.close()  # what was kept back was never returned: the group must read it again
     with _consumer(kafka, topic, group) as again:
@@ -94,7 +96,7 @@ def test_one_consumer_reads_everything_in_order_within_the_cap(kafka: KafkaServi
         deadline = time.monotonic() + 60
         while len(got) < len(SIZES) and time.monotonic() < deadline:
             calls += bool(_call(consumer, got))
-            kept_back += bool(consumer._ready)
+            kept_back += bool(consumer._inbox.kept)
     _check(got)
     assert calls >= 5, "no more than 700 kB per call"
     # only the 650 kB message after two of 100 kB is assembled and kept back: after a large one the call
@@ -194,3 +196,67 @@ def test_fit_counts_whole_records_and_one_at_least_when_first() -> None:
     assert fit(values, 2, first=True) == [3]
     assert fit(values, 100) == [3, 7, 12]
     assert fit([], 5, first=True) == []
+
+
+def _holds_kept_back(consumer: HybridConsumer) -> bool:
+    """Whether a whole message waits in the consumer for its next call (kept back, not yet returned)."""
+    return bool(consumer._inbox.kept)
+
+
+def _until_kept_back(consumer: HybridConsumer, seen: list[tuple[int, int]]) -> None:
+    """Calls until one keeps a message back: the first message alone, then (prefetched) 100 kB and the 650 kB one."""
+    seen.extend((m.partition(), m.offset()) for m in consumer.consume(1, 30))
+    consumer.commit(asynchronous=False)
+    time.sleep(1)  # librdkafka prefetches the rest
+    deadline = time.monotonic() + 60
+    while not _holds_kept_back(consumer) and len(seen) < len(SIZES) and time.monotonic() < deadline:
+        _deliveries(consumer, seen, 1.0)
+    assert _holds_kept_back(consumer), seen
+
+
+def _deliveries(consumer: HybridConsumer, seen: list[tuple[int, int]], timeout: float) -> None:
+    """One ``consume(500)``; every delivered (partition, offset) noted; what it returned committed."""
+    batch = [m for m in consumer.consume(500, timeout) if m.error() is None]
+    seen.extend((m.partition(), m.offset()) for m in batch)
+    if batch:
+        with contextlib.suppress(KafkaException):  # refused while the group rebalances: the revoke commits
+            consumer.commit(asynchronous=False)
+
+
+@pytest.mark.requires("classic_revoke_commit")  # exactly once rests on the revoke-time commit
+def test_a_kept_back_message_is_delivered_once_across_a_rebalance(kafka: KafkaService, topic: str) -> None:
+    """A second consumer joins while the first holds a message kept back for its next call: the group as a
+    whole delivers every (partition, offset) exactly once, whichever member ends up with the partition."""
+    _produce_chunked(kafka, topic)
+    group = f"maxbytes6-{topic}"
+    seen: list[tuple[int, int]] = []
+    first = _consumer(kafka, topic, group, **{"enable.auto.commit": True})
+    _until_kept_back(first, seen)
+    deadline = time.monotonic() + 60
+    second = _consumer(kafka, topic, group, **{"enable.auto.commit": True})
+    quiet = 0
+    while quiet < 6 and time.monotonic() < deadline + 60:
+        before = len(seen)
+        for consumer in (second, first):
+            _deliveries(consumer, seen, 0.5)
+        quiet = quiet + 1 if len(seen) == before else 0
+    first.close()
+    second.close()
+    counts = {tp: seen.count(tp) for tp in seen}
+    assert len(counts) == len(SIZES), sorted(counts)
+    assert all(n == 1 for n in counts.values()), {tp: n for tp, n in counts.items() if n != 1}
+
+
+def test_a_seek_drops_the_message_kept_back_for_the_sought_partition(kafka: KafkaService, topic: str) -> None:
+    """After ``seek`` the partition is read from the offset sought, in order: a message kept back before the
+    seek is not handed out first (it is read again in its place)."""
+    _produce_chunked(kafka, topic)
+    seen: list[tuple[int, int]] = []
+    with _consumer(kafka, topic, f"maxbytes7-{topic}") as consumer:
+        _until_kept_back(consumer, seen)
+        deadline = time.monotonic() + 60
+        consumer.seek(TopicPartition(topic, 0, 0))
+        keys: list[int] = []
+        while len(keys) < len(SIZES) and time.monotonic() < deadline:
+            keys.extend(int(m.key()) for m in consumer.consume(500, 1.0) if m.error() is None)
+    assert keys == list(range(len(SIZES)))
