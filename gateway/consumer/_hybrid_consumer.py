@@ -41,6 +41,9 @@ from gateway.store import Store, checked_stores
 
 log = logging.getLogger(__name__)
 
+_UNBOUNDED = 1 << 62
+"""``poll()``'s room: one message, whatever its size."""
+
 
 # the stubs narrow three returns the C code does not (cluster_id, get_watermark_offsets, commit): ours keep its
 class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
@@ -139,10 +142,9 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                 if self._auto_commit:
                     self._auto_commit_when_due()
                 return self._deserializers.apply(plain) if self._deserialize else plain
-        if queue.deferred is not None:
-            raise queue.take_deferred()
-        msg = queue.take_kept() if queue.kept else self._next_whole(timeout)
-        return msg if msg is None or not self._deserialize else self._deserializers.apply(msg)
+        out: list[Message] = []
+        self._collect(out, 1, _UNBOUNDED, timeout)
+        return out[0] if out else None
 
     def _commit_floor(self, tp: TopicPartitionKey) -> int | None:
         """No commit passes what a driver has not handed on, nor a message kept back for the next call."""
@@ -180,28 +182,6 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         self._plain_runs_on = self._plain_runs_allowed and not traced  # a traced message gets its span on the full path
         return self._plain_runs_on
 
-    def _next_whole(self, timeout: float) -> Message | None:
-        """The next whole message from the queue (fetching as needed), before any deserializer."""
-        self._auto_commit_when_due()
-        deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
-        queue = self._inbox
-        while True:
-            while queue.raw:  # records poll()'s hot path left: they need the full path
-                out = self._path.handle(queue.pop())
-                if out is not None:
-                    return out
-            if deadline is None and timeout is not None and timeout >= 0:
-                deadline = time.monotonic() + timeout
-            remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            if self._fetch(remaining):
-                out = (
-                    (queue.open_plain_batch() or queue.take_plain_head()) if self._plain_runs_on else None
-                )  # the hot path too
-                if out is not None:
-                    return out  # type: ignore[no-any-return]
-            elif deadline is not None and time.monotonic() >= deadline:
-                return None
-
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
         """Up to ``num_messages`` whole messages; waits ``timeout`` for the first only. An error raised
         after some were collected is kept and raised by the next call, so none of them is lost."""
@@ -217,27 +197,9 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         # where commits stand, should a refusal keep some back
         before = self._pipeline.progress() if self._deserialize else None
         out: list[Message] = []
-        room = self._max_bytes  # consume.max.bytes: what this call may still hold
         self._expect = 0  # the size of the last whole message taken: what the next one likely is
         try:
-            queue = self._inbox
-            if queue.plain_left:  # the rest of a batch poll() proved
-                room -= self._take_some_proven(out, num_messages, room)
-            else:
-                if not queue.raw and self._plain_runs_on and not queue.kept and queue.deferred is None:
-                    out, size = self._fetch_proven(num_messages, timeout, room)
-                    room -= size
-                    if out and self._deserialize:
-                        self._deserializers.apply_from(out, 0, self._refused_rest)
-            if not out:
-                first = self.poll(timeout)
-                if first is None:
-                    return out
-                out.append(first)
-                room -= _bytes_of(first)
-                self._expect = _bytes_of(first)
-                room -= self._take_some_proven(out, num_messages, room)
-            self._fill(out, num_messages, room)
+            self._collect(out, num_messages, self._max_bytes, timeout)
         except (GatewayError, KeyDeserializationError, ValueDeserializationError) as exc:
             if self._refused_rest and before is not None:  # delivered, not received: kept for the next calls
                 self._inbox.keep(self._refused_rest, before)
@@ -253,6 +215,8 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         self._auto_commit_when_due()
         batch = self._inbox.fetch_batch(timeout, limit)
         self._offsets.commits.serve_results()
+        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._inbox)
+            self._waited(bool(batch))
         if self._refresh_runs():
             size = sum(map(len, batch))  # one C pass over the batch
             if size <= room or len(batch) == 1:
@@ -268,25 +232,86 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             self._deserializers.apply_from(out, taken, self._refused_rest)
         return size
 
-    def _fill(self, out: list[Message], limit: int, room: int) -> None:
-        """``out`` up to ``limit`` messages and ``room`` more bytes from what is ready, queued or fetched
-        without waiting. ``consume.max.bytes`` is decided here and nowhere else: every message a ``consume``
-        call returns after its first passes this check, so the aio client's ``consume`` is bounded too."""
+    def _collect(self, out: list[Message], limit: int, room: int, timeout: float) -> None:
+        """The one loop of ``poll()`` and ``consume()``: whole messages into ``out``, up to ``limit`` of them
+        and ``room`` bytes (the first whatever its size), waiting ``timeout`` for the first only.
+
+        In order: the error deferred by the last call, the messages kept back, the rest of a proven batch,
+        the queue, then fetches. ``consume.max.bytes`` is decided here and nowhere else, so the aio
+        client's calls, which run these, are bounded too.
+        """
+        queue = self._inbox
+        self._auto_commit_when_due()
+        deadline: float | None = None  # computed only once the queue runs dry: the common case needs no clock
+        while True:
+            if queue.deferred is not None:
+                if out:
+                    return
+                raise queue.take_deferred()
+            if queue.kept:
+                room = self._take_kept(out, limit, room)
+                if queue.kept or len(out) >= limit:
+                    return
+            if queue.plain_left:  # the rest of a batch poll() proved
+                room -= self._take_some_proven(out, limit, room)
+                if queue.plain_left:
+                    return
+            room = self._drain(out, limit, room)
+            if room < 0 or len(out) >= limit:
+                return
+            if out:  # more only as far as librdkafka has them now
+                if room <= 0 or not self._fetch(0):
+                    return
+                continue
+            if deadline is None and timeout is not None and timeout >= 0:
+                deadline = time.monotonic() + timeout
+            remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            room = self._fetch_first(out, limit, room, remaining)
+            if len(out) >= limit:
+                return
+            if not out and not queue.raw and deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _fetch_first(self, out: list[Message], limit: int, room: int, timeout: float) -> int:
+        """The fetch that brings a call its first message: a batch proven plain goes as it came (for
+        ``consume``) or is counted out (for ``poll``); else it is queued. The room left."""
+        queue = self._inbox
+        if limit > 1 and self._plain_runs_on:
+            got, size = self._fetch_proven(limit, timeout, room)
+            if got:
+                out.extend(got)
+                if self._deserialize:
+                    self._deserializers.apply_from(out, 0, self._refused_rest)
+            return room - size
+        if self._fetch(timeout) and self._plain_runs_on and limit == 1:
+            first = queue.open_plain_batch() or queue.take_plain_head()  # poll()'s hot path too
+            if first is not None:
+                return room - self._hand_out(out, first)
+        return room
+
+    def _take_kept(self, out: list[Message], limit: int, room: int) -> int:
+        """Messages kept back into ``out``, as far as ``limit`` and ``room`` allow: the room left."""
         queue = self._inbox
         while queue.kept and len(out) < limit:
             size = len(queue.kept[0])
             if size > room and out:
-                return
-            room -= size
-            self._hand_out(out, queue.take_kept())
+                break
+            room -= self._hand_out(out, queue.take_kept())
+        return room
+
+    def _drain(self, out: list[Message], limit: int, room: int) -> int:
+        """Queued records into ``out``: the room left, or -1 when the next message does not fit. Plain
+        records go by bookkeeping where they may, in runs once a call holds one message."""
+        queue = self._inbox
         queued = -1  # at most how many bytes the queue holds: measured once per fetch, in C
-        while len(out) < limit:
-            if not queue.raw:
-                if room <= 0 or not self._fetch(0):
-                    break
-                queued = -1
-            while queue.raw and len(out) < limit:  # straight from the queue: no per-message poll()
-                if self._plain_runs_on:
+        while queue.raw and len(out) < limit:
+            if self._plain_runs_on:
+                if not out:
+                    plain = queue.take_plain_head()
+                    if plain is not None:
+                        room -= self._hand_out(out, plain)
+                        continue
+                else:
                     if queued < 0:
                         queued = sum(map(len, queue.raw))
                     size = self._take_plain_within(out, limit, room, queued)
@@ -294,9 +319,10 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                         room -= size
                         queued -= size
                         continue
-                room = self._handle_within(out, room)
-                if room < 0:
-                    return
+            room = self._handle_within(out, room)
+            if room < 0:
+                return -1
+        return room
 
     def _take_plain_within(self, out: list[Message], limit: int, room: int, queued: int) -> int:
         """Plain records from the head into ``out`` within ``room`` bytes: their bytes, or -1 when none went.
@@ -328,6 +354,11 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         call, first in line, and commits stay below it until then, as for any message not yet returned.
         """
         queue = self._inbox
+        if not out:  # the first message of a call goes whatever its size
+            first = self._path.handle(queue.pop())
+            if first is None:
+                return room
+            return room - self._hand_out(out, first)
         head = queue.raw[0]
         before: dict[TopicPartitionKey, Progress] | None = None
         if is_plainly_plain(head.value(), head.headers()):
@@ -349,10 +380,16 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         self._hand_out(out, msg)
         return room - size
 
-    def _hand_out(self, out: list[Message], msg: Message) -> None:
+    def _hand_out(self, out: list[Message], msg: Message) -> int:
+        """``msg`` into ``out``, deserialized: its value bytes, measured before (the first of a call's
+        stands for what the next is likely to be)."""
+        size = _bytes_of(msg)
+        if not out:
+            self._expect = size
         out.append(msg)
         if self._deserialize:
             self._deserializers.apply_from(out, len(out) - 1, self._refused_rest)
+        return size
 
 
 def _bytes_of(msg: Message) -> int:
