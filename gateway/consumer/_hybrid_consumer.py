@@ -300,25 +300,20 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         return room
 
     def _drain(self, out: list[Message], limit: int, room: int) -> int:
-        """Queued records into ``out``: the room left, or -1 when the next message does not fit. Plain
-        records go by bookkeeping where they may, in runs once a call holds one message."""
+        """Queued records into ``out``: the room left, or -1 when the next message does not fit. Until a
+        call holds one message the full path takes them (``poll()`` tried the plain head before); then
+        plain records go by bookkeeping where they may, in runs."""
         queue = self._inbox
         queued = -1  # at most how many bytes the queue holds: measured once per fetch, in C
         while queue.raw and len(out) < limit:
-            if self._plain_runs_on:
-                if not out:
-                    plain = queue.take_plain_head()
-                    if plain is not None:
-                        room -= self._hand_out(out, plain)
-                        continue
-                else:
-                    if queued < 0:
-                        queued = sum(map(len, queue.raw))
-                    size = self._take_plain_within(out, limit, room, queued)
-                    if size >= 0:
-                        room -= size
-                        queued -= size
-                        continue
+            if self._plain_runs_on and out:
+                if queued < 0:
+                    queued = sum(map(len, queue.raw))
+                size = self._take_plain_within(out, limit, room, queued)
+                if size >= 0:
+                    room -= size
+                    queued -= size
+                    continue
             room = self._handle_within(out, room)
             if room < 0:
                 return -1

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.core.events import Event, FlowChange
 from gateway.core.flow import Wait
-from gateway.core.inbox_states import InboxState, InboxStates, Step
+from gateway.core.inbox_states import TABLE, InboxState, Step, next_state, out_of_order
 from gateway.core.offsets import Progress
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.core.plain_runs import ProvenBatch, drop_head, take_plain_batch, take_plain_run
@@ -68,7 +68,7 @@ class Inbox:
         "_fresh",
         "_kept_floors",
         "_pipeline",
-        "_states",
+        "_state",
         "batch",
         "batch_bytes",
         "deferred",
@@ -84,7 +84,7 @@ class Inbox:
     ) -> None:
         self._consumer = consumer
         self._pipeline = pipeline
-        self._states = InboxStates()
+        self._state = InboxState.QUEUED
         self.batch = batch
         """Records per fetch (``fetch.batch.records``), fewer when they are large."""
         self.batch_bytes = batch_bytes
@@ -112,7 +112,7 @@ class Inbox:
 
     @property
     def state(self) -> InboxState:
-        return self._states.state
+        return self._state
 
     # -- the proven batch, handed out by count (gateway.core.offsets.DeferredDeliveries) ----------
     def note_handed_out(self) -> None:
@@ -126,7 +126,10 @@ class Inbox:
         if self.plain_batch is not None:
             self.note_handed_out()
             self.plain_batch, self.plain_left = None, 0
-            self._states.step(Step.CLOSE_COUNTED)
+            self._move(Step.CLOSE_COUNTED)
+
+    def _move(self, step: Step) -> None:
+        self._state = next_state(self._state, step)
 
     def make_way_for_returned(self) -> None:
         """A driver's results came back (:mod:`gateway.consumer.handoff`): they go before the rest of a
@@ -134,10 +137,14 @@ class Inbox:
         self.close_batch()
 
     def _step(self, step: Step) -> None:
-        """``step`` after closing a proven batch: the one place every step but counting passes."""
+        """``step`` after closing a proven batch: the one place every step but counting passes. The table
+        is read in place (what :func:`~gateway.core.inbox_states.next_state` does): this runs per record."""
         if self.plain_batch is not None:
             self.close_batch()
-        self._states.step(step)
+        try:
+            self._state = TABLE[self._state][step]
+        except KeyError:
+            raise out_of_order(self._state, step) from None
 
     def open_plain_batch(self) -> Any | None:
         """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
@@ -161,7 +168,7 @@ class Inbox:
         """What is left of the proven batch, up to ``limit`` in ``out`` and ``room`` bytes, in bulk: the bytes taken."""
         if not self.plain_left:
             return 0
-        self._states.step(Step.TAKE_COUNTED)
+        self._move(Step.TAKE_COUNTED)
         take = min(self.plain_left, limit - len(out))
         size = sum(map(len, islice(self.raw, take)))  # one C pass: the common case, all of them fit
         if size > room:
@@ -194,7 +201,7 @@ class Inbox:
 
     def take_kept(self) -> Any:
         """The first kept message; the commits it held go with the last."""
-        self._states.step(Step.TAKE_KEPT)
+        self._move(Step.TAKE_KEPT)
         msg = self.kept.popleft()
         self._kept_taken()
         return msg
@@ -205,7 +212,7 @@ class Inbox:
         self.deferred = exc
 
     def take_deferred(self) -> BaseException:
-        self._states.step(Step.TAKE_KEPT)
+        self._move(Step.TAKE_KEPT)
         exc, self.deferred = self.deferred, None
         self._kept_taken()
         return exc  # type: ignore[return-value]
@@ -216,7 +223,7 @@ class Inbox:
 
     def _drop_kept(self, key: TopicPartitionKey | None) -> None:
         """Kept messages of ``key`` (all, and the deferred error, for None) go: the reading starts over."""
-        if self._states.state is not InboxState.KEPT:
+        if self._state is not InboxState.KEPT:
             return
         if key is None:
             self.kept.clear()
@@ -232,7 +239,7 @@ class Inbox:
         if not self.kept:
             self._kept_floors.clear()
             if self.deferred is None:
-                self._states.step(Step.LAST_KEPT)
+                self._move(Step.LAST_KEPT)
 
     # -- the queue ---------------------------------------------------------------------------------
     def pop(self) -> Any:

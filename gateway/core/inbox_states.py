@@ -14,8 +14,9 @@ deliveries exactly once and in order:
   next owner), never handed out from the old reading;
 - *queued*: everything else, one record at a time through the full path, or runs of plain records.
 
-The :class:`~gateway.consumer._inbox.Inbox` feeds every step through :meth:`InboxStates.step`;
-a step the table does not allow raises :class:`InboxOrderError`: a bug in the consumer, never
+The :class:`~gateway.consumer._inbox.Inbox` moves by :data:`TABLE` for every step (:func:`next_state`,
+looked up in place on its hot paths: a dict lookup, not a call per record); a step the table does
+not allow raises :class:`InboxOrderError`: a bug in the consumer, never
 bad input, so it is not one of the library's :class:`~gateway.errors.GatewayError` that the
 consumer reports and goes on from.
 """
@@ -76,16 +77,13 @@ TABLE: dict[InboxState, dict[Step, InboxState]] = {
 """Per state, the steps allowed in it and the state each leads to; any other step is a bug."""
 
 
-class InboxStates:
-    """The inbox's current state; :meth:`step` moves it by :data:`TABLE` or raises."""
+def next_state(state: InboxState, step: Step) -> InboxState:
+    """The state ``step`` leads to from ``state`` by :data:`TABLE`; a step it does not allow raises."""
+    try:
+        return TABLE[state][step]
+    except KeyError:
+        raise out_of_order(state, step) from None
 
-    __slots__ = ("state",)
 
-    def __init__(self) -> None:
-        self.state = InboxState.QUEUED
-
-    def step(self, step: Step) -> None:
-        try:
-            self.state = TABLE[self.state][step]
-        except KeyError:
-            raise InboxOrderError(f"{step.value!r} is not allowed while the inbox is {self.state.value!r}") from None
+def out_of_order(state: InboxState, step: Step) -> InboxOrderError:
+    return InboxOrderError(f"{step.value!r} is not allowed while the inbox is {state.value!r}")

@@ -267,7 +267,7 @@ def test_only_the_inbox_calls_the_librdkafka_consumer() -> None:
     assert reaching == []
 
 
-_INBOX_BOOKKEEPING = frozenset({"close_batch", "note_handed_out", "_step", "_states", "_drop_kept", "_kept_floors"})
+_INBOX_BOOKKEEPING = frozenset({"close_batch", "note_handed_out", "_step", "_move", "_drop_kept", "_kept_floors"})
 _INBOX_STATE = frozenset({"plain_left", "plain_batch", "kept", "deferred", "raw"})
 _MUTATORS = frozenset({"append", "appendleft", "extend", "extendleft", "pop", "popleft", "clear", "remove", "rotate"})
 # the pipeline notes a proven batch through gateway.core.offsets.DeferredDeliveries, the protocol the inbox implements

@@ -10,7 +10,7 @@ from confluent_kafka import Message
 from gateway.consumer._inbox import Inbox
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.resolver import Resolver
-from gateway.core.inbox_states import TABLE, InboxOrderError, InboxState, InboxStates, Step
+from gateway.core.inbox_states import TABLE, InboxOrderError, InboxState, Step, next_state
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.protocol.records import Record
 
@@ -64,11 +64,20 @@ def _kept() -> Inbox:
     [(state, step) for state in InboxState for step in Step if step not in TABLE[state]],
 )
 def test_every_step_the_table_does_not_allow_raises(state: InboxState, step: Step) -> None:
-    states = InboxStates()
-    states.state = state
     with pytest.raises(InboxOrderError, match=step.value):
-        states.step(step)
-    assert states.state is state
+        next_state(state, step)
+
+
+@pytest.mark.parametrize(("state", "step"), [(state, step) for state in InboxState for step in TABLE[state]])
+def test_every_step_the_table_allows_leads_where_it_says(state: InboxState, step: Step) -> None:
+    assert next_state(state, step) is TABLE[state][step]
+
+
+def test_the_inbox_raises_on_a_step_out_of_order_as_the_table_does() -> None:
+    inbox = _kept()
+    with pytest.raises(InboxOrderError, match="'fetch' is not allowed while the inbox is 'kept'"):
+        inbox.fetch(1.0)
+    assert inbox.state is InboxState.KEPT
 
 
 def test_a_proven_batch_goes_by_count_and_any_other_step_closes_it_first_noting_what_went() -> None:
