@@ -9,7 +9,6 @@ leave take their queued records and state with them.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +37,6 @@ class ConfluentMethods:
     _flow: FlowControl
     _handoff: Handoff
     _auditor: Auditor | None
-    _ready: deque[Message]
     _auto_commit: bool
     _plain_runs_on: bool
     _spans: ConsumerTelemetry
@@ -68,7 +66,6 @@ class ConfluentMethods:
         self._closed = True
         self._plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
         self._inbox.clear()
-        self._ready.clear()
         self._handoff.clear()
         self._resolver.close()
         self._events.close()

@@ -21,9 +21,10 @@ for room in the assembler, seeks them back and resumes them (:mod:`gateway.core.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Sequence
-from itertools import islice
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate, islice
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -31,6 +32,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.core.events import Event, FlowChange
 from gateway.core.flow import Wait
+from gateway.core.inbox_states import TABLE, InboxState, Step, next_state, out_of_order
+from gateway.core.offsets import Progress
 from gateway.core.pipeline import ConsumerPipeline
 from gateway.core.plain_runs import ProvenBatch, drop_head, take_plain_batch, take_plain_run
 from gateway.protocol.classify import is_plainly_plain
@@ -39,19 +42,49 @@ from gateway.protocol.records import TopicPartitionKey
 log = logging.getLogger(__name__)
 
 
+def fit(records: Iterable[Any], room: int, *, first: bool = False) -> list[int]:
+    """The running byte totals of the ``records`` from the head that fit in ``room`` bytes; one at least when
+    ``first``. A record's ``len`` is its value's, and the totals are summed in C: no Python step per record."""
+    sizes = list(accumulate(map(len, records)))
+    n = bisect_right(sizes, room)
+    del sizes[max(n, 1 if first else 0) :]
+    return sizes
+
+
 def partition_of(msg: Any) -> TopicPartitionKey:
     return (msg.topic(), msg.partition())
 
 
 class Inbox:
-    # slots: poll()'s hottest path reads and writes ``proven`` and ``raw`` for every record
-    __slots__ = ("_consumer", "_fresh", "_pipeline", "batch", "batch_bytes", "plain_batch", "plain_left", "raw", "refs")
+    """The one owner of librdkafka's consumer, of the fetched-record queue and of what waits in it.
+
+    Every step that takes, keeps, fetches or drops goes through :class:`InboxStates`, which states
+    the ordering rules once (:mod:`gateway.core.inbox_states`).
+    """
+
+    # slots: poll()'s hottest path reads ``plain_left`` and ``raw`` for every record
+    __slots__ = (
+        "_consumer",
+        "_fresh",
+        "_kept_floors",
+        "_pipeline",
+        "_state",
+        "batch",
+        "batch_bytes",
+        "deferred",
+        "kept",
+        "plain_batch",
+        "plain_left",
+        "raw",
+        "refs",
+    )
 
     def __init__(
         self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
     ) -> None:
         self._consumer = consumer
         self._pipeline = pipeline
+        self._state = InboxState.QUEUED
         self.batch = batch
         """Records per fetch (``fetch.batch.records``), fewer when they are large."""
         self.batch_bytes = batch_bytes
@@ -63,6 +96,11 @@ class Inbox:
         """The fetched batch ``poll()`` hands out by count alone (its records are still at the head)."""
         self.plain_left = 0
         """How many of the proof's records are still at the head: ``poll()``'s hot path takes them by count."""
+        self.kept: deque[Any] = deque()
+        """Whole messages delivered and not yet returned: handed out before anything newer (read-only outside)."""
+        self._kept_floors: dict[TopicPartitionKey, int] = {}
+        self.deferred: BaseException | None = None
+        """An error to raise first in the next call (read-only outside)."""
         pipeline.defer_deliveries(self)
 
     @classmethod
@@ -72,7 +110,11 @@ class Inbox:
         """The inbox of a new librdkafka consumer made from ``conf`` (librdkafka's keys only)."""
         return cls(Consumer(conf), batch, refs, batch_bytes, pipeline)
 
-    # -- the proven batch (gateway.core.offsets.DeferredDeliveries) ------------------------------
+    @property
+    def state(self) -> InboxState:
+        return self._state
+
+    # -- the proven batch, handed out by count (gateway.core.offsets.DeferredDeliveries) ----------
     def note_handed_out(self) -> None:
         """What was handed out of the proven batch is noted as delivered: before anything reads offsets."""
         proof = self.plain_batch
@@ -80,37 +122,134 @@ class Inbox:
             proof.note(self._pipeline, len(proof.records) - self.plain_left)
 
     def close_batch(self) -> None:
-        """Settle and drop the proof: before anything else is taken, or a partition's state changes."""
+        """Settle and drop the proof: before any other step (each step of the inbox does it first)."""
         if self.plain_batch is not None:
             self.note_handed_out()
             self.plain_batch, self.plain_left = None, 0
+            self._move(Step.CLOSE_COUNTED)
+
+    def _move(self, step: Step) -> None:
+        self._state = next_state(self._state, step)
+
+    def make_way_for_returned(self) -> None:
+        """A driver's results came back (:mod:`gateway.consumer.handoff`): they go before the rest of a
+        proven batch, so counting stops here."""
+        self.close_batch()
+
+    def _step(self, step: Step) -> None:
+        """``step`` after closing a proven batch: the one place every step but counting passes. The table
+        is read in place (what :func:`~gateway.core.inbox_states.next_state` does): this runs per record."""
+        if self.plain_batch is not None:
+            self.close_batch()
+        try:
+            self._state = TABLE[self._state][step]
+        except KeyError:
+            raise out_of_order(self._state, step) from None
 
     def open_plain_batch(self) -> Any | None:
         """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
-        self.close_batch()
+        self._step(Step.TAKE_QUEUED)  # the head is taken either way: by count, or else by the full path
         proof = ProvenBatch.prove(list(self.raw), self._pipeline)
         if proof is None:
             return None
+        self._step(Step.OPEN_COUNTED)
         self.plain_batch, self.plain_left = proof, len(proof.records) - 1
         return self.raw.popleft()
 
-    def take_proven(self, out: list[Any], limit: int) -> None:
-        """What is left of the proven batch, up to ``limit`` in ``out``, in bulk."""
+    def take_counted(self) -> Any:
+        """The next record of the proven batch (``poll()``'s hottest path: ``plain_left`` said there is one).
+
+        ``plain_left`` is above 0 only in the counted state, so this step is not looked up in the table.
+        """
+        self.plain_left -= 1
+        return self.raw.popleft()
+
+    def take_proven(self, out: list[Any], limit: int, room: int) -> int:
+        """What is left of the proven batch, up to ``limit`` in ``out`` and ``room`` bytes, in bulk: the bytes taken."""
+        if not self.plain_left:
+            return 0
+        self._move(Step.TAKE_COUNTED)
         take = min(self.plain_left, limit - len(out))
+        size = sum(map(len, islice(self.raw, take)))  # one C pass: the common case, all of them fit
+        if size > room:
+            sizes = self.fitting(take, room, first=not out)
+            take, size = len(sizes), sizes[-1] if sizes else 0
         out.extend(islice(self.raw, take))
         drop_head(self.raw, take)
         self.plain_left -= take
         if not self.plain_left:
             self.close_batch()
+        return size
 
+    def fitting(self, most: int, room: int, *, first: bool = False) -> list[int]:
+        """:func:`fit` over the first ``most`` queued records (``consume.max.bytes``)."""
+        return fit(islice(self.raw, most), room, first=first)
+
+    # -- whole messages kept back for the next call ----------------------------------------------
+    def keep(self, messages: Iterable[Any], before: Mapping[TopicPartitionKey, Progress]) -> None:
+        """Whole messages delivered but not returned wait first in line; until the last is handed out,
+        commits of their partitions stay where ``before`` had them (from its first offset, a partition
+        ``before`` did not know)."""
+        self._step(Step.KEEP)
+        now = self._pipeline.progress()
+        for msg in messages:
+            self.kept.append(msg)
+            tp = partition_of(msg)
+            floor = before[tp][0] if tp in before else now[tp][2] if tp in now else None
+            if floor is not None:
+                self._kept_floors[tp] = min(floor, self._kept_floors.get(tp, floor))
+
+    def take_kept(self) -> Any:
+        """The first kept message; the commits it held go with the last."""
+        self._move(Step.TAKE_KEPT)
+        msg = self.kept.popleft()
+        self._kept_taken()
+        return msg
+
+    def defer(self, exc: BaseException) -> None:
+        """An error met after a call had collected messages: the call returns them, the next raises it first."""
+        self._step(Step.KEEP)
+        self.deferred = exc
+
+    def take_deferred(self) -> BaseException:
+        self._move(Step.TAKE_KEPT)
+        exc, self.deferred = self.deferred, None
+        self._kept_taken()
+        return exc  # type: ignore[return-value]
+
+    def kept_floor(self, tp: TopicPartitionKey) -> int | None:
+        """The offset no commit of ``tp`` may pass while messages are kept back, or None."""
+        return self._kept_floors.get(tp) if self._kept_floors else None
+
+    def _drop_kept(self, key: TopicPartitionKey | None) -> None:
+        """Kept messages of ``key`` (all, and the deferred error, for None) go: the reading starts over."""
+        if self._state is not InboxState.KEPT:
+            return
+        if key is None:
+            self.kept.clear()
+            self.deferred = None
+        else:
+            stay = [m for m in self.kept if partition_of(m) != key]
+            self.kept.clear()
+            self.kept.extend(stay)
+            self._kept_floors.pop(key, None)
+        self._kept_taken()
+
+    def _kept_taken(self) -> None:
+        if not self.kept:
+            self._kept_floors.clear()
+            if self.deferred is None:
+                self._move(Step.LAST_KEPT)
+
+    # -- the queue ---------------------------------------------------------------------------------
     def pop(self) -> Any:
         """The head record, for the full path."""
-        self.close_batch()
+        self._step(Step.TAKE_QUEUED)
         return self.raw.popleft()
 
     def take_plain_head(self) -> Any | None:
         """The head, taken out if it is plainly plain and its partition allows a run; else None."""
-        self.close_batch()
+        self._step(Step.TAKE_QUEUED)
         head = self.raw[0]
         if (
             head.error() is None
@@ -123,6 +262,7 @@ class Inbox:
     def proven_whole(self, batch: list[Any]) -> list[Any]:
         """``batch`` itself, noted as delivered, when it is proven plain: the list librdkafka returned is
         the list the caller gets, at no cost per record. Else it is queued for the full path and ``[]``."""
+        self._step(Step.TAKE_QUEUED)
         proof = ProvenBatch.prove(batch, self._pipeline) if batch else None
         if proof is not None:
             proof.note(self._pipeline, len(batch))
@@ -142,7 +282,7 @@ class Inbox:
 
     def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
         """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
-        self.close_batch()
+        self._step(Step.FETCH)
         first = self._consumer.poll(timeout)
         if first is None:
             return []
@@ -155,7 +295,7 @@ class Inbox:
         """Fetched records behind those queued; referenced payloads among them start downloading."""
         if not batch:
             return
-        self.close_batch()
+        self._step(Step.FETCH)
         self.raw.extend(batch)
         self._fresh = True
         if self.refs.enabled:
@@ -171,7 +311,7 @@ class Inbox:
         The whole-batch test runs once per fetched batch, so a mixed batch is not scanned again
         for every run in it; then runs of one partition (see :mod:`gateway.core.plain_runs`).
         """
-        self.close_batch()
+        self._step(Step.TAKE_QUEUED)
         if self._fresh:
             self._fresh = False
             moved = take_plain_batch(self.raw, self._pipeline, out, limit)
@@ -205,8 +345,15 @@ class Inbox:
         return {partition_of(m) for m in self.raw}
 
     def drop(self, key: TopicPartitionKey) -> None:
-        """Forget ``key``'s queued records and the payloads fetched ahead for them (seek, revoke)."""
-        self.close_batch()
+        """``key``'s reading starts over (seek, assign, revoke): its queued records, the payloads fetched
+        ahead for them and its kept messages go; they are read again from where it now reads."""
+        self.drop_queued(key)
+        self._drop_kept(key)
+
+    def drop_queued(self, key: TopicPartitionKey) -> None:
+        """Forget ``key``'s queued records and the payloads fetched ahead for them (it waits for room: the
+        pipeline keeps what it delivered, so what it kept stays)."""
+        self._step(Step.DROP)
         if self.raw:
             kept = [m for m in self.raw if partition_of(m) != key]
             self.raw.clear()
@@ -214,7 +361,9 @@ class Inbox:
         self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
 
     def clear(self) -> None:
-        self.close_batch()
+        """Nothing queued, nothing kept (unassign, unsubscribe, close)."""
+        self._step(Step.DROP)
+        self._drop_kept(None)
         self.raw.clear()
         self.refs.clear()
 
@@ -317,7 +466,7 @@ class FlowControl:
     def apply(self, change: FlowChange) -> None:
         if change.waits:
             for wait in change.waits:
-                self._inbox.drop(wait.tp)
+                self._inbox.drop_queued(wait.tp)
             self._inbox.pause([TopicPartition(t, p) for (t, p), _ in _latest(change.waits)])
             for tp, at in _latest(change.waits):
                 self._inbox.seek(TopicPartition(tp[0], tp[1], at))

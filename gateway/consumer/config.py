@@ -121,6 +121,7 @@ class ConsumerSettings:
     reference_rules: ReferenceRules = DEFAULT_RULES
     commit_encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED
     streams: StreamSettings = STREAMS_OFF
+    consume_max_bytes: int = keys.CONSUME_MAX_BYTES.default
 
     def resolver(self, stores: Mapping[str, Store], encryption: ReferenceEncryption | None = None) -> Resolver:
         """The payload fetcher these settings describe, over ``stores``; ``encryption`` opens sealed payloads."""
@@ -173,6 +174,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     auto_offset_store = keys.ENABLE_AUTO_OFFSET_STORE.pop(conf)
     batch = keys.FETCH_BATCH_RECORDS.pop(conf)
     batch_bytes = keys.FETCH_BATCH_BYTES.pop(conf)
+    consume_max_bytes = keys.CONSUME_MAX_BYTES.pop(conf)
     for librdkafka_key in LIBRDKAFKA_DEFAULTS:
         conf.setdefault(librdkafka_key.key, librdkafka_key.default)
     bad_as_payload = keys.BAD_SEGMENTS_AS_PAYLOAD.pop(conf)
@@ -216,6 +218,7 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         rules,
         commit_encoding=commit_encoding,
         streams=streams,
+        consume_max_bytes=consume_max_bytes,
     )
     return settings, conf
 

@@ -15,20 +15,18 @@ has acted on that report (in its next call):
   anything newer (messages already deserialized, and an error that carries a message, raised
   again), and commits stay below it until it has arrived.
 
-The consumer itself keeps messages back in one case: ``consume`` stops at a message its
-deserializer refused (raised to the application) and hands the ones after it out on its next
-calls. Those were delivered as far as the tracker knows, so the consumer *holds* the commits of
-their partitions where they stood before that ``consume`` (:meth:`Handoff.hold`) until it has
-handed them all out (:meth:`Handoff.release`).
+Messages the consumer itself keeps back for its next call (``consume.max.bytes``, the ones behind
+a refused value) are the inbox's (:meth:`gateway.consumer._inbox.Inbox.keep`): they bound commits
+by the same rule, and a seek or revoke of their partition drops them.
 
-This module is the one place that decides what "received" means for commits; the commit
-translator only asks it for each partition's floor (:meth:`Handoff.floor`).
+This module decides what "received" means for a driver's results; the commit translator asks
+it for each partition's floor (:meth:`Handoff.floor`).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -94,8 +92,6 @@ class Handoff:
         """Items of returned loans, each with its loan, in the order they were first handed out."""
         self.returned_total = 0
         """Items that came back since the consumer started."""
-        self._held: dict[TopicPartitionKey, int] = {}
-        """Floors of the messages the consumer kept back after a refused one (:meth:`hold`)."""
 
     def call(self, loan: Loan | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the consumer's thread, after acting on every loan whose fate is known.
@@ -177,21 +173,11 @@ class Handoff:
             out.append(self.take_one())
         return out
 
-    def hold(self, before: Mapping[TopicPartitionKey, Progress], partitions: Iterable[TopicPartitionKey]) -> None:
-        """Messages of ``partitions`` were delivered and kept back: commits stay where ``before`` had them."""
-        now = self._progress()
-        floors = {tp: before[tp][0] if tp in before else now[tp][2] for tp in partitions if tp in before or tp in now}
-        _lower(self._held, floors)
-
-    def release(self) -> None:
-        """Every message kept back was handed out."""
-        self._held.clear()
-
     def floor(self, tp: TopicPartitionKey) -> int | None:
-        """The offset no commit of ``tp`` may pass now, or None when nothing lent or held bounds it."""
+        """The offset no commit of ``tp`` may pass now, or None when nothing lent bounds it."""
         if not self._open and not self._back:
-            return self._held.get(tp)
-        low: int | None = self._held.get(tp)
+            return None
+        low: int | None = None
         if self._current is not None and tp in self._before:
             standing = self._before[tp][0]
             low = standing if low is None else min(low, standing)
@@ -207,7 +193,6 @@ class Handoff:
         self._open.clear()
         self._back.clear()
         self.returned.clear()
-        self._held.clear()
 
 
 def _lower(into: dict[TopicPartitionKey, int], floors: Mapping[TopicPartitionKey, int]) -> None:

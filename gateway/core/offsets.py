@@ -200,6 +200,11 @@ class DeliveredOffsetTracker:
             offset -= 1
         return None if offset < tracker.earliest else offset
 
+    def progress_of(self, tp: TopicPartitionKey) -> Progress | None:
+        """:meth:`progress` of one partition (None when it has no state yet): one lookup, not a dict of all."""
+        t = self._partitions.get(tp)
+        return None if t is None else (t.current_safe, t.delivered, t.origin)
+
     def delivered(self, tp: TopicPartitionKey) -> int | None:
         tracker = self._partitions.get(tp)
         return None if tracker is None or tracker.delivered < 0 else tracker.delivered

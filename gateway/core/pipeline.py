@@ -354,6 +354,11 @@ class ConsumerPipeline:
         self._deferred.note_handed_out()
         return self._tracker.progress()
 
+    def progress_of(self, tp: TopicPartitionKey) -> Progress | None:
+        """One partition's :meth:`progress` entry, None when it has none yet."""
+        self._deferred.note_handed_out()
+        return self._tracker.progress_of(tp)
+
     def plain_run_open(self, tp: TopicPartitionKey, offset: int) -> bool:
         """Whether plain records of ``tp`` from ``offset`` on may go by bookkeeping alone: the commit is
         loaded, nothing is pending, held or filtered, ``offset`` is past what was delivered (until anything

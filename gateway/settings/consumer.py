@@ -87,6 +87,12 @@ FETCH_BATCH_BYTES = IntSetting(
     "about how many bytes of raw records one fetch moves into the local queue",
     minimum=1,
 )
+CONSUME_MAX_BYTES = IntSetting(
+    "consume.max.bytes",
+    16_000_000,
+    "bytes of whole messages one consume() call returns at most; a larger single message goes alone",
+    minimum=1,
+)
 BAD_SEGMENTS_AS_PAYLOAD = BoolSetting(
     "treat.bad.segments.as.payload",
     False,
@@ -200,6 +206,7 @@ CONSUMER: tuple[Setting[Any], ...] = (
     AUTO_COMMIT_INTERVAL_MS,
     FETCH_BATCH_RECORDS,
     FETCH_BATCH_BYTES,
+    CONSUME_MAX_BYTES,
     FETCH_WORKERS,
     FETCH_BUDGET_BYTES,
     STREAM_THRESHOLD_BYTES,

@@ -265,3 +265,57 @@ def test_only_the_inbox_calls_the_librdkafka_consumer() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Consumer":
                 reaching.append(f"{name}:{node.lineno} makes a Consumer")
     assert reaching == []
+
+
+_INBOX_BOOKKEEPING = frozenset({"close_batch", "note_handed_out", "_step", "_move", "_drop_kept", "_kept_floors"})
+_INBOX_STATE = frozenset({"plain_left", "plain_batch", "kept", "deferred", "raw"})
+_MUTATORS = frozenset({"append", "appendleft", "extend", "extendleft", "pop", "popleft", "clear", "remove", "rotate"})
+# the pipeline notes a proven batch through gateway.core.offsets.DeferredDeliveries, the protocol the inbox implements
+_BOOKKEEPING_PROTOCOL = frozenset({"gateway.core.offsets", "gateway.core.pipeline"})
+_READERS = ("gateway.consumer.", "gateway.aio.", "gateway.core.", "gateway.spark.")
+
+
+def batch_bookkeeping(source: str) -> list[tuple[int, str]]:
+    """Where ``source`` takes an inbox step by hand: its bookkeeping named, or its state changed from outside."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in _INBOX_BOOKKEEPING:
+            found.append((node.lineno, node.attr))
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        for target in targets:
+            if isinstance(target, ast.Attribute) and target.attr in _INBOX_STATE:
+                found.append((node.lineno, f"{target.attr} ="))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MUTATORS
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr in _INBOX_STATE
+        ):
+            found.append((node.lineno, f"{node.func.value.attr}.{node.func.attr}()"))
+    return found
+
+
+def test_only_the_inbox_takes_its_steps() -> None:
+    """Counting out a proven batch, keeping messages back, dropping a partition's records: each a step of the
+    inbox (gateway.core.inbox_states), never placed by hand where records are taken."""
+    placed = []
+    for name, path in modules().items():
+        if not name.startswith(_READERS) or name in ("gateway.consumer._inbox", *_BOOKKEEPING_PROTOCOL):
+            continue
+        placed += [f"{name}:{line} {what}" for line, what in batch_bookkeeping(path.read_text())]
+    assert placed == []
+
+
+def test_a_hand_placed_inbox_step_is_found() -> None:
+    source = (
+        "queue.close_batch()\nqueue.plain_left -= 1\nself._inbox.raw.popleft()\nself.kept.append(m)\nraw.popleft()\n"
+    )
+    assert sorted(batch_bookkeeping(source)) == [
+        (1, "close_batch"),
+        (2, "plain_left ="),
+        (3, "raw.popleft()"),
+        (4, "kept.append()"),
+    ]

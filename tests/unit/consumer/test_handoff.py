@@ -147,21 +147,3 @@ def test_a_commit_stays_at_the_floor_safe_offset_and_high_watermark_alike() -> N
     pipeline.commits.handed_off_floor = lambda tp: 3 if tp == A else None
     assert pipeline.commits.safe_offsets_to_commit({A: (5, "")}, False) == {A: (3, "3,")}
     assert pipeline.commits.safe_offset(A) == 5  # the _so a record carries is not about the handoff
-
-
-def test_messages_kept_back_hold_commits_where_they_stood_until_all_are_handed_out() -> None:
-    """consume() after a refused value: what it delivered but kept back bounds the commits of its partitions."""
-    tracker = Tracker()
-    handoff = tracker.handoff()
-    before = dict(tracker.state)
-    tracker.deliver(A, 20)
-    tracker.deliver(B, 5)
-    handoff.hold(before, [A, B])
-    assert handoff.floor(A) == 10, "where A's commit stood before the call"
-    assert handoff.floor(B) == 5, "B was new to the tracker: from its first offset"
-    later = dict(tracker.state)
-    tracker.deliver(A, 30)
-    handoff.hold(later, [A])  # a second refusal before the first were all handed out: the lower floor stays
-    assert handoff.floor(A) == 10
-    handoff.release()
-    assert handoff.floor(A) is None and handoff.floor(B) is None
