@@ -8,8 +8,11 @@ each key, and a tombstone is an ordinary null record. The payloads an envelope n
 the store with the live envelopes; stores give compacted topics no TTL, because a compacted topic
 keeps its latest record forever.
 
-The producer learns a topic's ``cleanup.policy`` from the brokers (``DescribeConfigs``), only when a
-message would take more than one segment, and caches the answer for ``refresh_s``.
+The producer learns a topic's ``cleanup.policy`` from the brokers (``DescribeConfigs``), only when the
+answer changes what a message does, and caches it for ``refresh_s``: before chunking a message of more
+than one segment, before writing a reference to a store that expires payloads one by one (Redis's TTL,
+``Store.expires_per_payload``), and before a reference of several segments falls back to chunks. An
+object store's reference writes the same bytes on any topic, so its send path never waits for the lookup.
 """
 
 from __future__ import annotations
@@ -102,9 +105,12 @@ class CleanupPolicies:
 
 @dataclass(frozen=True, slots=True)
 class ReferenceTerms:
-    """How a reference goes out: ``no_chunks`` forbids the chunked fallback, ``persistent`` any expiry."""
+    """How a reference is written: ``persistent`` asks the store for no expiry (a compact-only topic's).
 
-    no_chunks: bool = False
+    Whether it may fall back to chunks is not decided here but when a fallback comes up
+    (:meth:`CompactionGuard.refuses_chunks`): only then does that need the topic's policy.
+    """
+
     persistent: bool = False
 
 
@@ -131,16 +137,27 @@ class CompactionGuard:
             return reference_route(self._policy, self._stores, topic, size, self._cleanup(topic))
         return route
 
-    def terms(self, topic: str, size: int, chosen: Route, segment_size: int | None = None) -> ReferenceTerms:
+    def terms(
+        self,
+        topic: str,
+        size: int,
+        chosen: Route,
+        segment_size: int | None = None,
+        *,
+        expires_per_payload: bool = True,
+    ) -> ReferenceTerms:
         """The terms of the chosen route; :class:`CompactedTopicError` for several segments on a compacted topic.
 
         ``segment_size`` is what the message's key and headers leave of a segment (default: the
-        configured segment size). The brokers are asked only for references and for messages of
-        several segments.
+        configured segment size). ``expires_per_payload`` is the reference's store's
+        (:attr:`gateway.store.Store.expires_per_payload`). The brokers are asked only for messages of
+        several segments sent chunked and for references to a store whose writes depend on the answer.
         """
         several = size > (self._segment_bytes if segment_size is None else segment_size)
         if chosen.kind is RouteKind.PLAIN or (chosen.kind is RouteKind.CHUNKED and not several):
             return ORDINARY
+        if chosen.kind is RouteKind.REFERENCE and not expires_per_payload:
+            return ORDINARY  # written the same on any topic; a fallback to chunks asks (refuses_chunks)
         if not self._compacted(topic):
             return ORDINARY
         if chosen.kind is RouteKind.CHUNKED:
@@ -149,7 +166,16 @@ class CompactionGuard:
                 " would lose all but the last segment of the message"
             )
         assert self._policies is not None
-        return ReferenceTerms(no_chunks=several, persistent=self._policies.keeps_forever(topic))
+        return ReferenceTerms(persistent=self._policies.keeps_forever(topic))
+
+    def refuses_chunks(self, topic: str, size: int, segment_size: int) -> bool:
+        """Whether a reference whose store is down must not go chunked instead: it would take several
+        segments (of ``segment_size``, what its key and headers leave) on a compacted topic.
+
+        Asked by the writer when a fallback comes up, not before every reference: a store failing is
+        the rare path, and the lookup it may make there spares every write the wait.
+        """
+        return size > segment_size and self._compacted(topic)
 
     def prepare(self, topic: str) -> str | None:
         """``topic``'s cleanup.policy, asked of the brokers now (or cached), so no message waits for it later."""

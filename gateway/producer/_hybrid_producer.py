@@ -134,11 +134,17 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
             compression=self.settings.compression,
             window=window,
             send_chunked=self._chunks.send,
+            refuses_chunks=self._refuses_chunks,
             encryption=encryption,
             warning_interval_s=self.settings.warning_interval_s,
             reference_format=fmt,
         )
         self._outbox.listener = self._references
+
+    def _refuses_chunks(self, message: OutgoingMessage) -> bool:
+        """The reference writer's question when ``message``'s store is down: would chunks of it be compacted away?"""
+        segment_size = self.settings.chunk_size_for(message.key_bytes, message.header_list)
+        return self._compaction.refuses_chunks(message.topic, message.size, segment_size)
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
         """The route ``produce`` will take for a value of ``size`` bytes (the policy's answer)."""
@@ -191,7 +197,11 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         topic = message.topic
         plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
         segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
-        terms = self._compaction.terms(topic, message.size, chosen, segment_size)  # raises for lost chunks
+        store = self.stores.get(chosen.store or "") if chosen.kind is RouteKind.REFERENCE else None
+        expires = store is None or store.expires_per_payload
+        terms = self._compaction.terms(  # raises for lost chunks
+            topic, message.size, chosen, segment_size, expires_per_payload=expires
+        )
         auditor = self._auditor
         if auditor is not None:
             # stamp the record ourselves, so producer and consumer audit the same time bucket
@@ -209,8 +219,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
                     check_payload(fmt, message.payload)
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 self._admission.check(message)  # what Kafka would refuse, refused before the store write
-                no_fallback = forced or terms.no_chunks
-                chosen = self._references.send(chosen, no_fallback, message, persistent=terms.persistent)
+                chosen = self._references.send(chosen, forced, message, persistent=terms.persistent)
             elif chosen.kind is RouteKind.PLAIN:
                 self._outbox.produce_plain(message)
                 self._metrics.plain(message)
