@@ -71,9 +71,12 @@ class StoreChoice:
 
 @dataclass(frozen=True, slots=True)
 class ReferenceTerms:
-    """How a reference goes out: ``no_chunks`` forbids the chunked fallback, ``persistent`` any expiry."""
+    """How a reference goes out: ``persistent`` asks the store for no expiry (a compact-only topic's).
 
-    no_chunks: bool = False
+    Whether it may fall back to chunks is not decided here but when a fallback comes up
+    (:func:`refuses_chunks`): only then does that need the topic's policy.
+    """
+
     persistent: bool = False
 
 
@@ -160,9 +163,14 @@ def store_route(
     )
 
 
-def terms_ask_cleanup_policy(kind: RouteKind, size: int, segment_size: int) -> bool:
-    """Whether :func:`reference_terms` needs the topic's cleanup policy: references, and chunks of several segments."""
-    return kind is RouteKind.REFERENCE or (kind is RouteKind.CHUNKED and size > segment_size)
+def terms_ask_cleanup_policy(
+    kind: RouteKind, size: int, segment_size: int, *, expires_per_payload: bool = True
+) -> bool:
+    """Whether :func:`reference_terms` needs the topic's cleanup policy: chunks of several segments, and
+    references to a store whose writes depend on it (``Store.expires_per_payload``: a TTL per payload)."""
+    if kind is RouteKind.REFERENCE:
+        return expires_per_payload
+    return kind is RouteKind.CHUNKED and size > segment_size
 
 
 def reference_terms(kind: RouteKind, topic: str, size: int, segment_size: int, cleanup: str | None) -> ReferenceTerms:
@@ -173,13 +181,18 @@ def reference_terms(kind: RouteKind, topic: str, size: int, segment_size: int, c
     """
     if not terms_ask_cleanup_policy(kind, size, segment_size) or not is_compacting(cleanup):
         return ORDINARY
-    several = size > segment_size
     if kind is RouteKind.CHUNKED:
         raise CompactedTopicError(
             f"topic {topic!r} is compacted (cleanup.policy={cleanup}): route=chunked"
             " would lose all but the last segment of the message"
         )
-    return ReferenceTerms(no_chunks=several, persistent=keeps_forever(cleanup))
+    return ReferenceTerms(persistent=keeps_forever(cleanup))
+
+
+def refuses_chunks(size: int, segment_size: int, cleanup: str | None) -> bool:
+    """Whether a reference whose store is down must not go chunked instead: several segments (of
+    ``segment_size``, what its key and headers leave) on a compacted topic would lose all but the last."""
+    return size > segment_size and is_compacting(cleanup)
 
 
 def asks_partition_count(
@@ -222,6 +235,7 @@ __all__ = [
     "keeps_forever",
     "partition_missing",
     "reference_terms",
+    "refuses_chunks",
     "store_route",
     "terms_ask_cleanup_policy",
 ]

@@ -8,8 +8,11 @@ each key, and a tombstone is an ordinary null record. The payloads an envelope n
 the store with the live envelopes; stores give compacted topics no TTL, because a compacted topic
 keeps its latest record forever.
 
-The producer learns a topic's ``cleanup.policy`` from the brokers (``DescribeConfigs``), only when a
-message would take more than one segment, and caches the answer for ``refresh_s``.
+The producer learns a topic's ``cleanup.policy`` from the brokers (``DescribeConfigs``), only when the
+answer changes what a message does, and caches it for ``refresh_s``: before chunking a message of more
+than one segment, before writing a reference to a store that expires payloads one by one (Redis's TTL,
+``Store.expires_per_payload``), and before a reference of several segments falls back to chunks. An
+object store's reference writes the same bytes on any topic, so its send path never waits for the lookup.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from gateway.core.route_choice import (
     is_compacting,
     keeps_forever,
     reference_terms,
+    refuses_chunks,
     store_route,
     terms_ask_cleanup_policy,
 )
@@ -118,17 +122,32 @@ class CompactionGuard:
         self._stores = stores
         self._segment_bytes = segment_bytes
 
-    def terms(self, topic: str, size: int, chosen: Route, segment_size: int | None = None) -> ReferenceTerms:
+    def terms(
+        self,
+        topic: str,
+        size: int,
+        chosen: Route,
+        segment_size: int | None = None,
+        *,
+        expires_per_payload: bool = True,
+    ) -> ReferenceTerms:
         """The terms of the chosen route; :class:`CompactedTopicError` for several segments on a compacted topic.
 
         ``segment_size`` is what the message's key and headers leave of a segment (default: the
-        configured segment size). The brokers are asked only for references and for messages of
-        several segments.
+        configured segment size). ``expires_per_payload`` is the reference's store's
+        (:attr:`gateway.store.Store.expires_per_payload`). The brokers are asked only for messages of
+        several segments sent chunked and for references to a store whose writes depend on the answer.
         """
         segment_size = self._segment_bytes if segment_size is None else segment_size
-        if not terms_ask_cleanup_policy(chosen.kind, size, segment_size):
-            return ORDINARY
+        if not terms_ask_cleanup_policy(chosen.kind, size, segment_size, expires_per_payload=expires_per_payload):
+            return ORDINARY  # an object store's reference is written the same on any topic
         return reference_terms(chosen.kind, topic, size, segment_size, self.prepare(topic))
+
+    def refuses_chunks(self, topic: str, size: int, segment_size: int) -> bool:
+        """:func:`refuses_chunks` for a reference whose store is down, asked when that fallback comes up
+        and not before every reference: a store failing is the rare path, and the lookup it may make
+        there spares every write the wait."""
+        return size > segment_size and refuses_chunks(size, segment_size, self.prepare(topic))
 
     def store_route(self, why: Reroute, topic: str, size: int, fmt: str | None) -> RouteDecision:
         """The store of a message the policy chunked and :func:`after_policy` rerouted (see :func:`store_route`)."""

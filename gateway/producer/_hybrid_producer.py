@@ -196,7 +196,11 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         topic = message.topic
         plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
         segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
-        terms = self._compaction.terms(topic, message.size, chosen, segment_size)  # raises for lost chunks
+        store = self.stores.get(chosen.store or "") if chosen.kind is RouteKind.REFERENCE else None
+        expires = store is None or store.expires_per_payload
+        terms = self._compaction.terms(  # raises for lost chunks
+            topic, message.size, chosen, segment_size, expires_per_payload=expires
+        )
         auditor = self._auditor
         if auditor is not None:
             # stamp the record ourselves, so producer and consumer audit the same time bucket
@@ -214,8 +218,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
                     check_payload(fmt, message.payload)
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 self._admission.check(message)  # what Kafka would refuse, refused before the store write
-                no_fallback = forced or terms.no_chunks
-                send = partial(self._references.send, chosen, no_fallback, persistent=terms.persistent)
+                send = partial(self._references.send, chosen, forced, persistent=terms.persistent)
                 chosen = self._outbox.join(send, message) or chosen
             elif chosen.kind is RouteKind.PLAIN:
                 self._outbox.produce_plain(message)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gateway.clock import Clock
+from gateway.core.outgoing import OutgoingMessage
 from gateway.encryption import ReferenceEncryption
 from gateway.health import StoreHealth
 from gateway.policy import Policy
@@ -69,6 +71,7 @@ def make_parts(
         compression=settings.compression,
         window=window,
         send_chunked=chunks.send,
+        refuses_chunks=partial(_refuses_chunks, settings, compaction),
         encryption=encryption,
         warning_interval_s=settings.warning_interval_s,
         reference_format=fmt,
@@ -86,3 +89,9 @@ def make_parts(
 
 
 __all__ = ["ProducerParts", "make_parts"]
+
+
+def _refuses_chunks(settings: ProducerSettings, compaction: CompactionGuard, message: OutgoingMessage) -> bool:
+    """The reference writer's question when ``message``'s store is down: would chunks of it be compacted away?"""
+    segment_size = settings.chunk_size_for(message.key_bytes, message.header_list)
+    return compaction.refuses_chunks(message.topic, message.size, segment_size)

@@ -60,6 +60,9 @@ class BlobStore(BlobReads, BlobRanges, BlobJournal):
     """The store over a :class:`~stores.blob.BlobBackend`; :class:`~stores.S3Store`, :class:`~stores.GCSStore`
     and :class:`~stores.AzureBlobStore` choose the backend and check their cloud's bucket names and part sizes."""
 
+    expires_per_payload = False
+    """Objects expire by a lifecycle rule on the prefix, never one by one: ``persistent`` changes no write."""
+
     def __init__(
         self,
         backend: BlobBackend,

@@ -16,20 +16,28 @@ from gateway import HybridProducer, SizeThresholdPolicy
 from gateway.errors import StoreUnavailableError
 from gateway.producer._compaction import CompactedTopicError
 from gateway.testing import KafkaService
-from stores import RedisStore
+from stores import RedisStore, S3Store
 
 SEGMENT = 100_000
 
 
 @pytest.fixture
-def compacted_topics(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+def asked() -> list[str]:
+    """Every topic whose cleanup.policy the producer asked for, in order."""
+    return []
+
+
+@pytest.fixture
+def compacted_topics(monkeypatch: pytest.MonkeyPatch, asked: list[str]) -> set[str]:
     """Topics the producer will be told are compact-only; ``<topic>-cd`` ones are ``compact,delete``."""
     compacted: set[str] = set()
 
+    def answer(topic: str) -> str:
+        asked.append(topic)
+        return "compact" if topic in compacted else "compact,delete" if topic.endswith("-cd") else "delete"
+
     def describer(conf: Any, **_: Any) -> Callable[[str], str]:
-        return lambda topic: (
-            "compact" if topic in compacted else "compact,delete" if topic.endswith("-cd") else "delete"
-        )
+        return answer
 
     monkeypatch.setattr(gateway.producer._parts, "AdminDescriber", describer)
     return compacted
@@ -109,3 +117,42 @@ def test_other_topics_chunk_as_before(kafka: KafkaService, topic: str, compacted
         producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
         assert producer.flush(30) == 0
         assert producer.metrics()["chunked.messages"] == 1
+
+
+def test_an_object_stores_reference_is_written_without_asking_and_its_fallback_asks(
+    kafka: KafkaService,
+    topic: str,
+    compacted_topics: set[str],
+    asked: list[str],
+    s3_client: Any,
+    s3_bucket: str,
+    s3_prefix: str,
+) -> None:
+    """Issue 42.3: a fresh producer's first reference to an object store waited for the topic's
+    cleanup.policy (an admin connection and two requests), which changes nothing such a store writes;
+    the fallback to chunks, which it does change, asks when it comes up and is refused as before."""
+    compacted_topics.add(topic)
+    store = S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix)
+    config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+    policy = SizeThresholdPolicy(reference_above=SEGMENT, store="s3")
+    with HybridProducer(config, policy=policy, stores={"s3": store}) as producer:
+        producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        producer.produce(topic, b"w" * (3 * SEGMENT), key=b"k", route="reference:s3")
+        assert producer.flush(30) == 0
+        assert asked == [], "no cleanup.policy lookup before an object store's write"
+        assert producer.metrics()["reference.messages"] == 2
+        now = int(time.time() * 1000)
+        for _ in range(3):  # three failures mark it unhealthy until the next probe, 5 s on
+            producer.health["s3"].failure(now)
+        with pytest.raises(StoreUnavailableError):  # three segments on a compacted topic: never chunks
+            producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        assert asked == [topic] and producer.metrics()["chunked.messages"] == 0
+        other = f"{topic}-other"
+        kafka.create_topic(other, 1)
+        try:
+            producer.produce(other, b"v" * (3 * SEGMENT), key=b"k")  # not compacted: falls back to chunks
+            assert producer.flush(30) == 0
+            assert asked == [topic, other] and producer.metrics()["chunked.messages"] == 1
+        finally:
+            kafka.delete_topic(other)
+    assert len(list(store.list_locators(topic))) == 2

@@ -67,6 +67,7 @@ class ReferenceWriter(ReferenceBookkeeping):
         compression: str | None = None,
         window: int | WriteWindow = 1,
         send_chunked: Callable[[OutgoingMessage], None] | None = None,
+        refuses_chunks: Callable[[OutgoingMessage], bool] | None = None,
         encryption: ReferenceEncryption | None = None,
         warning_interval_s: float = 10.0,
         reference_format: ReferenceFormat = ReferenceFormat.GATEWAY,
@@ -87,6 +88,9 @@ class ReferenceWriter(ReferenceBookkeeping):
         self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
         """The outbox's queue of pending writes; the outbox closes it."""
         self._send_chunked = send_chunked or _no_chunking
+        self._refuses_chunks = refuses_chunks or _chunks_allowed
+        """Whether a message may not fall back to chunks for its topic's sake (compaction), asked only when
+        a fallback comes up, so that no write waits for what the answer needs (a ``cleanup.policy``)."""
         self._encryption = encryption if encryption is not None else ReferenceEncryption(None)
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
         warnings = RateLimitedLog(log, warning_interval_s, clock.monotonic)
@@ -289,7 +293,8 @@ class ReferenceWriter(ReferenceBookkeeping):
         Whether the store was found down before the write (health), by the write in ``produce``, or
         by a write confirmed later from the window, this is where it is done; the guard decides.
         """
-        self._fallbacks.check(name, forced, message.topic, message.size, why, cause)
+        refused = forced or self._refuses_chunks(message)  # a compacted topic's: as if forced
+        self._fallbacks.check(name, refused, message.topic, message.size, why, cause)
         self._send_chunked(message)
         return CHUNKED
 
@@ -303,6 +308,10 @@ class ReferenceWriter(ReferenceBookkeeping):
         self._digests.close()
         for store in self.stores.values():
             store.end_journal_batches()
+
+
+def _chunks_allowed(message: OutgoingMessage) -> bool:
+    return False
 
 
 def _no_chunking(message: OutgoingMessage) -> None:

@@ -23,6 +23,7 @@ from gateway.core.route_choice import (
     keeps_forever,
     partition_missing,
     reference_terms,
+    refuses_chunks,
     store_route,
     terms_ask_cleanup_policy,
 )
@@ -107,7 +108,10 @@ def test_the_terms_of_a_route_on_a_topic(kind: RouteKind, size: int, segment_siz
     if not is_compacting(cleanup):
         assert terms is ORDINARY
     else:
-        assert terms.no_chunks is several and terms.persistent is keeps_forever(cleanup)
+        assert terms.persistent is keeps_forever(cleanup)
+    assert refuses_chunks(size, segment_size, cleanup) is (several and is_compacting(cleanup))
+    if kind is RouteKind.REFERENCE:  # a store that expires nothing per payload writes the same on any topic
+        assert not terms_ask_cleanup_policy(kind, size, segment_size, expires_per_payload=False)
 
 
 def test_unknown_cleanup_policies_count_as_not_compacted() -> None:
