@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from benchmarks.common import ROOT, PeakMemory
+from benchmarks.common import ROOT, PeakMemory, malloc_mode
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -112,6 +112,7 @@ def child_consume(spec: dict[str, Any]) -> dict[str, Any]:
     from gateway import HybridConsumer, PayloadStream
 
     name, size, step = spec["store"], spec["size"], spec["range"]
+    malloc_mode("lean")  # as the other memory passes: glibc's moving mmap threshold would keep freed ranges
     store = _store(spec, name)
     conf = {
         "bootstrap.servers": spec["bootstrap"],
