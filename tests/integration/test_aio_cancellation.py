@@ -228,17 +228,29 @@ def test_cancelled_polls_and_consumes_lose_no_message(kafka: KafkaService, topic
 
 
 async def _produce_cancelling(
-    kafka: KafkaService, store: RedisStore, topic: str
+    kafka: KafkaService, store: RedisStore, gate: Gate, topic: str
 ) -> tuple[dict[bytes, str], set[bytes]]:
-    """Produce under a sweep of timeouts: every value tried, and the keys whose ``produce`` resolved."""
+    """Produce under a sweep of timeouts: every value tried, and the keys whose ``produce`` resolved.
+
+    Each sweep starts with a ``produce`` cancelled while the worker holds it (:class:`Gate`, as the
+    key serializer) and one that is not timed out, so both outcomes happen on every run.
+    """
     sent: dict[bytes, str] = {}
     delivered: set[bytes] = set()
-    async with AIOHybridProducer(_conf(kafka), policy=_policy(), stores={"redis": store}) as producer:
+    conf = {**_conf(kafka), "key.serializer": gate}
+    async with AIOHybridProducer(conf, policy=_policy(), stores={"redis": store}) as producer:
         for i in range(3 * len(TIMEOUTS)):
             key, value = f"p{i:03d}".encode(), payload(SIZES[i % len(SIZES)] + 4_000, seed=i)  # chunked or reference
             sent[key] = sha(value)
+            produced = producer.produce(topic, value, key)
+            if i % len(TIMEOUTS) == 0:
+                held, _ = await _cancel_when_held(gate, asyncio.ensure_future(produced))
+                assert held  # every produce goes through the key serializer
+                continue
             try:
-                await asyncio.wait_for(producer.produce(topic, value, key), TIMEOUTS[i % len(TIMEOUTS)] * 20)
+                await (
+                    produced if i % len(TIMEOUTS) == 1 else asyncio.wait_for(produced, TIMEOUTS[i % len(TIMEOUTS)] * 20)
+                )
             except asyncio.TimeoutError:
                 continue
             delivered.add(key)
@@ -257,7 +269,8 @@ def _raw_envelope_locators(kafka: KafkaService, topic: str) -> set[str]:
 
 def test_cancelled_produces_leave_no_orphan_payload(kafka: KafkaService, topic: str, redis_client: Any) -> None:
     store = RedisStore(redis_client, prefix="aioproduce")
-    sent, delivered = asyncio.run(_produce_cancelling(kafka, store, topic))
+    gate = Gate()
+    sent, delivered = asyncio.run(_produce_cancelling(kafka, store, gate, topic))
     _end_with_sentinel(kafka, topic)
     assert 0 < len(delivered) < len(sent)  # some produces were cancelled, at different points
     stored = {locator for locator, _ in store.list_locators(topic)}
@@ -270,7 +283,7 @@ def test_cancelled_produces_leave_no_orphan_payload(kafka: KafkaService, topic: 
     finally:
         consumer.close()
     assert delivered <= set(got)
-    assert set(got) - delivered  # produces cancelled after the worker took them, landed whole
+    assert len(gate.held) == 3 and set(gate.held) <= set(got) - delivered  # cancelled once the worker had them: landed
     assert all(got[k] == sent[k] for k in got)  # one cancelled after its job started still lands, whole
 
 
