@@ -80,6 +80,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec("gateway_consumer_resolver_prefetches_total", "counter", "client", "payload fetches started ahead"),
     _spec("gateway_consumer_resolver_errors_total", "counter", "client", "payload fetches that failed"),
     _spec("gateway_consumer_resolver_peer_records_total", "counter", "client", "peer pointers resolved"),
+    _spec("gateway_consumer_resolver_streams_total", "counter", "client", "payloads handed out as a PayloadStream"),
     _spec("gateway_consumer_peer_messages_total", "counter", "client format", "records other libraries wrote"),
     _spec("gateway_consumer_peer_errors_total", "counter", "client", "peer records that could not be read"),
     _spec(
@@ -151,6 +152,7 @@ _CONSUMER = {
     "resolver.prefetched": ("gateway_consumer_resolver_prefetches_total", ()),
     "resolver.errors": ("gateway_consumer_resolver_errors_total", ()),
     "resolver.peer.records": ("gateway_consumer_resolver_peer_records_total", ()),
+    "resolver.streams": ("gateway_consumer_resolver_streams_total", ()),
     "assembler.buffered.bytes": ("gateway_consumer_buffered_bytes", ()),
     "assembler.accounted.bytes": ("gateway_consumer_accounted_bytes", ()),
     "assembler.incomplete.messages": ("gateway_consumer_incomplete_messages", ()),
