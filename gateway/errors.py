@@ -281,7 +281,25 @@ class PayloadIntegrityError(StoreError):
     """The fetched payload's size or checksum does not match the envelope."""
 
 
-class PayloadStreamIntegrityError(PayloadIntegrityError):
+class _StreamRecordError(StoreError):
+    """A stream's error names the record whose value the stream is: ``topic``, ``partition``, ``offset``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        kafka_message: Any = None,
+    ) -> None:
+        super().__init__(message, kafka_message=kafka_message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class PayloadStreamIntegrityError(_StreamRecordError, PayloadIntegrityError):
     """A payload read as a :class:`gateway.PayloadStream` is not the one its envelope describes: truncated,
     extended, tampered with (its digest, checked when the stream ends), or a sealed segment that failed
     authentication. Raised by the read that would have returned the payload's end (or the bad segment),
@@ -290,39 +308,11 @@ class PayloadStreamIntegrityError(PayloadIntegrityError):
     ``topic``, ``partition`` and ``offset`` name the record whose value the stream is (``None`` where the
     reader has no such record, as a Spark task's offset-only key)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
-        kafka_message: Any = None,
-    ) -> None:
-        super().__init__(message, kafka_message=kafka_message)
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
 
-
-class PayloadStreamClosedError(StoreError, ValueError):
+class PayloadStreamClosedError(_StreamRecordError, ValueError):
     """A :class:`gateway.PayloadStream` was read after the consumer that handed it out was closed (or after
     the stream's own ``close()``): its store client and read-ahead threads are gone with the consumer.
     ``topic``, ``partition`` and ``offset`` name the record, as on :class:`PayloadStreamIntegrityError`."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        topic: str | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
-        kafka_message: Any = None,
-    ) -> None:
-        super().__init__(message, kafka_message=kafka_message)
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
 
 
 class StoreUnavailableError(StoreError):
