@@ -32,7 +32,6 @@ from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
 from gateway.core.pipeline import (
     ChunkCompleted,
-    ConsumerPipeline,
     Event,
     InvalidRecord,
     MessageDropped,
@@ -44,6 +43,7 @@ from gateway.protocol import split
 from gateway.protocol.envelope import ENVELOPE_HEADER, Envelope, encode_envelope, envelope_header
 from gateway.protocol.headers import LM_HEADER, SAFE_OFFSET_HEADER, TIMESTAMP_HEADER, Headers
 from gateway.protocol.records import Record, TopicPartitionKey
+from tests.pipelines import InspectedPipeline
 
 PARTITIONS: tuple[TopicPartitionKey, ...] = (("t", 0), ("t-mirror", 0))
 CAPACITY = 4_000_000
@@ -182,8 +182,8 @@ def stream(rng: random.Random, size: int, hostile_share: float = 0.5) -> list[It
     return out
 
 
-def new_pipeline() -> ConsumerPipeline:
-    pipeline = ConsumerPipeline(
+def new_pipeline() -> InspectedPipeline:
+    pipeline = InspectedPipeline(
         MessageAssembler(CAPACITY, 1000, max_message_bytes=CAPACITY // 2), DeliveredOffsetTracker(MAX_TRACKED)
     )
     for tp in PARTITIONS:
@@ -193,7 +193,7 @@ def new_pipeline() -> ConsumerPipeline:
 
 def check_stream(
     items: list[Item],
-    pipeline: ConsumerPipeline | None = None,
+    pipeline: InspectedPipeline | None = None,
     outcome: Outcome | None = None,
     offsets: dict[TopicPartitionKey, int] | None = None,
 ) -> Outcome:

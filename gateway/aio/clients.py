@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaException, Message
 
 from gateway.consumer import HybridConsumer
-from gateway.consumer.handoff import Loan
+from gateway.consumer.handoff import PendingDelivery
 from gateway.encryption import KeyProvider
 from gateway.policy import Policy, Router
 from gateway.producer import HybridProducer, delivery_error
@@ -222,14 +222,14 @@ class AIOHybridConsumer(_Driven):
         return await self._lend(self._client.consume, num_messages, timeout)  # type: ignore[no-any-return]
 
     async def _lend(self, fn: Callable[..., Any], *args: Any) -> Any:
-        loan = Loan()
+        delivery = PendingDelivery()
         try:
-            return await super()._call(self._client.handoff.call, loan, fn, *args)
+            return await super()._call(self._client.handoff.call, delivery, fn, *args)
         except asyncio.CancelledError:
-            loan.returned()  # whatever the worker hands over from now on did not arrive
+            delivery.returned()  # whatever the worker hands over from now on did not arrive
             raise
         finally:
-            loan.received()  # a value returned or an error raised here reaches the caller
+            delivery.received()  # a value returned or an error raised here reaches the caller
 
 
 _CONSUMER_CALLS = (

@@ -117,8 +117,9 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
         self._plain_runs_allowed = auditor is None  # an audited message is counted one by one, on the full path
         self._plain_runs_on = False  # _plain_runs unless tracing is on; looked up once per fetched batch
-        self._handoff = Handoff(self._pipeline.progress, self._inbox.make_way_for_returned)
-        self._pipeline.commits.handed_off_floor = self._commit_floor
+        self._handoff = Handoff(
+            self._pipeline.progress, self._inbox.make_way_for_returned, self._pipeline.commits.floors
+        )
         self._closed = False
 
     # -- fetching and processing -------------------------------------------------------------
@@ -127,7 +128,9 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         become a message raises a typed :class:`~gateway.errors.GatewayError` carrying it in ``kafka_message``
         (a refused deserialization confluent-kafka's ``Key/ValueDeserializationError``); the next goes on."""
         queue = self._inbox
-        if queue.plain_left:  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._inbox)
+        if (
+            queue.counted.left
+        ):  # the hottest path: the rest of a batch proven plain as a whole (gateway.consumer._inbox)
             head: Message = queue.take_counted()
             if self._auto_commit:
                 self._auto_commit_when_due()
@@ -145,11 +148,6 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         out: list[Message] = []
         self._collect(out, 1, _UNBOUNDED, timeout)
         return out[0] if out else None
-
-    def _commit_floor(self, tp: TopicPartitionKey) -> int | None:
-        """No commit passes what a driver has not handed on, nor a message kept back for the next call."""
-        lent, kept = self._handoff.floor(tp), self._inbox.kept_floor(tp)
-        return kept if lent is None else lent if kept is None else min(lent, kept)
 
     def _auto_commit_when_due(self) -> None:
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -252,9 +250,9 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
                 room = self._take_kept(out, limit, room)
                 if queue.kept or len(out) >= limit:
                     return
-            if queue.plain_left:  # the rest of a batch poll() proved
+            if queue.counted.left:  # the rest of a batch poll() proved
                 room -= self._take_some_proven(out, limit, room)
-                if queue.plain_left:
+                if queue.counted.left:
                     return
             room = self._drain(out, limit, room)
             if room < 0 or len(out) >= limit:

@@ -6,13 +6,11 @@ one to the pipeline, so a message counts as delivered (and becomes committable) 
 application receives it. Each fetched batch is scanned once for envelopes, whose payloads start
 downloading while the queue drains.
 
-The inbox also owns the one ordering rule of its fast path. A fetched batch proven plain
-(:class:`~gateway.core.plain_runs.ProvenBatch`) is handed out by count alone, and what was handed
-out is noted as delivered lazily. The inbox is the pipeline's
-:class:`~gateway.core.offsets.DeferredDeliveries`: the pipeline has it note what was handed out
-before anyone reads delivered offsets and close the batch before a partition's state changes, and
-the inbox closes it before anything else is taken from it or the queue itself changes. No caller
-has to remember.
+A fetched batch proven plain (:class:`~gateway.core.proven_batch.ProvenBatch`) is handed out by
+count alone: the pipeline opens it and notes what was counted out itself, before it answers
+anything about offsets and before a partition's state changes; the inbox only counts ``left``
+down, and closes the batch before anything else is taken or the queue itself changes. No caller
+has to remember, and the core never asks the inbox.
 
 What is fetched is also steered here: :class:`FlowControl` pauses the partitions that must wait
 for room in the assembler, seeks them back and resumes them (:mod:`gateway.core.flow`).
@@ -35,7 +33,8 @@ from gateway.core.flow import Wait
 from gateway.core.inbox_states import TABLE, InboxState, Step, next_state, out_of_order
 from gateway.core.offsets import Progress
 from gateway.core.pipeline import ConsumerPipeline
-from gateway.core.plain_runs import ProvenBatch, drop_head, take_plain_batch, take_plain_run
+from gateway.core.plain_runs import drop_head, take_plain_batch, take_plain_run
+from gateway.core.proven_batch import CLOSED, ProvenBatch
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 
@@ -62,19 +61,18 @@ class Inbox:
     the ordering rules once (:mod:`gateway.core.inbox_states`).
     """
 
-    # slots: poll()'s hottest path reads ``plain_left`` and ``raw`` for every record
+    # slots: poll()'s hottest path reads ``counted`` and ``raw`` for every record
     __slots__ = (
         "_consumer",
+        "_floors",
         "_fresh",
-        "_kept_floors",
         "_pipeline",
         "_state",
         "batch",
         "batch_bytes",
+        "counted",
         "deferred",
         "kept",
-        "plain_batch",
-        "plain_left",
         "raw",
         "refs",
     )
@@ -92,16 +90,14 @@ class Inbox:
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
         self._fresh = False  # a batch was fetched and take_plain_batch has not looked at it yet
-        self.plain_batch: ProvenBatch | None = None
-        """The fetched batch ``poll()`` hands out by count alone (its records are still at the head)."""
-        self.plain_left = 0
-        """How many of the proof's records are still at the head: ``poll()``'s hot path takes them by count."""
+        self.counted: ProvenBatch = CLOSED
+        """The fetched batch ``poll()`` hands out by count alone: its ``left`` records are still at the head
+        (read-only outside; 0 once the pipeline or the inbox closed it)."""
         self.kept: deque[Any] = deque()
         """Whole messages delivered and not yet returned: handed out before anything newer (read-only outside)."""
-        self._kept_floors: dict[TopicPartitionKey, int] = {}
+        self._floors = pipeline.commits.floors  # where kept messages bound commits: read by the translator
         self.deferred: BaseException | None = None
         """An error to raise first in the next call (read-only outside)."""
-        pipeline.defer_deliveries(self)
 
     @classmethod
     def open(
@@ -114,19 +110,12 @@ class Inbox:
     def state(self) -> InboxState:
         return self._state
 
-    # -- the proven batch, handed out by count (gateway.core.offsets.DeferredDeliveries) ----------
-    def note_handed_out(self) -> None:
-        """What was handed out of the proven batch is noted as delivered: before anything reads offsets."""
-        proof = self.plain_batch
-        if proof is not None:
-            proof.note(self._pipeline, len(proof.records) - self.plain_left)
-
-    def close_batch(self) -> None:
-        """Settle and drop the proof: before any other step (each step of the inbox does it first)."""
-        if self.plain_batch is not None:
-            self.note_handed_out()
-            self.plain_batch, self.plain_left = None, 0
-            self._move(Step.CLOSE_COUNTED)
+    # -- the proven batch, handed out by count (gateway.core.proven_batch) -------------------------
+    def _close_counted(self) -> None:
+        """Stop counting: the pipeline notes what went (it may have closed the batch itself already)."""
+        self._pipeline.close_counted()
+        self.counted = CLOSED
+        self._move(Step.CLOSE_COUNTED)
 
     def _move(self, step: Step) -> None:
         self._state = next_state(self._state, step)
@@ -134,13 +123,14 @@ class Inbox:
     def make_way_for_returned(self) -> None:
         """A driver's results came back (:mod:`gateway.consumer.handoff`): they go before the rest of a
         proven batch, so counting stops here."""
-        self.close_batch()
+        if self._state is InboxState.COUNTED:
+            self._close_counted()
 
     def _step(self, step: Step) -> None:
         """``step`` after closing a proven batch: the one place every step but counting passes. The table
         is read in place (what :func:`~gateway.core.inbox_states.next_state` does): this runs per record."""
-        if self.plain_batch is not None:
-            self.close_batch()
+        if self._state is InboxState.COUNTED:
+            self._close_counted()
         try:
             self._state = TABLE[self._state][step]
         except KeyError:
@@ -149,36 +139,37 @@ class Inbox:
     def open_plain_batch(self) -> Any | None:
         """A fresh batch's first record when the whole batch is proven plain; the rest then go by count."""
         self._step(Step.TAKE_QUEUED)  # the head is taken either way: by count, or else by the full path
-        proof = ProvenBatch.prove(list(self.raw), self._pipeline)
-        if proof is None:
+        batch = self._pipeline.open_counted(list(self.raw))
+        if batch is None:
             return None
         self._step(Step.OPEN_COUNTED)
-        self.plain_batch, self.plain_left = proof, len(proof.records) - 1
-        return self.raw.popleft()
+        self.counted = batch
+        return self.take_counted()
 
     def take_counted(self) -> Any:
-        """The next record of the proven batch (``poll()``'s hottest path: ``plain_left`` said there is one).
+        """The next record of the proven batch (``poll()``'s hottest path: ``counted.left`` said there is one).
 
-        ``plain_left`` is above 0 only in the counted state, so this step is not looked up in the table.
+        ``left`` is above 0 only in the counted state, so this step is not looked up in the table.
         """
-        self.plain_left -= 1
+        self.counted.left -= 1
         return self.raw.popleft()
 
     def take_proven(self, out: list[Any], limit: int, room: int) -> int:
         """What is left of the proven batch, up to ``limit`` in ``out`` and ``room`` bytes, in bulk: the bytes taken."""
-        if not self.plain_left:
+        counted = self.counted
+        if not counted.left:
             return 0
         self._move(Step.TAKE_COUNTED)
-        take = min(self.plain_left, limit - len(out))
+        take = min(counted.left, limit - len(out))
         size = sum(map(len, islice(self.raw, take)))  # one C pass: the common case, all of them fit
         if size > room:
             sizes = self.fitting(take, room, first=not out)
             take, size = len(sizes), sizes[-1] if sizes else 0
         out.extend(islice(self.raw, take))
         drop_head(self.raw, take)
-        self.plain_left -= take
-        if not self.plain_left:
-            self.close_batch()
+        counted.left -= take
+        if not counted.left:
+            self._close_counted()
         return size
 
     def fitting(self, most: int, room: int, *, first: bool = False) -> list[int]:
@@ -197,7 +188,7 @@ class Inbox:
             tp = partition_of(msg)
             floor = before[tp][0] if tp in before else now[tp][2] if tp in now else None
             if floor is not None:
-                self._kept_floors[tp] = min(floor, self._kept_floors.get(tp, floor))
+                self._floors.keep(tp, floor)
 
     def take_kept(self) -> Any:
         """The first kept message; the commits it held go with the last."""
@@ -219,7 +210,7 @@ class Inbox:
 
     def kept_floor(self, tp: TopicPartitionKey) -> int | None:
         """The offset no commit of ``tp`` may pass while messages are kept back, or None."""
-        return self._kept_floors.get(tp) if self._kept_floors else None
+        return self._floors.kept(tp)
 
     def _drop_kept(self, key: TopicPartitionKey | None) -> None:
         """Kept messages of ``key`` (all, and the deferred error, for None) go: the reading starts over."""
@@ -232,12 +223,12 @@ class Inbox:
             stay = [m for m in self.kept if partition_of(m) != key]
             self.kept.clear()
             self.kept.extend(stay)
-            self._kept_floors.pop(key, None)
+            self._floors.unkeep(key)
         self._kept_taken()
 
     def _kept_taken(self) -> None:
         if not self.kept:
-            self._kept_floors.clear()
+            self._floors.unkeep()
             if self.deferred is None:
                 self._move(Step.LAST_KEPT)
 
@@ -263,9 +254,7 @@ class Inbox:
         """``batch`` itself, noted as delivered, when it is proven plain: the list librdkafka returned is
         the list the caller gets, at no cost per record. Else it is queued for the full path and ``[]``."""
         self._step(Step.TAKE_QUEUED)
-        proof = ProvenBatch.prove(batch, self._pipeline) if batch else None
-        if proof is not None:
-            proof.note(self._pipeline, len(batch))
+        if batch and self._pipeline.deliver_proven(batch):
             return batch
         self.enqueue(batch)
         return []

@@ -9,7 +9,7 @@ the answers in (:meth:`CommitTranslator.load_commit`), so this stays testable wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.core.assembler import MessageAssembler
@@ -28,6 +28,47 @@ class SeekPlan:
     to_committed: bool = False
 
 
+class CommitFloors:
+    """Offsets no commit of a partition may pass for messages the driver handed out that have not reached
+    the application: ``kept`` back for its next call (the inbox's), ``lent`` to a thread that may not
+    deliver them (:mod:`gateway.consumer.handoff`).
+
+    The driver sets them here as they change, so the translator reads them without asking it. Unlike
+    holds they bound commits only, never the ``_so`` a record carries.
+    """
+
+    __slots__ = ("_kept", "_lent")
+
+    def __init__(self) -> None:
+        self._kept: dict[TopicPartitionKey, int] = {}
+        self._lent: dict[TopicPartitionKey, int] = {}
+
+    def keep(self, tp: TopicPartitionKey, floor: int) -> None:
+        """A message of ``tp`` kept back: commits stay at ``floor`` (the lowest given) until :meth:`unkeep`."""
+        self._kept[tp] = min(floor, self._kept.get(tp, floor))
+
+    def unkeep(self, tp: TopicPartitionKey | None = None) -> None:
+        """The messages kept back of ``tp`` (of every partition for None) went out or were dropped."""
+        if tp is None:
+            self._kept.clear()
+        else:
+            self._kept.pop(tp, None)
+
+    def kept(self, tp: TopicPartitionKey) -> int | None:
+        return self._kept.get(tp) if self._kept else None
+
+    def lend(self, floors: Mapping[TopicPartitionKey, int]) -> None:
+        """What is lent out now bounds commits at ``floors`` (replacing what was lent before)."""
+        self._lent = dict(floors)
+
+    def lent(self, tp: TopicPartitionKey) -> int | None:
+        return self._lent.get(tp) if self._lent else None
+
+    def lowest(self, tp: TopicPartitionKey) -> int | None:
+        kept, lent = self.kept(tp), self.lent(tp)
+        return kept if lent is None else lent if kept is None else min(lent, kept)
+
+
 class CommitTranslator:
     """High watermarks, holds and the commit/seek translations; reads the pipeline's assembler and tracker."""
 
@@ -39,9 +80,9 @@ class CommitTranslator:
         self._holds: dict[TopicPartitionKey, set[int]] = {}
         self.busy: set[TopicPartitionKey] = set()
         """Partitions with holds: never on the fast path. Changed only here."""
-        self.handed_off_floor: Callable[[TopicPartitionKey], int | None] | None = None
+        self.floors = CommitFloors()
         """Where commits of a partition must stay for what was handed out but has not reached the
-        application (:class:`gateway.consumer.handoff.Handoff`); unlike holds it bounds commits only."""
+        application; the driver sets them (:class:`CommitFloors`)."""
 
     # -- holds: delivered offsets that must be read again after a restart ------------------
     def hold(self, tp: TopicPartitionKey, offset: int) -> None:
@@ -147,9 +188,9 @@ class CommitTranslator:
         return out
 
     def _commit_floor(self, tp: TopicPartitionKey) -> int | None:
-        """The lowest of the holds and of what is lent out: no commit of ``tp`` goes past it."""
+        """The lowest of the holds and of what is kept back or lent out: no commit of ``tp`` goes past it."""
         floor = self.floor(tp)
-        lent = None if self.handed_off_floor is None else self.handed_off_floor(tp)
+        lent = self.floors.lowest(tp)
         if lent is None:
             return floor
         return lent if floor is None else min(floor, lent)

@@ -12,36 +12,12 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from gateway.errors import OffsetNotTrackedError
 from gateway.protocol.records import TopicPartitionKey
 
 Progress = tuple[int, int, int]
 """``(current safe offset, last delivered offset, first offset seen)`` of a partition (its ``progress``)."""
-
-
-class DeferredDeliveries(Protocol):
-    """Deliveries a driver hands out by count and notes lazily (a proven plain batch, :mod:`gateway.core.plain_runs`).
-
-    The pipeline that owns the offsets calls these, so no driver call site has to remember them.
-    """
-
-    def note_handed_out(self) -> None:
-        """Note what was handed out as delivered: before anyone reads delivered offsets."""
-
-    def close_batch(self) -> None:
-        """Note what was handed out, and stop handing out by count: before a partition's state changes."""
-
-
-class NoDeferredDeliveries:
-    """A reader that notes every delivery at once (a Spark range, the unit tests)."""
-
-    def note_handed_out(self) -> None:
-        pass
-
-    def close_batch(self) -> None:
-        pass
 
 
 DEFAULT_MAX_TRACKED = 500

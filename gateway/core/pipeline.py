@@ -13,6 +13,8 @@ Commit and seek translation is :attr:`ConsumerPipeline.commits`, a
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.core.assembler import INCOMPLETE, REFUSED, Assembled, MessageAssembler
 from gateway.core.commits import CommitTranslator
 from gateway.core.events import (
@@ -31,13 +33,8 @@ from gateway.core.events import (
     whole_message,
 )
 from gateway.core.flow import DEFAULT_STALL_TIMEOUT_S
-from gateway.core.offsets import (
-    DeferredDeliveries,
-    DeliveredOffsetTracker,
-    HighWatermark,
-    NoDeferredDeliveries,
-    Progress,
-)
+from gateway.core.offsets import DeliveredOffsetTracker, HighWatermark, Progress
+from gateway.core.proven_batch import BATCH_FROM, ProvenBatch, plain_partition
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol.classify import PLAIN_RECORD, Classified, classify
 from gateway.protocol.peers import PeerReader
@@ -77,8 +74,7 @@ class ConsumerPipeline:
 
     ``counters`` counts records, messages by kind, segments, filtered duplicates, invalid records
     and drops; plain records that took the fast path are counted in ``fast_plain`` only (an int
-    is cheaper than the dict on the hot path). ``fast_path=False`` sends every record the full way,
-    to show that both give the same answers. ``awaits_commits=True`` (a group consumer) answers a
+    is cheaper than the dict on the hot path). ``awaits_commits=True`` (a group consumer) answers a
     partition's first record with :class:`CommitNeeded` until its commit is loaded.
     ``hold_drops=True`` keeps commits of a partition at the first segment of a message evicted
     from it, so a restart reads it again. An assembler made with ``wait_for_room`` answers a full
@@ -90,7 +86,6 @@ class ConsumerPipeline:
         assembler: MessageAssembler | None = None,
         tracker: DeliveredOffsetTracker | None = None,
         *,
-        fast_path: bool = True,
         bad_segments_as_payload: bool = False,
         peers: PeerReader | None = None,
         awaits_commits: bool = False,
@@ -98,7 +93,7 @@ class ConsumerPipeline:
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     ) -> None:
         # a peer's pointer is an ordinary-looking value: every record must be looked at
-        self._fast_path = fast_path and peers is None
+        self._runs = peers is None
         self._peers = peers
         self._bad_as_payload = bad_segments_as_payload
         self._assembler = assembler if assembler is not None else MessageAssembler()
@@ -108,7 +103,7 @@ class ConsumerPipeline:
         self._hold_drops = hold_drops
         self._stall_s = stall_timeout_s
         self._flow = self._assembler.flow
-        self._deferred: DeferredDeliveries = NoDeferredDeliveries()
+        self._counted: ProvenBatch | None = None  # the batch a driver hands out by count (open_counted)
         self._high_watermarks = self._commits.high_watermarks  # the hot path reads these two directly
         self._busy = self._commits.busy
         self.fast_plain = 0
@@ -118,23 +113,11 @@ class ConsumerPipeline:
     def commits(self) -> CommitTranslator:
         """High watermarks, holds, commit and seek translation, for the driver to use directly.
 
-        What the driver handed out by count is noted first (:meth:`defer_deliveries`), so every
+        What the driver handed out by count is noted first (:meth:`open_counted`), so every
         answer counts it.
         """
-        self._deferred.note_handed_out()
+        self._note_counted()
         return self._commits
-
-    def defer_deliveries(self, deferred: DeferredDeliveries) -> None:
-        """The driver notes some deliveries lazily: settle them before offsets are read, end them before changes."""
-        self._deferred = deferred
-
-    @property
-    def assembler(self) -> MessageAssembler:  # for inspection in tests
-        return self._assembler
-
-    @property
-    def tracker(self) -> DeliveredOffsetTracker:  # for inspection in tests
-        return self._tracker
 
     # -- the record path ------------------------------------------------------------------------
     def feed(self, tp: TopicPartitionKey, record: Record) -> list[Event]:
@@ -144,6 +127,8 @@ class ConsumerPipeline:
         only :class:`CommitNeeded` while ``tp``'s commit is awaited (nothing is done with the record).
         """
         offset = record.offset
+        if self._counted is not None:  # what went by count is noted before anything newer
+            self._end_counted()
         if self._awaits_commits and tp not in self._high_watermarks:
             return [CommitNeeded(tp)]
         flow = self._flow
@@ -314,14 +299,14 @@ class ConsumerPipeline:
     # -- partitions come and go -------------------------------------------------------------------
     def forget(self, tp: TopicPartitionKey) -> None:
         """Drop one partition's buffered segments, tracking, HW and holds (seek, revoke, lost)."""
-        self._deferred.close_batch()
+        self._end_counted()
         self._assembler.clear(tp)
         self._tracker.clear(tp)
         self._commits.clear(tp)
 
     def reset(self) -> None:
         """Forget every partition's segments, tracking and HWs (unassign, unsubscribe); holds stay."""
-        self._deferred.close_batch()
+        self._end_counted()
         self._assembler.clear()
         self._tracker.clear()
         self._commits.clear_high_watermarks()
@@ -331,32 +316,32 @@ class ConsumerPipeline:
 
         For a reader that never commits or seeks (a Spark range): keeps its memory flat.
         """
-        self._deferred.close_batch()
+        self._end_counted()
         self._tracker.clear(tp)
 
     def revoke(self, tps: list[TopicPartitionKey]) -> None:
         """Partitions leave (revoke, lost): their state goes, and every HW is re-read from Kafka."""
         for tp in tps:
             self.forget(tp)
-        self._deferred.close_batch()
+        self._end_counted()
         self._commits.clear_high_watermarks()
 
     def partitions(self) -> list[TopicPartitionKey]:  # those with delivered-offset state
-        self._deferred.note_handed_out()
+        self._note_counted()
         return self._tracker.partitions()
 
     def delivered(self, tp: TopicPartitionKey) -> int | None:
-        self._deferred.note_handed_out()  # the offset of the last message delivered from ``tp``
+        self._note_counted()  # the offset of the last message delivered from ``tp``
         return self._tracker.delivered(tp)
 
     def progress(self) -> dict[TopicPartitionKey, Progress]:
         """Every partition's safe, delivered and first offsets (:meth:`DeliveredOffsetTracker.progress`)."""
-        self._deferred.note_handed_out()
+        self._note_counted()
         return self._tracker.progress()
 
     def progress_of(self, tp: TopicPartitionKey) -> Progress | None:
         """One partition's :meth:`progress` entry, None when it has none yet."""
-        self._deferred.note_handed_out()
+        self._note_counted()
         return self._tracker.progress_of(tp)
 
     def plain_run_open(self, tp: TopicPartitionKey, offset: int) -> bool:
@@ -367,10 +352,12 @@ class ConsumerPipeline:
 
     def _open_high_watermark(self, tp: TopicPartitionKey, offset: int) -> HighWatermark | None:
         """``tp``'s high watermark when :meth:`plain_run_open` holds, else None."""
+        if self._counted is not None:  # what went by count is noted before anything newer
+            self._end_counted()
         hw = self._high_watermarks.get(tp)
         if (
             hw is None
-            or not self._fast_path
+            or not self._runs
             or tp in self._busy
             or self._assembler.has_pending(tp)
             or (hw.current if hw.current != -1 else hw.initial) > offset
@@ -400,9 +387,61 @@ class ConsumerPipeline:
         hw.current = offset
         return True
 
+    # -- a batch handed out by count (gateway.core.proven_batch) ----------------------------------------
+    def open_counted(self, records: list[Any]) -> ProvenBatch | None:
+        """``records`` (fetched, none handed out yet) as a batch the driver hands out by counting ``left``
+        down, or None when they are few or any of them needs another look. A batch still open is closed
+        first. What was counted out is noted here, before any offset is read or any partition changes:
+        the driver never has to."""
+        self._end_counted()
+        tp = self._provable(records)
+        if tp is None:
+            return None
+        batch = self._counted = ProvenBatch(records, tp, len(records))
+        return batch
+
+    def deliver_proven(self, records: list[Any]) -> bool:
+        """``records`` noted as delivered at once, all of them, when they are proven plain (``consume()``'s
+        whole batch); False, and nothing noted, when they are not."""
+        self._end_counted()
+        tp = self._provable(records)
+        if tp is None:
+            return False
+        self.plain_run_delivered(tp, records[-1].offset(), len(records))
+        return True
+
+    def close_counted(self) -> None:
+        """The driver stops counting (something else goes out first): what it counted out is noted."""
+        self._end_counted()
+
+    def _provable(self, records: list[Any]) -> TopicPartitionKey | None:
+        if len(records) < BATCH_FROM:
+            return None
+        tp = plain_partition(records)
+        if tp is None or not self.plain_run_open(tp, records[0].offset()):
+            return None
+        return tp
+
+    def _note_counted(self) -> None:
+        """What the open batch's driver counted out so far, noted as delivered: before any offset is read."""
+        batch = self._counted
+        if batch is not None:
+            handed = len(batch.records) - batch.left
+            if handed > batch.noted:
+                self.plain_run_delivered(batch.tp, batch.records[handed - 1].offset(), handed - batch.noted)
+                batch.noted = handed
+
+    def _end_counted(self) -> None:
+        """Note and close the open batch (``left`` 0: the driver counts no more of it): before any change."""
+        batch = self._counted
+        if batch is not None:
+            self._note_counted()
+            batch.left = 0
+            self._counted = None
+
     def metrics(self) -> dict[str, int]:
         """``counters`` with the fast path folded in, and what the assembler holds now."""
-        self._deferred.note_handed_out()
+        self._note_counted()
         return _metrics(self.counters, self.fast_plain, self._assembler, self._tracker)
 
 

@@ -10,16 +10,15 @@ the test cannot vouch for ends the run and takes the full path.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from itertools import islice, repeat, starmap
 from typing import Any
 
 from gateway.core.pipeline import ConsumerPipeline
-from gateway.protocol.classify import are_plainly_plain, is_plainly_plain
+from gateway.core.proven_batch import BATCH_FROM, plain_partition
+from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 
-BATCH_FROM = 16
-"""Fewer records than this go one by one: the batch test's fixed cost would not pay off."""
+__all__ = ["BATCH_FROM", "drop_head", "take_plain_batch", "take_plain_run"]
 
 
 def take_plain_run(raw: deque[Any], pipeline: ConsumerPipeline, out: list[Any], limit: int) -> int:
@@ -89,51 +88,8 @@ def drop_head(raw: deque[Any], n: int) -> None:
 
 
 def _one_plain_run(head: deque[Any] | list[Any], pipeline: ConsumerPipeline) -> TopicPartitionKey | None:
-    """The partition of ``head`` when every record in it is plain, of that partition, and may run; else None.
-
-    C-level passes over the records (one accessor each), not a Python loop: this is what lets a
-    batch of small records cost little more than librdkafka's own ``consume``.
-    """
-    first = head[0]
-    kind = type(first)  # the client's record type (one client fills one queue): its unbound accessors map at C speed
-    if any(map(kind.error, head)):
-        return None
-    if not are_plainly_plain(list(map(kind.value, head)), list(map(kind.headers, head))):
-        return None
-    tp = (first.topic(), first.partition())
-    n = len(head)
-    # counted, not collected into sets: equal small ints and librdkafka's shared topic str compare by identity
-    if list(map(kind.partition, head)).count(tp[1]) != n or list(map(kind.topic, head)).count(tp[0]) != n:
-        return None
-    if not pipeline.plain_run_open(tp, first.offset()):
+    """The partition of ``head`` when every record in it is plain, of that partition, and may run; else None."""
+    tp = plain_partition(head)
+    if tp is None or not pipeline.plain_run_open(tp, head[0].offset()):
         return None
     return tp
-
-
-@dataclass(slots=True)
-class ProvenBatch:
-    """A fetched batch proven plain and of one partition, which ``poll()`` hands out by count alone.
-
-    Proving the batch once with :func:`_one_plain_run` replaces the per-record test and offset note
-    of ``poll()``'s one-record path. The records stay at the head of the consumer's queue until
-    handed out, so everything that reads the queue sees them as before; what was handed out is
-    noted as delivered only when someone asks (:meth:`note`), once for all of them.
-    """
-
-    records: list[Any]
-    tp: TopicPartitionKey
-    noted: int = 0
-
-    @classmethod
-    def prove(cls, records: list[Any], pipeline: ConsumerPipeline) -> ProvenBatch | None:
-        """``records`` as one proven batch, or None when they are few or any of them needs another look."""
-        if len(records) < BATCH_FROM:
-            return None
-        tp = _one_plain_run(records, pipeline)
-        return None if tp is None else cls(records, tp)
-
-    def note(self, pipeline: ConsumerPipeline, handed: int) -> None:
-        """The first ``handed`` records were handed out: note those not noted yet as delivered."""
-        if handed > self.noted:
-            pipeline.plain_run_delivered(self.tp, self.records[handed - 1].offset(), handed - self.noted)
-            self.noted = handed

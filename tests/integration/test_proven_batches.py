@@ -15,6 +15,7 @@ from confluent_kafka import Message, Producer, TopicPartition
 from confluent_kafka.error import ValueDeserializationError
 
 from gateway import HybridConsumer
+from gateway.core.inbox_states import InboxState
 from gateway.testing import KafkaService
 
 RECORDS = 100
@@ -52,7 +53,7 @@ def _poll(consumer: HybridConsumer, n: int) -> list[int]:
 
 def _proven(consumer: HybridConsumer) -> bool:
     """Whether the path under test is the one handing out records now (else the test proves nothing)."""
-    return consumer._inbox.plain_batch is not None and consumer._inbox.plain_left > 0
+    return consumer._inbox.counted.left > 0
 
 
 def _committed(kafka: KafkaService, topic: str, group: str) -> int:
@@ -152,7 +153,7 @@ def test_consume_after_poll_emptied_a_proven_batch_commits_everything_delivered(
     group = f"proven-end-{topic}"
     consumer = _consumer(kafka, topic, group)
     assert _poll(consumer, 2 * BATCH) == list(range(2 * BATCH))  # the second batch proven, all of it handed out
-    assert consumer._inbox.plain_batch is not None and consumer._inbox.plain_left == 0
+    assert consumer._inbox.state is InboxState.COUNTED and consumer._inbox.counted.left == 0
     got: list[int] = []
     while len(got) < BATCH:
         got += [m.offset() for m in consumer.consume(BATCH, 1)]

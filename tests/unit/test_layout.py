@@ -267,11 +267,9 @@ def test_only_the_inbox_calls_the_librdkafka_consumer() -> None:
     assert reaching == []
 
 
-_INBOX_BOOKKEEPING = frozenset({"close_batch", "note_handed_out", "_step", "_move", "_drop_kept", "_kept_floors"})
-_INBOX_STATE = frozenset({"plain_left", "plain_batch", "kept", "deferred", "raw"})
+_INBOX_BOOKKEEPING = frozenset({"close_counted", "_close_counted", "_step", "_move", "_drop_kept"})
+_INBOX_STATE = frozenset({"counted", "kept", "deferred", "raw"})
 _MUTATORS = frozenset({"append", "appendleft", "extend", "extendleft", "pop", "popleft", "clear", "remove", "rotate"})
-# the pipeline notes a proven batch through gateway.core.offsets.DeferredDeliveries, the protocol the inbox implements
-_BOOKKEEPING_PROTOCOL = frozenset({"gateway.core.offsets", "gateway.core.pipeline"})
 _READERS = ("gateway.consumer.", "gateway.aio.", "gateway.core.", "gateway.spark.")
 
 
@@ -303,7 +301,7 @@ def test_only_the_inbox_takes_its_steps() -> None:
     inbox (gateway.core.inbox_states), never placed by hand where records are taken."""
     placed = []
     for name, path in modules().items():
-        if not name.startswith(_READERS) or name in ("gateway.consumer._inbox", *_BOOKKEEPING_PROTOCOL):
+        if not name.startswith(_READERS) or name == "gateway.consumer._inbox":
             continue
         placed += [f"{name}:{line} {what}" for line, what in batch_bookkeeping(path.read_text())]
     assert placed == []
@@ -311,11 +309,78 @@ def test_only_the_inbox_takes_its_steps() -> None:
 
 def test_a_hand_placed_inbox_step_is_found() -> None:
     source = (
-        "queue.close_batch()\nqueue.plain_left -= 1\nself._inbox.raw.popleft()\nself.kept.append(m)\nraw.popleft()\n"
+        "pipeline.close_counted()\nqueue.counted = None\nself._inbox.raw.popleft()\n"
+        "self.kept.append(m)\nraw.popleft()\n"
     )
     assert sorted(batch_bookkeeping(source)) == [
-        (1, "close_batch"),
-        (2, "plain_left ="),
+        (1, "close_counted"),
+        (2, "counted ="),
         (3, "raw.popleft()"),
         (4, "kept.append()"),
     ]
+
+
+# -- the core never calls up: no slot for a driver's callback, nothing wired after construction ------------
+_WIRED_INTO = frozenset({"pipeline", "_pipeline", "commits", "_commits"})
+
+
+def calls_up(source: str) -> list[tuple[int, str]]:
+    """Where a core module declares a Protocol for a driver to implement or a callback attribute for one."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(base).endswith("Protocol") for base in node.bases):
+            found.append((node.lineno, f"class {node.name}(Protocol)"))
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Attribute)
+            and "Callable" in ast.unparse(node.annotation)
+        ):
+            found.append((node.lineno, f"{ast.unparse(node.target)}: a callback slot"))
+    return found
+
+
+def wired_after_construction(source: str) -> list[tuple[int, str]]:
+    """Where an attribute of a pipeline or of its commit translator is assigned from outside it."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
+        for target in targets:
+            owner = target.value if isinstance(target, ast.Attribute) else None
+            names = {n.attr for n in ast.walk(owner) if isinstance(n, ast.Attribute)} if owner is not None else set()
+            names |= {n.id for n in ast.walk(owner) if isinstance(n, ast.Name)} if owner is not None else set()
+            if names & _WIRED_INTO:
+                found.append((node.lineno, ast.unparse(target)))
+    return found
+
+
+def test_the_core_never_calls_up_into_a_driver() -> None:
+    """Issue 40: the core returns events and reads its own state; it holds no driver and no driver's callback."""
+    found = []
+    for name, path in modules().items():
+        if name.startswith("gateway.core."):
+            found += [f"{name}:{line} {what}" for line, what in calls_up(path.read_text())]
+    assert found == []
+
+
+def test_nothing_is_wired_into_a_pipeline_after_construction() -> None:
+    """Collaborators are given at construction: no ``pipeline.x = ...`` / ``pipeline.commits.x = ...`` anywhere."""
+    found = []
+    for name, path in modules().items():
+        found += [f"{name}:{line} {what}" for line, what in wired_after_construction(path.read_text())]
+    assert found == []
+
+
+def test_a_call_up_and_a_late_wiring_are_found() -> None:
+    protocol = (
+        "class Deferred(Protocol):\n    pass\n"
+        "class T:\n    def __init__(self):\n        self.cb: Callable[[], None] | None = None\n"
+    )
+    assert calls_up(protocol) == [(1, "class Deferred(Protocol)"), (5, "self.cb: a callback slot")]
+    wiring = "self._pipeline.commits.floor = f\npipeline.x += 1\nself.y = 2\nbatch.left -= 1\n"
+    assert wired_after_construction(wiring) == [(1, "self._pipeline.commits.floor"), (2, "pipeline.x")]

@@ -6,12 +6,13 @@ import uuid
 
 from gateway.core.assembler import INCOMPLETE, MESSAGE_BOOKKEEPING_BYTES, SEGMENT_BOOKKEEPING_BYTES, MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
-from gateway.core.pipeline import ConsumerPipeline, InvalidRecord, PlainMessage
+from gateway.core.pipeline import InvalidRecord, PlainMessage
 from gateway.protocol import encode_segment
 from gateway.protocol.headers import LM_HEADER
 from gateway.protocol.records import Record
 from tests.assembling import assemble
 from tests.helpers import payload, segments
+from tests.pipelines import InspectedPipeline
 
 TP = ("t", 0)
 
@@ -44,7 +45,7 @@ def test_same_message_id_in_two_partitions_is_assembled_apart() -> None:
 
 def test_tracker_stays_bounded_under_invalid_records_between_plain_ones() -> None:
     """Issue 13, defect 5: every invalid record added a tracker entry that was never trimmed."""
-    pipeline = ConsumerPipeline(MessageAssembler(), DeliveredOffsetTracker(100))
+    pipeline = InspectedPipeline(MessageAssembler(), DeliveredOffsetTracker(100))
     pipeline.commits.load_commit(TP, None, None)
     offset = 0
     for i in range(20_000):
@@ -66,7 +67,7 @@ def test_tracker_stays_bounded_under_invalid_records_between_plain_ones() -> Non
 
 def test_a_commit_never_passes_an_incomplete_message_the_tracker_has_forgotten() -> None:
     """With the tracker bounded, its earliest offset can move past the start of a pending message."""
-    pipeline = ConsumerPipeline(MessageAssembler(), DeliveredOffsetTracker(1, max_segment_offsets=4))
+    pipeline = InspectedPipeline(MessageAssembler(), DeliveredOffsetTracker(1, max_segment_offsets=4))
     pipeline.commits.load_commit(TP, None, None)
     first, _ = segments(payload(2000), 1000)[0]
     assert pipeline.feed(TP, Record(0, b"k", first, None)) == []

@@ -78,7 +78,7 @@ def _proven_queue() -> tuple[Inbox, ConsumerPipeline]:
     queue = Inbox(Librdkafka(10), 40, ReferenceFetcher(Resolver({})), 8_000_000, pipeline)
     assert queue.fetch(1.0)
     first = queue.open_plain_batch()
-    assert first is not None and first.offset() == 1 and queue.plain_left == 39
+    assert first is not None and first.offset() == 1 and queue.counted.left == 39
     return queue, pipeline
 
 
@@ -102,19 +102,19 @@ def test_every_reader_of_delivered_offsets_sees_what_was_handed_out_by_count() -
     assert positions == {("t", 0): 18}
     _hand_out_by_count(queue, 1)
     assert pipeline.metrics()["plain.messages"] == 18
-    assert queue.plain_batch is not None and queue.plain_left == 22  # reading keeps the proof
+    assert queue.counted.left == 22  # reading keeps the proof
 
 
 def test_the_proof_ends_before_anything_else_changes_the_queue_or_a_partition() -> None:
     queue, pipeline = _proven_queue()
     _hand_out_by_count(queue, 4)
     pipeline.revoke([("t", 1)])  # another partition leaves: every HW is re-read, the proof ends first
-    assert queue.plain_batch is None and queue.plain_left == 0
-    assert pipeline.tracker.delivered(("t", 0)) == 5  # noted before the HWs went
+    assert queue.counted.left == 0
+    assert pipeline.delivered(("t", 0)) == 5  # noted before the HWs went
     queue, pipeline = _proven_queue()
     _hand_out_by_count(queue, 2)
     assert queue.pop().offset() == 4  # the full path takes the next record: what went before is noted first
-    assert queue.plain_batch is None and pipeline.tracker.delivered(("t", 0)) == 3
+    assert queue.counted.left == 0 and pipeline.delivered(("t", 0)) == 3
     queue, pipeline = _proven_queue()
     queue.drop(("t", 0))
-    assert queue.plain_batch is None and not queue.raw and pipeline.tracker.delivered(("t", 0)) == 1
+    assert queue.counted.left == 0 and not queue.raw and pipeline.delivered(("t", 0)) == 1

@@ -48,7 +48,7 @@ def _counting() -> Inbox:
     inbox, _ = _inbox()
     assert inbox.fetch(1.0)
     assert inbox.open_plain_batch() is not None
-    assert inbox.state is InboxState.COUNTED and inbox.plain_left == 39
+    assert inbox.state is InboxState.COUNTED and inbox.counted.left == 39
     return inbox
 
 
@@ -85,7 +85,7 @@ def test_a_proven_batch_goes_by_count_and_any_other_step_closes_it_first_noting_
     inbox.take_counted()
     inbox.take_counted()
     inbox.pop()  # the full path: counting stops, the three handed out are noted as delivered
-    assert inbox.state is InboxState.QUEUED and inbox.plain_batch is None
+    assert inbox.state is InboxState.QUEUED and inbox.counted.left == 0
     assert inbox._pipeline.progress()[A][1] == 2
 
 
@@ -120,7 +120,7 @@ def test_kept_messages_go_before_any_fetch_or_queued_record() -> None:
 def test_keeping_closes_a_proven_batch_first() -> None:
     inbox = _counting()
     inbox.keep([_msg(A, 50)], {})
-    assert inbox.state is InboxState.KEPT and inbox.plain_batch is None
+    assert inbox.state is InboxState.KEPT and inbox.counted.left == 0
 
 
 def test_kept_messages_hold_commits_where_they_stood_until_all_are_handed_out() -> None:
@@ -131,6 +131,7 @@ def test_kept_messages_hold_commits_where_they_stood_until_all_are_handed_out() 
     inbox.keep([_msg(A, 20), _msg(B, 5)], {A: (10, 19, 0)})
     assert inbox.kept_floor(A) == 10, "where A's commit stood before the call"
     assert inbox.kept_floor(B) == 4, "B was new to the call's start: from its first offset"
+    assert pipeline.commits.safe_offsets_to_commit({A: (21, "")}, False) == {A: (10, "10,")}, "the translator sees it"
     inbox.keep([_msg(A, 30)], {A: (25, 29, 0)})  # a second refusal before the first were all handed out
     assert inbox.kept_floor(A) == 10, "the lower floor stays"
     inbox.take_kept()
@@ -161,7 +162,7 @@ def test_a_deferred_error_goes_first_and_counts_as_kept() -> None:
     inbox = _counting()
     error = ValueError("refused")
     inbox.defer(error)
-    assert inbox.state is InboxState.KEPT and inbox.plain_batch is None
+    assert inbox.state is InboxState.KEPT and inbox.counted.left == 0
     with pytest.raises(InboxOrderError):
         inbox.fetch(1.0)
     assert inbox.take_deferred() is error and inbox.state is InboxState.QUEUED

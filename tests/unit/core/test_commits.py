@@ -10,7 +10,7 @@ import pytest
 from gateway.consumer._events import with_safe_offset
 from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
-from gateway.core.pipeline import ConsumerPipeline, InvalidRecord, MessageDropped
+from gateway.core.pipeline import InvalidRecord, MessageDropped
 from gateway.errors import LargeMessageDroppedError, OffsetNotTrackedError
 from gateway.protocol import LM_HEADER, SAFE_OFFSET_HEADER, decode_lm
 from gateway.protocol.headers import Headers, last_header
@@ -18,6 +18,7 @@ from gateway.protocol.metadata import read_metadata
 from gateway.protocol.primitives import decode_long
 from gateway.protocol.records import Record
 from tests.helpers import payload, segments
+from tests.pipelines import InspectedPipeline
 
 TP = ("t", 0)
 
@@ -31,7 +32,7 @@ class Delivery:
     starting_offset: int
 
 
-class RecordProcessor(ConsumerPipeline):
+class RecordProcessor(InspectedPipeline):
     """The pipeline as the consumer drives it: events rendered the way ``HybridConsumer`` renders them."""
 
     def process(
@@ -48,9 +49,9 @@ class RecordProcessor(ConsumerPipeline):
         return out
 
 
-def make(max_tracked: int = 500, gap: int = 1000, fast_path: bool = True) -> RecordProcessor:
+def make(max_tracked: int = 500, gap: int = 1000, full_path: bool = False) -> RecordProcessor:
     proc = RecordProcessor(
-        MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked), fast_path=fast_path
+        MessageAssembler(expiration_offset_gap=gap), DeliveredOffsetTracker(max_tracked), full_path=full_path
     )
     proc.commits.load_commit(TP, None, None)
     return proc
@@ -248,7 +249,7 @@ def test_plain_fast_path_tracks_exactly_like_the_full_pipeline() -> None:
             records.append((off, *m[(5, 12, 20).index(off)]))
         else:
             records.append((off, plain(off), []))
-    fast, full = make(), make(fast_path=False)
+    fast, full = make(), make(full_path=True)
     fast.commits.load_commit(TP, 3, 4)
     full.commits.load_commit(TP, 3, 4)
     fast_out, full_out = [], []

@@ -10,13 +10,14 @@ from gateway.errors import LargeMessageDroppedError
 from gateway.protocol.headers import Headers
 from gateway.protocol.records import Record, TopicPartitionKey
 from tests.helpers import payload, segments
+from tests.pipelines import InspectedPipeline
 
 P0: TopicPartitionKey = ("t", 0)
 P1: TopicPartitionKey = ("t", 1)
 A, B = payload(1200, 1), payload(1200, 2)
 
 
-def pipeline(capacity: int = 1500, *, stall_s: float = 5.0, raise_on_drop: bool = True) -> ConsumerPipeline:
+def pipeline(capacity: int = 1500, *, stall_s: float = 5.0, raise_on_drop: bool = True) -> InspectedPipeline:
     """Chunk bytes only (no bookkeeping), so that the arithmetic stays readable: 400-byte segments."""
     assembler = MessageAssembler(
         capacity,
@@ -25,7 +26,7 @@ def pipeline(capacity: int = 1500, *, stall_s: float = 5.0, raise_on_drop: bool 
         segment_bookkeeping=0,
         wait_for_room=True,
     )
-    p = ConsumerPipeline(assembler, DeliveredOffsetTracker(), hold_drops=True, stall_timeout_s=stall_s)
+    p = InspectedPipeline(assembler, DeliveredOffsetTracker(), hold_drops=True, stall_timeout_s=stall_s)
     for tp in (P0, P1):
         p.commits.load_commit(tp, None, None)
     return p

@@ -28,6 +28,7 @@ from gateway.protocol.headers import LM_HEADER, SAFE_OFFSET_HEADER, Headers, dec
 from gateway.protocol.primitives import decode_long
 from gateway.protocol.records import Record
 from tests.helpers import payload, segments
+from tests.pipelines import InspectedPipeline
 
 TP = ("t", 0)
 
@@ -38,16 +39,16 @@ def pipeline(
     *,
     raise_on_drop: bool = False,
     bookkeeping: bool = False,
-    fast_path: bool = True,
-) -> ConsumerPipeline:
+    full_path: bool = False,
+) -> InspectedPipeline:
     """``bookkeeping=False`` counts chunk bytes only, so that byte arithmetic in tests stays readable."""
     extra = {} if bookkeeping else {"message_bookkeeping": 0, "segment_bookkeeping": 0}
-    p = ConsumerPipeline(
+    p = InspectedPipeline(
         MessageAssembler(
             capacity, gap, exception_on_message_dropped=raise_on_drop, max_message_bytes=10_000_000, **extra
         ),
         DeliveredOffsetTracker(),
-        fast_path=fast_path,
+        full_path=full_path,
     )
     p.commits.load_commit(TP, None, None)
     return p
@@ -229,7 +230,7 @@ def test_fast_and_full_paths_give_the_same_events() -> None:
         (None, None),
         (b"p7", [("h", b"1")]),
     ]
-    fast, full = pipeline(), ConsumerPipeline(fast_path=False)
+    fast, full = pipeline(), InspectedPipeline(full_path=True)
     full.commits.load_commit(TP, None, None)
     got_fast = [feed(fast, off, *rec) for off, rec in enumerate(log)]
     got_full = [feed(full, off, *rec) for off, rec in enumerate(log)]
@@ -259,7 +260,7 @@ def test_one_segment_messages_go_the_fast_way_with_the_full_ways_answers(
         else:  # the next segment of a three-segment message, started when none is open
             open_message = open_message or segments(payload(30), 10)
             log.append(open_message.pop(0))
-    fast, full = pipeline(), pipeline(fast_path=False)
+    fast, full = pipeline(), pipeline(full_path=True)
     for p in (fast, full):
         p.forget(TP)
         p.commits.load_commit(TP, high_watermark, high_watermark)

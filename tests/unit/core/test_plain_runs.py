@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.core.pipeline import ChunkCompleted, ConsumerPipeline, PlainMessage, ReferenceToResolve
-from gateway.core.plain_runs import BATCH_FROM, ProvenBatch, take_plain_batch, take_plain_run
+from gateway.core.plain_runs import BATCH_FROM, take_plain_batch, take_plain_run
 from gateway.protocol import encode_segment
 from gateway.protocol.classify import PLAIN_RECORD, are_plainly_plain, classify, is_plainly_plain
 from gateway.protocol.envelope import MAGIC
@@ -200,11 +200,11 @@ def test_a_plain_batch_of_one_partition_moves_whole_or_not_at_all() -> None:
 def test_a_proven_batch_noted_at_any_points_agrees_with_feeding_one_by_one(
     values: list[bytes], stops: list[int]
 ) -> None:
-    """poll()'s batch path: proven once, handed out by count, noted only when asked (at ``stops``)."""
+    """poll()'s batch path: proven once, counted out by the driver, noted by the pipeline when asked (at ``stops``)."""
     tp = ("t", 0)
     slow, fast = _loaded(0), _loaded(0)
     raw = [_msg(0, o, v) for o, v in enumerate(values)]
-    batch = ProvenBatch.prove(raw, fast)
+    batch = fast.open_counted(raw)
     if len(values) < BATCH_FROM:
         assert batch is None
         return
@@ -212,7 +212,8 @@ def test_a_proven_batch_noted_at_any_points_agrees_with_feeding_one_by_one(
     handed = min(max(stops, default=0), len(values))
     slow_out = [o for o, v in enumerate(values[:handed]) if _messages(slow.feed(tp, Record(o, None, v, None)))]
     for stop in sorted(min(s, handed) for s in stops):
-        batch.note(fast, stop)
+        batch.left = len(raw) - stop  # what the driver's hot path does, one record at a time
+        assert fast.delivered(tp) == (stop - 1 if stop else None)
     assert [m.offset() for m in batch.records[:handed]] == slow_out
     assert fast.delivered(tp) == slow.delivered(tp)
     assert fast.commits.safe_offset(tp) == slow.commits.safe_offset(tp)
@@ -221,18 +222,36 @@ def test_a_proven_batch_noted_at_any_points_agrees_with_feeding_one_by_one(
 
 def test_a_proven_batch_is_refused_where_one_record_would_be() -> None:
     plain = [_msg(0, i, b"v%d" % i) for i in range(20)]
-    assert ProvenBatch.prove(plain, ConsumerPipeline()) is None  # the commit is not loaded yet
-    assert ProvenBatch.prove(plain[: BATCH_FROM - 1], _loaded(0)) is None  # too short to pay off
-    assert ProvenBatch.prove([*plain, _msg(0, 20, MAGIC + b"x")], _loaded(0)) is None  # an envelope
-    assert ProvenBatch.prove([*plain, _msg(1, 0, b"other")], _loaded(0, 1)) is None  # two partitions
+    assert ConsumerPipeline().open_counted(plain) is None  # the commit is not loaded yet
+    assert _loaded(0).open_counted(plain[: BATCH_FROM - 1]) is None  # too short to pay off
+    assert _loaded(0).open_counted([*plain, _msg(0, 20, MAGIC + b"x")]) is None  # an envelope
+    assert _loaded(0, 1).open_counted([*plain, _msg(1, 0, b"other")]) is None  # two partitions
     behind = _loaded(0)
     assert behind.deliver_plain(("t", 0), 30)
-    assert ProvenBatch.prove(plain, behind) is None  # a re-read below what was delivered
+    assert behind.open_counted(plain) is None  # a re-read below what was delivered
     pipeline = _loaded(0)
-    batch = ProvenBatch.prove(plain, pipeline)
-    assert batch is not None and batch.tp == ("t", 0)
-    batch.note(pipeline, 0)
+    batch = pipeline.open_counted(plain)
+    assert batch is not None and batch.tp == ("t", 0) and batch.left == 20
     assert pipeline.delivered(("t", 0)) is None
-    batch.note(pipeline, 7)
-    batch.note(pipeline, 7)  # noting again adds nothing
-    assert pipeline.delivered(("t", 0)) == 6 and pipeline.metrics()["plain.messages"] == 7
+    batch.left -= 7
+    assert pipeline.delivered(("t", 0)) == 6
+    assert pipeline.delivered(("t", 0)) == 6 and pipeline.metrics()["plain.messages"] == 7  # noting again adds nothing
+
+
+def test_the_pipeline_closes_a_counted_batch_itself_before_anything_newer() -> None:
+    """No driver call needed: feeding a record, a partition leaving, or a new batch closes the open one,
+    noting what was counted out first; a closed batch has nothing left to count."""
+    plain = [_msg(0, i, b"v%d" % i) for i in range(20)]
+    pipeline = _loaded(0)
+    batch = pipeline.open_counted(plain)
+    assert batch is not None
+    batch.left -= 3
+    pipeline.forget(("t", 1))
+    assert batch.left == 0 and batch.noted == 3
+    pipeline = _loaded(0)
+    batch = pipeline.open_counted(plain)
+    assert batch is not None
+    batch.left -= 5
+    assert _messages(pipeline.feed(("t", 0), Record(5, None, b"x", None)))
+    assert batch.left == 0 and pipeline.delivered(("t", 0)) == 5
+    assert pipeline.metrics()["plain.messages"] == 6
