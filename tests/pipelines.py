@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core.assembler import MessageAssembler
-from gateway.core.offsets import DeliveredOffsetTracker, HighWatermark
+from gateway.core.offsets import DeliveredOffsetTracker
 from gateway.core.pipeline import ConsumerPipeline
-from gateway.protocol.records import TopicPartitionKey
 
 
 class InspectedPipeline(ConsumerPipeline):
@@ -28,8 +27,6 @@ class InspectedPipeline(ConsumerPipeline):
     ) -> None:
         self.assembler = MessageAssembler() if assembler is None else assembler
         self.tracker = DeliveredOffsetTracker() if tracker is None else tracker
-        self.full_path = full_path
         super().__init__(self.assembler, self.tracker, **kwargs)
-
-    def _open_high_watermark(self, tp: TopicPartitionKey, offset: int) -> HighWatermark | None:
-        return None if self.full_path else super()._open_high_watermark(tp, offset)
+        if full_path:
+            self._plain.runs = False  # what a reader of peers' formats does: every record the full way

@@ -6,7 +6,7 @@ one to the pipeline, so a message counts as delivered (and becomes committable) 
 application receives it. Each fetched batch is scanned once for envelopes, whose payloads start
 downloading while the queue drains.
 
-A fetched batch proven plain (:class:`~gateway.core.proven_batch.ProvenBatch`) is handed out by
+A fetched batch proven plain (:class:`~gateway.core.plain_deliveries.ProvenBatch`) is handed out by
 count alone: the pipeline opens it and notes what was counted out itself, before it answers
 anything about offsets and before a partition's state changes; the inbox only counts ``left``
 down, and closes the batch before anything else is taken or the queue itself changes. No caller
@@ -33,8 +33,8 @@ from gateway.core.flow import Wait
 from gateway.core.inbox_states import TABLE, InboxState, Step, next_state, out_of_order
 from gateway.core.offsets import Progress
 from gateway.core.pipeline import ConsumerPipeline
+from gateway.core.plain_deliveries import CLOSED, ProvenBatch
 from gateway.core.plain_runs import drop_head, take_plain_batch, take_plain_run
-from gateway.core.proven_batch import CLOSED, ProvenBatch
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 
@@ -110,7 +110,7 @@ class Inbox:
     def state(self) -> InboxState:
         return self._state
 
-    # -- the proven batch, handed out by count (gateway.core.proven_batch) -------------------------
+    # -- the proven batch, handed out by count (gateway.core.plain_deliveries) -------------------------
     def _close_counted(self) -> None:
         """Stop counting: the pipeline notes what went (it may have closed the batch itself already)."""
         self._pipeline.close_counted()

@@ -3,7 +3,7 @@
 The consumer hands records out in three ways, and the order between them is what keeps
 deliveries exactly once and in order:
 
-- *counted*: the rest of a fetched batch proven plain (:class:`~gateway.core.plain_runs.ProvenBatch`)
+- *counted*: the rest of a fetched batch proven plain (:class:`~gateway.core.plain_deliveries.ProvenBatch`)
   goes out by count alone and is noted as delivered lazily. Anything else taken, fetched or
   dropped first closes the batch, noting what went, or the notes would land after newer ones;
 - *kept*: whole messages delivered by the pipeline but not returned yet (a ``consume()`` call

@@ -13,8 +13,6 @@ Commit and seek translation is :attr:`ConsumerPipeline.commits`, a
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.core.assembler import INCOMPLETE, REFUSED, Assembled, MessageAssembler
 from gateway.core.commits import CommitTranslator
 from gateway.core.events import (
@@ -33,8 +31,8 @@ from gateway.core.events import (
     whole_message,
 )
 from gateway.core.flow import DEFAULT_STALL_TIMEOUT_S
-from gateway.core.offsets import DeliveredOffsetTracker, HighWatermark, Progress
-from gateway.core.proven_batch import BATCH_FROM, ProvenBatch, plain_partition
+from gateway.core.offsets import DeliveredOffsetTracker, Progress
+from gateway.core.plain_deliveries import PlainDeliveries
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol.classify import PLAIN_RECORD, Classified, classify
 from gateway.protocol.peers import PeerReader
@@ -93,7 +91,6 @@ class ConsumerPipeline:
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     ) -> None:
         # a peer's pointer is an ordinary-looking value: every record must be looked at
-        self._runs = peers is None
         self._peers = peers
         self._bad_as_payload = bad_segments_as_payload
         self._assembler = assembler if assembler is not None else MessageAssembler()
@@ -103,20 +100,24 @@ class ConsumerPipeline:
         self._hold_drops = hold_drops
         self._stall_s = stall_timeout_s
         self._flow = self._assembler.flow
-        self._counted: ProvenBatch | None = None  # the batch a driver hands out by count (open_counted)
-        self._high_watermarks = self._commits.high_watermarks  # the hot path reads these two directly
-        self._busy = self._commits.busy
-        self.fast_plain = 0
+        self._high_watermarks = self._commits.high_watermarks
+        plain = self._plain = PlainDeliveries(self._assembler, self._tracker, self._commits, runs=peers is None)
+        # plain records by bookkeeping alone (gateway.core.plain_deliveries), bound here: the hot path makes one call
+        self.plain_run_open = plain.run_open
+        self.plain_run_delivered = plain.run_delivered
+        self.deliver_plain = plain.deliver_one
+        self.open_counted = plain.open_counted
+        self.deliver_proven = plain.deliver_proven
         self.counters: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
 
     @property
     def commits(self) -> CommitTranslator:
         """High watermarks, holds, commit and seek translation, for the driver to use directly.
 
-        What the driver handed out by count is noted first (:meth:`open_counted`), so every
-        answer counts it.
+        What the driver handed out by count is noted first
+        (:class:`~gateway.core.plain_deliveries.PlainDeliveries`), so every answer counts it.
         """
-        self._note_counted()
+        self._plain.note_counted()
         return self._commits
 
     # -- the record path ------------------------------------------------------------------------
@@ -127,8 +128,8 @@ class ConsumerPipeline:
         only :class:`CommitNeeded` while ``tp``'s commit is awaited (nothing is done with the record).
         """
         offset = record.offset
-        if self._counted is not None:  # what went by count is noted before anything newer
-            self._end_counted()
+        if self._plain.open_batch is not None:  # what went by count is noted before anything newer
+            self._plain.end_counted()
         if self._awaits_commits and tp not in self._high_watermarks:
             return [CommitNeeded(tp)]
         flow = self._flow
@@ -183,7 +184,7 @@ class ConsumerPipeline:
         """A one-segment message where a plain record would go by bookkeeping alone (the assembler holds
         nothing for it: the full path's answer without its calls); None otherwise."""
         offset = record.offset
-        if not self._run_of_one(tp, offset):
+        if not self._plain.note_one(tp, offset):
             return None
         counters = self.counters
         counters["records"] += 1
@@ -299,14 +300,14 @@ class ConsumerPipeline:
     # -- partitions come and go -------------------------------------------------------------------
     def forget(self, tp: TopicPartitionKey) -> None:
         """Drop one partition's buffered segments, tracking, HW and holds (seek, revoke, lost)."""
-        self._end_counted()
+        self._plain.end_counted()
         self._assembler.clear(tp)
         self._tracker.clear(tp)
         self._commits.clear(tp)
 
     def reset(self) -> None:
         """Forget every partition's segments, tracking and HWs (unassign, unsubscribe); holds stay."""
-        self._end_counted()
+        self._plain.end_counted()
         self._assembler.clear()
         self._tracker.clear()
         self._commits.clear_high_watermarks()
@@ -316,133 +317,47 @@ class ConsumerPipeline:
 
         For a reader that never commits or seeks (a Spark range): keeps its memory flat.
         """
-        self._end_counted()
+        self._plain.end_counted()
         self._tracker.clear(tp)
 
     def revoke(self, tps: list[TopicPartitionKey]) -> None:
         """Partitions leave (revoke, lost): their state goes, and every HW is re-read from Kafka."""
         for tp in tps:
             self.forget(tp)
-        self._end_counted()
+        self._plain.end_counted()
         self._commits.clear_high_watermarks()
 
     def partitions(self) -> list[TopicPartitionKey]:  # those with delivered-offset state
-        self._note_counted()
+        self._plain.note_counted()
         return self._tracker.partitions()
 
     def delivered(self, tp: TopicPartitionKey) -> int | None:
-        self._note_counted()  # the offset of the last message delivered from ``tp``
+        self._plain.note_counted()  # the offset of the last message delivered from ``tp``
         return self._tracker.delivered(tp)
 
     def progress(self) -> dict[TopicPartitionKey, Progress]:
         """Every partition's safe, delivered and first offsets (:meth:`DeliveredOffsetTracker.progress`)."""
-        self._note_counted()
+        self._plain.note_counted()
         return self._tracker.progress()
 
     def progress_of(self, tp: TopicPartitionKey) -> Progress | None:
         """One partition's :meth:`progress` entry, None when it has none yet."""
-        self._note_counted()
+        self._plain.note_counted()
         return self._tracker.progress_of(tp)
-
-    def plain_run_open(self, tp: TopicPartitionKey, offset: int) -> bool:
-        """Whether plain records of ``tp`` from ``offset`` on may go by bookkeeping alone: the commit is
-        loaded, nothing is pending, held or filtered, ``offset`` is past what was delivered (until anything
-        else is fed)."""
-        return self._open_high_watermark(tp, offset) is not None
-
-    def _open_high_watermark(self, tp: TopicPartitionKey, offset: int) -> HighWatermark | None:
-        """``tp``'s high watermark when :meth:`plain_run_open` holds, else None."""
-        if self._counted is not None:  # what went by count is noted before anything newer
-            self._end_counted()
-        hw = self._high_watermarks.get(tp)
-        if (
-            hw is None
-            or not self._runs
-            or tp in self._busy
-            or self._assembler.has_pending(tp)
-            or (hw.current if hw.current != -1 else hw.initial) > offset
-        ):
-            return None
-        return hw
-
-    def plain_run_delivered(self, tp: TopicPartitionKey, last_offset: int, count: int) -> None:
-        """``count`` plain records of ``tp`` up to ``last_offset`` were handed out (see :meth:`plain_run_open`)."""
-        self._tracker.track_plain(tp, last_offset)
-        self._high_watermarks[tp].current = last_offset
-        self.fast_plain += count
-
-    def deliver_plain(self, tp: TopicPartitionKey, offset: int) -> bool:
-        """``poll``'s hot path: one plain record by bookkeeping alone if :meth:`plain_run_open` allows."""
-        if not self._run_of_one(tp, offset):
-            return False
-        self.fast_plain += 1
-        return True
-
-    def _run_of_one(self, tp: TopicPartitionKey, offset: int) -> bool:
-        """Note ``offset`` as delivered at ``offset + 1`` when :meth:`plain_run_open` allows it; else change nothing."""
-        hw = self._open_high_watermark(tp, offset)
-        if hw is None:
-            return False
-        self._tracker.track_plain(tp, offset)
-        hw.current = offset
-        return True
-
-    # -- a batch handed out by count (gateway.core.proven_batch) ----------------------------------------
-    def open_counted(self, records: list[Any]) -> ProvenBatch | None:
-        """``records`` (fetched, none handed out yet) as a batch the driver hands out by counting ``left``
-        down, or None when they are few or any of them needs another look. A batch still open is closed
-        first. What was counted out is noted here, before any offset is read or any partition changes:
-        the driver never has to."""
-        self._end_counted()
-        tp = self._provable(records)
-        if tp is None:
-            return None
-        batch = self._counted = ProvenBatch(records, tp, len(records))
-        return batch
-
-    def deliver_proven(self, records: list[Any]) -> bool:
-        """``records`` noted as delivered at once, all of them, when they are proven plain (``consume()``'s
-        whole batch); False, and nothing noted, when they are not."""
-        self._end_counted()
-        tp = self._provable(records)
-        if tp is None:
-            return False
-        self.plain_run_delivered(tp, records[-1].offset(), len(records))
-        return True
-
-    def close_counted(self) -> None:
-        """The driver stops counting (something else goes out first): what it counted out is noted."""
-        self._end_counted()
-
-    def _provable(self, records: list[Any]) -> TopicPartitionKey | None:
-        if len(records) < BATCH_FROM:
-            return None
-        tp = plain_partition(records)
-        if tp is None or not self.plain_run_open(tp, records[0].offset()):
-            return None
-        return tp
-
-    def _note_counted(self) -> None:
-        """What the open batch's driver counted out so far, noted as delivered: before any offset is read."""
-        batch = self._counted
-        if batch is not None:
-            handed = len(batch.records) - batch.left
-            if handed > batch.noted:
-                self.plain_run_delivered(batch.tp, batch.records[handed - 1].offset(), handed - batch.noted)
-                batch.noted = handed
-
-    def _end_counted(self) -> None:
-        """Note and close the open batch (``left`` 0: the driver counts no more of it): before any change."""
-        batch = self._counted
-        if batch is not None:
-            self._note_counted()
-            batch.left = 0
-            self._counted = None
 
     def metrics(self) -> dict[str, int]:
         """``counters`` with the fast path folded in, and what the assembler holds now."""
-        self._note_counted()
-        return _metrics(self.counters, self.fast_plain, self._assembler, self._tracker)
+        self._plain.note_counted()
+        return _metrics(self.counters, self._plain.fast_plain, self._assembler, self._tracker)
+
+    def close_counted(self) -> None:
+        """The driver stops counting (something else goes out first): what it counted out is noted."""
+        self._plain.end_counted()
+
+    @property
+    def fast_plain(self) -> int:
+        """Plain records that went by bookkeeping alone (not in ``counters``)."""
+        return self._plain.fast_plain
 
 
 def _metrics(

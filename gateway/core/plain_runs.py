@@ -14,7 +14,7 @@ from itertools import islice, repeat, starmap
 from typing import Any
 
 from gateway.core.pipeline import ConsumerPipeline
-from gateway.core.proven_batch import BATCH_FROM, plain_partition
+from gateway.core.plain_deliveries import BATCH_FROM, plain_partition
 from gateway.protocol.classify import is_plainly_plain
 from gateway.protocol.records import TopicPartitionKey
 
