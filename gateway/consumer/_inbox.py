@@ -54,7 +54,107 @@ def partition_of(msg: Any) -> TopicPartitionKey:
     return (msg.topic(), msg.partition())
 
 
-class Inbox:
+class ConsumerCalls:
+    """librdkafka's consumer, and every call to it but fetching: membership, positions, pauses, metadata.
+
+    The :class:`Inbox` adds what is fetched and what waits (one owner of the client, in one module); this
+    part only passes calls through, answered as confluent-kafka answers them.
+    """
+
+    __slots__ = ("_consumer", "batch", "batch_bytes")
+
+    def __init__(self, consumer: Any, batch: int, batch_bytes: int) -> None:
+        self._consumer = consumer
+        self.batch = batch
+        """Records per fetch (``fetch.batch.records``), fewer when they are large."""
+        self.batch_bytes = batch_bytes
+
+    def _fetch_records(self, timeout: float, limit: int) -> list[Any]:
+        """Up to ``limit`` records from librdkafka (the first waited for ``timeout``); empty when none came.
+
+        The :class:`Inbox` decides when a fetch may happen (:meth:`Inbox.fetch_batch`); this is the call.
+        """
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        more = min(self._more_after(first), limit - 1)
+        batch: list[Any] = self._consumer.consume(more, 0) if more > 0 else []
+        batch.insert(0, first)
+        return batch
+
+    def _more_after(self, first: Any) -> int:
+        """How many records to take beside ``first``: the batch, unless records of its size would pass the byte bound.
+
+        One record's size stands for the batch's: measuring every record would cost the small
+        plain records, which are most records, a call each.
+        """
+        value = first.value()
+        size = len(value) if value is not None else 0
+        if size * self.batch <= self.batch_bytes:
+            return self.batch - 1
+        return max(0, min(self.batch, self.batch_bytes // max(size, 1)) - 1)
+
+    @property
+    def client(self) -> Any:
+        """The librdkafka consumer itself, for ``HybridConsumer.inner`` and the native group-offset calls."""
+        return self._consumer
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self._consumer.subscribe(topics, **callbacks)
+
+    def unsubscribe(self) -> None:
+        self._consumer.unsubscribe()
+
+    def assign(self, partitions: list[TopicPartition], *, incremental: bool = False) -> None:
+        (self._consumer.incremental_assign if incremental else self._consumer.assign)(partitions)
+
+    def unassign(self, partitions: list[TopicPartition] | None = None) -> None:
+        """All partitions, or (``incremental_unassign``) those given."""
+        if partitions is None:
+            self._consumer.unassign()
+        else:
+            self._consumer.incremental_unassign(partitions)
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._consumer.assignment())
+
+    def seek(self, partition: TopicPartition) -> None:
+        self._consumer.seek(partition)
+
+    def fetch_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """librdkafka's positions: the offset after the last record it returned (queued ones included)."""
+        return list(self._consumer.position(partitions))
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.pause(partitions)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.resume(partitions)
+
+    # read-only questions, answered as confluent-kafka answers them
+    def cluster_id(self, timeout: float) -> str | None:
+        return self._consumer.cluster_id(timeout)  # type: ignore[no-any-return]
+
+    def consumer_group_metadata(self) -> Any:
+        return self._consumer.consumer_group_metadata()
+
+    def get_watermark_offsets(self, partition: TopicPartition, **kwargs: Any) -> tuple[int, int] | None:
+        return self._consumer.get_watermark_offsets(partition, **kwargs)  # type: ignore[no-any-return]
+
+    def list_topics(self, topic: str | None, timeout: float) -> Any:
+        return self._consumer.list_topics(topic=topic, timeout=timeout)
+
+    def memberid(self) -> Any:
+        return self._consumer.memberid()
+
+    def offsets_for_times(self, partitions: list[TopicPartition], **kwargs: Any) -> list[TopicPartition]:
+        return list(self._consumer.offsets_for_times(partitions, **kwargs))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        self._consumer.set_sasl_credentials(username, password)
+
+
+class Inbox(ConsumerCalls):
     """The one owner of librdkafka's consumer, of the fetched-record queue and of what waits in it.
 
     Every step that takes, keeps, fetches or drops goes through :class:`InboxStates`, which states
@@ -63,13 +163,10 @@ class Inbox:
 
     # slots: poll()'s hottest path reads ``counted`` and ``raw`` for every record
     __slots__ = (
-        "_consumer",
         "_floors",
         "_fresh",
         "_pipeline",
         "_state",
-        "batch",
-        "batch_bytes",
         "counted",
         "deferred",
         "kept",
@@ -80,12 +177,9 @@ class Inbox:
     def __init__(
         self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
     ) -> None:
-        self._consumer = consumer
+        super().__init__(consumer, batch, batch_bytes)
         self._pipeline = pipeline
         self._state = InboxState.QUEUED
-        self.batch = batch
-        """Records per fetch (``fetch.batch.records``), fewer when they are large."""
-        self.batch_bytes = batch_bytes
         self.refs = refs
         self.raw: deque[Any] = deque()
         """Never replaced, only changed in place: ``poll`` and ``consume`` hold on to it."""
@@ -272,13 +366,7 @@ class Inbox:
     def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
         """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
         self._step(Step.FETCH)
-        first = self._consumer.poll(timeout)
-        if first is None:
-            return []
-        more = min(self._more_after(first), limit - 1)
-        batch: list[Any] = self._consumer.consume(more, 0) if more > 0 else []
-        batch.insert(0, first)
-        return batch
+        return self._fetch_records(timeout, limit)
 
     def enqueue(self, batch: list[Any]) -> None:
         """Fetched records behind those queued; referenced payloads among them start downloading."""
@@ -307,18 +395,6 @@ class Inbox:
             if moved:
                 return moved
         return take_plain_run(self.raw, self._pipeline, out, limit)
-
-    def _more_after(self, first: Any) -> int:
-        """How many records to take beside ``first``: the batch, unless records of its size would pass the byte bound.
-
-        One record's size stands for the batch's: measuring every record would cost the small
-        plain records, which are most records, a call each.
-        """
-        value = first.value()
-        size = len(value) if value is not None else 0
-        if size * self.batch <= self.batch_bytes:
-            return self.batch - 1
-        return max(0, min(self.batch, self.batch_bytes // max(size, 1)) - 1)
 
     def next_offsets(self, wanted: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """The offset of the first queued record of each partition in ``wanted`` that has one."""
@@ -355,66 +431,6 @@ class Inbox:
         self._drop_kept(None)
         self.raw.clear()
         self.refs.clear()
-
-    # -- librdkafka's consumer: every other call to it (membership, positions, metadata) -----------
-    @property
-    def client(self) -> Any:
-        """The librdkafka consumer itself, for ``HybridConsumer.inner`` and the native group-offset calls."""
-        return self._consumer
-
-    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
-        self._consumer.subscribe(topics, **callbacks)
-
-    def unsubscribe(self) -> None:
-        self._consumer.unsubscribe()
-
-    def assign(self, partitions: list[TopicPartition], *, incremental: bool = False) -> None:
-        (self._consumer.incremental_assign if incremental else self._consumer.assign)(partitions)
-
-    def unassign(self, partitions: list[TopicPartition] | None = None) -> None:
-        """All partitions, or (``incremental_unassign``) those given."""
-        if partitions is None:
-            self._consumer.unassign()
-        else:
-            self._consumer.incremental_unassign(partitions)
-
-    def assignment(self) -> list[TopicPartition]:
-        return list(self._consumer.assignment())
-
-    def seek(self, partition: TopicPartition) -> None:
-        self._consumer.seek(partition)
-
-    def fetch_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        """librdkafka's positions: the offset after the last record it returned (queued ones included)."""
-        return list(self._consumer.position(partitions))
-
-    def pause(self, partitions: list[TopicPartition]) -> None:
-        self._consumer.pause(partitions)
-
-    def resume(self, partitions: list[TopicPartition]) -> None:
-        self._consumer.resume(partitions)
-
-    # read-only questions, answered as confluent-kafka answers them
-    def cluster_id(self, timeout: float) -> str | None:
-        return self._consumer.cluster_id(timeout)  # type: ignore[no-any-return]
-
-    def consumer_group_metadata(self) -> Any:
-        return self._consumer.consumer_group_metadata()
-
-    def get_watermark_offsets(self, partition: TopicPartition, **kwargs: Any) -> tuple[int, int] | None:
-        return self._consumer.get_watermark_offsets(partition, **kwargs)  # type: ignore[no-any-return]
-
-    def list_topics(self, topic: str | None, timeout: float) -> Any:
-        return self._consumer.list_topics(topic=topic, timeout=timeout)
-
-    def memberid(self) -> Any:
-        return self._consumer.memberid()
-
-    def offsets_for_times(self, partitions: list[TopicPartition], **kwargs: Any) -> list[TopicPartition]:
-        return list(self._consumer.offsets_for_times(partitions, **kwargs))
-
-    def set_sasl_credentials(self, username: str, password: str) -> None:
-        self._consumer.set_sasl_credentials(username, password)
 
     def close(self) -> None:
         """Drop what is queued, then close librdkafka's consumer (its last callbacks run now)."""
