@@ -82,6 +82,108 @@ class Admission:
     refusal: GatewayError | None = None
 
 
+class _AheadBook:
+    """Payloads fetched ahead and not yet taken, under a byte budget, and the threads that fetch them.
+
+    What to fetch, and how a payload is read and opened, is the :class:`Resolver`'s; this keeps the
+    futures, the bytes they hold against ``budget``, and the two pools, all behind one lock (the
+    reader takes entries while the workers run).
+    """
+
+    def __init__(self, workers: int, budget: int) -> None:
+        self.budget = budget
+        """``reference.fetch.budget.bytes``: one payload larger than it still goes, alone."""
+        self._workers = max(1, workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._group_pool: ThreadPoolExecutor | None = None
+        self._entries: OrderedDict[Hashable, _Ahead] = OrderedDict()
+        self.bytes = 0
+        """Bytes of the payloads fetched ahead and not yet taken."""
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="gateway-resolve")
+        return self._pool
+
+    def _group_executor(self) -> ThreadPoolExecutor:
+        """One thread for every group: pipelining already overlaps their round trips, and more
+        threads only contend for the GIL over small replies (four read slower than one, see
+        docs/consumer.md §6)."""
+        if self._group_pool is None:
+            self._group_pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-resolve-group")
+        return self._group_pool
+
+    def _over_budget(self, size: int) -> bool:
+        """Whether ``size`` more bytes must wait; one payload is always allowed when nothing is ahead."""
+        return bool(self._entries) and self.bytes + size > self.budget
+
+    def start(self, key: Hashable, envelope: Envelope, fetch: Callable[[Envelope, _Ahead], bytes]) -> bool | None:
+        """Fetch ``envelope`` for ``key`` on a worker: True when started, None when it is ahead already,
+        False when the budget says wait."""
+        with self._lock:
+            if key in self._entries:
+                return None
+            if self._over_budget(envelope.size):
+                return False
+            ahead = self._entries[key] = _Ahead(envelope)
+            self._executor().submit(_settle, ahead, partial(fetch, envelope, ahead))
+            self.bytes += envelope.size
+            return True
+
+    def start_group(
+        self, items: Sequence[tuple[Hashable, Envelope]], fetch: Callable[[list[_Ahead]], None]
+    ) -> tuple[int, int]:
+        """Fetch ``items`` in one group (see :meth:`Resolver.prefetch_many`): how many of them were taken, and
+        how many of those were started now."""
+        taken: list[_Ahead] = []
+        count = 0
+        with self._lock:
+            fresh = sum(envelope.size for key, envelope in items if key not in self._entries)
+            if self._entries and self.bytes + fresh > self.budget:
+                return 0, 0
+            for key, envelope in items:
+                if key not in self._entries:
+                    if self._over_budget(envelope.size):
+                        break
+                    ahead = self._entries[key] = _Ahead(envelope)
+                    self.bytes += envelope.size
+                    taken.append(ahead)
+                count += 1
+            if taken:
+                self._group_executor().submit(fetch, taken)
+        return count, len(taken)
+
+    def take(self, key: Hashable) -> _Ahead | None:
+        """The entry fetched ahead for ``key``, out of the book (its bytes no longer count), or None."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is not None:
+                self.bytes -= entry.envelope.size
+            return entry
+
+    def forget(self, key: Hashable) -> bool:
+        entry = self.take(key)
+        if entry is None:
+            return False
+        entry.future.cancel()
+        return True
+
+    def discard(self, keep: Callable[[Hashable], bool]) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if not keep(k)]:
+                entry = self._entries.pop(key)
+                entry.future.cancel()
+                self.bytes -= entry.envelope.size
+
+    def close(self) -> None:
+        self.discard(lambda _: False)
+        for pool in (self._pool, self._group_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = self._group_pool = None
+
+
 class Resolver:
     """Resolves envelopes against named stores; one per consumer (or Spark task).
 
@@ -105,17 +207,11 @@ class Resolver:
         self.streams = streams
         """``value.stream.*``: payloads at or above the threshold are handed out as streams, never fetched ahead."""
         self._open_streams: weakref.WeakSet[PayloadStream] = weakref.WeakSet()
-        self.budget = budget
         self.rules = DEFAULT_RULES if rules is None else rules
         self.peer_max_bytes = peer_max_bytes
         self.encryption = encryption if encryption is not None else ReferenceEncryption(None)
         """Opens sealed payloads (``reference.encryption``); without a key provider they are ``KeyUnavailableError``."""
-        self._workers = max(1, workers)
-        self._pool: ThreadPoolExecutor | None = None
-        self._group_pool: ThreadPoolExecutor | None = None
-        self._ahead: OrderedDict[Hashable, _Ahead] = OrderedDict()
-        self._ahead_bytes = 0
-        self._lock = threading.Lock()
+        self._ahead = _AheadBook(workers, budget)
         self.counters = {
             "fetched": 0,
             "fetched.bytes": 0,
@@ -168,19 +264,6 @@ class Resolver:
         """What the store returned, opened (sealed), decoded (compressed) and checked: every read ends here."""
         return self.encryption.open(envelope, store, stored, limit=self.rules.max_payload_bytes)
 
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="gateway-resolve")
-        return self._pool
-
-    def _group_executor(self) -> ThreadPoolExecutor:
-        """One thread for every group: pipelining already overlaps their round trips, and more
-        threads only contend for the GIL over small replies (four read slower than one, see
-        docs/consumer.md §6)."""
-        if self._group_pool is None:
-            self._group_pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-resolve-group")
-        return self._group_pool
-
     def prefetch(self, key: Hashable, envelope: Envelope) -> bool:
         """Start fetching ``envelope`` (one :meth:`judge` admitted) in the background if the budget allows.
 
@@ -188,20 +271,12 @@ class Resolver:
         never fetched ahead (its record reports the error in its turn), so it answers True and
         does not hold up the envelopes behind it.
         """
-        with self._lock:
-            if key in self._ahead or envelope.store not in self.stores or self.streams.streams(envelope):
-                return True  # a streamed payload is read as the application reads it, not ahead
-            if self._over_budget(envelope.size):
-                return False
-            ahead = self._ahead[key] = _Ahead(envelope)
-            self._executor().submit(_settle, ahead, partial(self._fetch, envelope, ahead))
-            self._ahead_bytes += envelope.size
+        if envelope.store not in self.stores or self.streams.streams(envelope):
+            return True  # a streamed payload is read as the application reads it, not ahead
+        started = self._ahead.start(key, envelope, self._fetch)
+        if started:
             self.counters["prefetched"] += 1
-            return True
-
-    def _over_budget(self, size: int) -> bool:
-        """Whether ``size`` more bytes must wait; one payload is always allowed when nothing is ahead."""
-        return bool(self._ahead) and self._ahead_bytes + size > self.budget
+        return started is not False
 
     def groups(self, envelope: Envelope) -> bool:
         """Whether ``envelope``'s payload is fetched ahead in a group (small, from a store with ``get_many``)."""
@@ -222,23 +297,8 @@ class Resolver:
         room left, a full budget would send each group as soon as one payload was taken, one
         payload per round trip, which throws away what grouping gains (see docs/consumer.md §6).
         """
-        taken: list[_Ahead] = []
-        count = 0
-        with self._lock:
-            fresh = sum(envelope.size for key, envelope in items if key not in self._ahead)
-            if self._ahead and self._ahead_bytes + fresh > self.budget:
-                return 0
-            for key, envelope in items:
-                if key not in self._ahead:
-                    if self._over_budget(envelope.size):
-                        break
-                    ahead = self._ahead[key] = _Ahead(envelope)
-                    self._ahead_bytes += envelope.size
-                    taken.append(ahead)
-                count += 1
-            if taken:
-                self.counters["prefetched"] += len(taken)
-                self._group_executor().submit(self._fetch_group, taken)
+        count, started = self._ahead.start_group(items, self._fetch_group)
+        self.counters["prefetched"] += started
         return count
 
     def _fetch_group(self, group: list[_Ahead]) -> None:
@@ -280,10 +340,7 @@ class Resolver:
         """:meth:`resolve` with the envelope judged already (at the scan: a locator parse costs µs, and a
         refused locator is counted by its store once)."""
         envelope = admission.envelope
-        with self._lock:
-            entry = self._ahead.pop(key, None)
-            if entry is not None:
-                self._ahead_bytes -= entry.envelope.size
+        entry = self._ahead.take(key)
         try:
             if admission.refusal is not None:
                 raise admission.refusal
@@ -334,36 +391,22 @@ class Resolver:
 
     def forget(self, key: Hashable) -> bool:
         """Drop the fetch ahead for ``key`` (its record was handled without it); True when one was held."""
-        with self._lock:
-            entry = self._ahead.pop(key, None)
-            if entry is None:
-                return False
-            entry.future.cancel()
-            self._ahead_bytes -= entry.envelope.size
-            return True
+        return self._ahead.forget(key)
 
     def discard(self, keep: Callable[[Hashable], bool]) -> None:
         """Forget fetches whose key ``keep`` rejects (seek, revoke); running ones finish unobserved."""
-        with self._lock:
-            for key in [k for k in self._ahead if not keep(k)]:
-                entry = self._ahead.pop(key)
-                entry.future.cancel()
-                self._ahead_bytes -= entry.envelope.size
+        self._ahead.discard(keep)
 
     def metrics(self) -> dict[str, int]:
         """``resolver.*`` counters and the bytes fetched ahead and not yet taken."""
         out = {f"resolver.{k}": v for k, v in self.counters.items()}
-        out["resolver.ahead.bytes"] = self._ahead_bytes
+        out["resolver.ahead.bytes"] = self._ahead.bytes
         return out
 
     def close(self) -> None:
         for stream in list(self._open_streams):
             stream.invalidate()  # its next read raises PayloadStreamClosedError: its store goes with us
-        self.discard(lambda _: False)
-        for pool in (self._pool, self._group_pool):
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-        self._pool = self._group_pool = None
+        self._ahead.close()
 
 
 def _settle(ahead: _Ahead, work: Callable[[], bytes]) -> None:
