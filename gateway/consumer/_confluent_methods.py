@@ -18,6 +18,7 @@ from gateway.auditing import Auditor
 from gateway.consumer._events import EventHandler
 from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
+from gateway.consumer._record_processor import MessageCollector
 from gateway.consumer.handoff import Handoff
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
@@ -38,7 +39,7 @@ class ConfluentMethods:
     _handoff: Handoff
     _auditor: Auditor | None
     _auto_commit: bool
-    _plain_runs_on: bool
+    _collector: MessageCollector
     _spans: ConsumerTelemetry
     _closed = True
     """Until ``__init__`` has run, and after ``close()``: calls raise ``RuntimeError("Consumer closed")``."""
@@ -64,7 +65,7 @@ class ConfluentMethods:
             except Exception as exc:  # noqa: BLE001 - raised by an application callback inside the commit
                 log.warning("a callback raised while the consumer committed on close: %r", exc)
         self._closed = True
-        self._plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's does
+        self._collector.plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's
         self._inbox.clear()
         self._handoff.clear()
         self._resolver.close()
