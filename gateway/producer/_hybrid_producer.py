@@ -192,13 +192,13 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._streams.send(topic, source, size, key, partition, on_delivery, timestamp, headers, route)
 
     def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
-        """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
+        """The general path: what the topic's cleanup policy allows, auditing and tracing, around the route's writer."""
         topic = message.topic
         plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
         segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
         store = self.stores.get(chosen.store or "") if chosen.kind is RouteKind.REFERENCE else None
         expires = store is None or store.expires_per_payload
-        terms = self._compaction.terms(  # raises for lost chunks
+        allowed = self._compaction.cleanup_allowance(  # raises for lost chunks
             topic, message.size, chosen, segment_size, expires_per_payload=expires
         )
         auditor = self._auditor
@@ -218,7 +218,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
                     check_payload(fmt, message.payload)
             if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
                 self._admission.check(message)  # what Kafka would refuse, refused before the store write
-                send = partial(self._references.send, chosen, forced, persistent=terms.persistent)
+                send = partial(self._references.send, chosen, forced, persistent=allowed.persistent)
                 chosen = self._outbox.join(send, message) or chosen
             elif chosen.kind is RouteKind.PLAIN:
                 self._outbox.produce_plain(message)
