@@ -42,6 +42,8 @@ class RoutedSend:
         self._clock = clock
         self._telemetry = telemetry
         """Span and metric attributes (client.id, first broker)."""
+        self._pointer = settings.reference_format if settings.reference_format.pointer else None
+        """``reference.format`` when it is a peer's pointer (bakdata, aws), read once: it is fixed per producer."""
 
     def send(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
         """Send ``message`` by ``chosen`` (``forced``: by ``route=``), audited and traced around the send."""
@@ -83,8 +85,8 @@ class RoutedSend:
     def _by_route(self, message: OutgoingMessage, chosen: Route, forced: bool, persistent: bool) -> Route:
         """The route's writer, through the outbox; the route taken (a reference may go chunked instead)."""
         parts = self._parts
-        fmt = self._settings.reference_format
-        if fmt.pointer:  # what bakdata's or AWS's reader could not read is refused before any write
+        fmt = self._pointer
+        if fmt is not None:  # what bakdata's or AWS's reader could not read is refused before any write
             check_route(fmt, chosen.kind is RouteKind.CHUNKED)
             if chosen.kind is RouteKind.REFERENCE and message.payload is not None:
                 check_payload(fmt, message.payload)
