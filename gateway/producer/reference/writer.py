@@ -9,7 +9,8 @@ leaves something ``gateway gc`` can find. A store that keeps failing is skipped 
 interval, see :mod:`gateway.health`) and the message goes chunked instead when it is small enough
 and nothing it was promised is lost on the way (:mod:`gateway.producer.reference._fallback`).
 
-No Kafka client here: records go out through the ``send`` callable the producer passes in, so the
+No Kafka client here: records go out through the ``send`` callable the producer passes in (its envelope
+or fallback by :mod:`gateway.producer.reference._outcomes`), so the
 whole route is unit-tested with an in-memory store.
 """
 
