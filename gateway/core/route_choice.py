@@ -1,4 +1,4 @@
-"""The producer's route decision, sans-IO: which route a message takes, and on what terms.
+"""The producer's route decision, sans-IO: which route a message takes, and what the topic's cleanup policy allows it.
 
 The producer asks the policy, the brokers (a topic's ``cleanup.policy``, its partition count) and
 its settings; the answers come in here as values and a typed decision comes out, which the
@@ -6,7 +6,7 @@ producer then carries out. Nothing here calls a policy, a client or a clock, so 
 tested alone, with every combination of facts (``tests/unit/core/test_route_choice.py``).
 
 Where a fact costs a round trip (the cleanup policy is a ``DescribeConfigs``), a predicate says
-whether the decision needs it (:func:`asks_cleanup_policy`, :func:`terms_ask_cleanup_policy`,
+whether the decision needs it (:func:`asks_cleanup_policy`, :func:`allowance_asks_cleanup_policy`,
 :func:`asks_partition_count`), so the producer asks only then, as it always did.
 """
 
@@ -70,17 +70,19 @@ class StoreChoice:
 
 
 @dataclass(frozen=True, slots=True)
-class ReferenceTerms:
-    """How a reference goes out: ``persistent`` asks the store for no expiry (a compact-only topic's).
+class CleanupAllowance:
+    """What the topic's ``cleanup.policy`` allows the chosen route: ``persistent`` when the payload may not
+    expire (a compact-only topic keeps its latest envelope forever, so the store must keep its payload).
 
-    Whether it may fall back to chunks is not decided here but when a fallback comes up
+    Whether a reference may fall back to chunks is not decided here but when a fallback comes up
     (:func:`refuses_chunks`): only then does that need the topic's policy.
     """
 
     persistent: bool = False
 
 
-ORDINARY = ReferenceTerms()
+EXPIRY_ALLOWED = CleanupAllowance()
+"""Any topic that is not compact-only, or one whose policy need not be asked: the store may expire the payload."""
 
 
 def cleanup_parts(cleanup_policy: str) -> set[str]:
@@ -163,30 +165,32 @@ def store_route(
     )
 
 
-def terms_ask_cleanup_policy(
+def allowance_asks_cleanup_policy(
     kind: RouteKind, size: int, segment_size: int, *, expires_per_payload: bool = True
 ) -> bool:
-    """Whether :func:`reference_terms` needs the topic's cleanup policy: chunks of several segments, and
+    """Whether :func:`cleanup_allowance` needs the topic's cleanup policy: chunks of several segments, and
     references to a store whose writes depend on it (``Store.expires_per_payload``: a TTL per payload)."""
     if kind is RouteKind.REFERENCE:
         return expires_per_payload
     return kind is RouteKind.CHUNKED and size > segment_size
 
 
-def reference_terms(kind: RouteKind, topic: str, size: int, segment_size: int, cleanup: str | None) -> ReferenceTerms:
-    """The terms of the chosen route on a topic with ``cleanup`` (None: unknown, or the check is off).
+def cleanup_allowance(
+    kind: RouteKind, topic: str, size: int, segment_size: int, cleanup: str | None
+) -> CleanupAllowance:
+    """What a topic with ``cleanup`` (None: unknown, or the check is off) allows the chosen route.
 
     :class:`CompactedTopicError` for chunks of several segments on a compacted topic (a forced
     ``route="chunked"``): compaction would keep only the last.
     """
-    if not terms_ask_cleanup_policy(kind, size, segment_size) or not is_compacting(cleanup):
-        return ORDINARY
+    if not allowance_asks_cleanup_policy(kind, size, segment_size) or not is_compacting(cleanup):
+        return EXPIRY_ALLOWED
     if kind is RouteKind.CHUNKED:
         raise CompactedTopicError(
             f"topic {topic!r} is compacted (cleanup.policy={cleanup}): route=chunked"
             " would lose all but the last segment of the message"
         )
-    return ReferenceTerms(persistent=keeps_forever(cleanup))
+    return CleanupAllowance(persistent=keeps_forever(cleanup))
 
 
 def refuses_chunks(size: int, segment_size: int, cleanup: str | None) -> bool:
@@ -219,23 +223,23 @@ def partition_missing(partition: int, count: int | None) -> bool:
 
 __all__ = [
     "CHUNKED_ROUTE",
-    "ORDINARY",
+    "EXPIRY_ALLOWED",
     "PLAIN_ROUTE",
+    "CleanupAllowance",
     "CompactedTopicError",
-    "ReferenceTerms",
     "Reroute",
     "RouteDecision",
     "RouteLimits",
     "StoreChoice",
     "after_policy",
+    "allowance_asks_cleanup_policy",
     "asks_cleanup_policy",
     "asks_partition_count",
     "by_size",
+    "cleanup_allowance",
     "is_compacting",
     "keeps_forever",
     "partition_missing",
-    "reference_terms",
     "refuses_chunks",
     "store_route",
-    "terms_ask_cleanup_policy",
 ]

@@ -24,30 +24,30 @@ from typing import Any
 
 from gateway.clock import Clock
 from gateway.core.route_choice import (
-    ORDINARY,
+    EXPIRY_ALLOWED,
+    CleanupAllowance,
     CompactedTopicError,
-    ReferenceTerms,
     Reroute,
     RouteDecision,
     StoreChoice,
+    allowance_asks_cleanup_policy,
+    cleanup_allowance,
     is_compacting,
     keeps_forever,
-    reference_terms,
     refuses_chunks,
     store_route,
-    terms_ask_cleanup_policy,
 )
 from gateway.policy import Policy, Route
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ORDINARY",
+    "EXPIRY_ALLOWED",
     "AdminDescriber",
+    "CleanupAllowance",
     "CleanupPolicies",
     "CompactedTopicError",
     "CompactionGuard",
-    "ReferenceTerms",
     "is_compacting",
     "keeps_forever",
     "reference_route",
@@ -122,7 +122,7 @@ class CompactionGuard:
         self._stores = stores
         self._segment_bytes = segment_bytes
 
-    def terms(
+    def cleanup_allowance(
         self,
         topic: str,
         size: int,
@@ -130,8 +130,9 @@ class CompactionGuard:
         segment_size: int | None = None,
         *,
         expires_per_payload: bool = True,
-    ) -> ReferenceTerms:
-        """The terms of the chosen route; :class:`CompactedTopicError` for several segments on a compacted topic.
+    ) -> CleanupAllowance:
+        """What ``topic``'s cleanup policy allows the chosen route; :class:`CompactedTopicError` for several
+        segments on a compacted topic.
 
         ``segment_size`` is what the message's key and headers leave of a segment (default: the
         configured segment size). ``expires_per_payload`` is the reference's store's
@@ -139,9 +140,9 @@ class CompactionGuard:
         several segments sent chunked and for references to a store whose writes depend on the answer.
         """
         segment_size = self._segment_bytes if segment_size is None else segment_size
-        if not terms_ask_cleanup_policy(chosen.kind, size, segment_size, expires_per_payload=expires_per_payload):
-            return ORDINARY  # an object store's reference is written the same on any topic
-        return reference_terms(chosen.kind, topic, size, segment_size, self.prepare(topic))
+        if not allowance_asks_cleanup_policy(chosen.kind, size, segment_size, expires_per_payload=expires_per_payload):
+            return EXPIRY_ALLOWED  # an object store's reference is written the same on any topic
+        return cleanup_allowance(chosen.kind, topic, size, segment_size, self.prepare(topic))
 
     def refuses_chunks(self, topic: str, size: int, segment_size: int) -> bool:
         """:func:`refuses_chunks` for a reference whose store is down, asked when that fallback comes up

@@ -5,32 +5,33 @@ arguments untouched. Chunked messages become LinkedIn segments that share key, p
 timestamp; their per-segment delivery reports are folded into one ``on_delivery`` call per
 logical message (:mod:`gateway.producer._segment_reports`). Reference messages are written to a store first and
 removed again if Kafka refuses the envelope (:mod:`gateway.producer.reference.writer`). This class only
-drives them (:mod:`gateway.producer._chunked_writer` for segments): every record of every route, and
+drives them (:mod:`gateway.producer._routed_send` for every record but a small plain one,
+:mod:`gateway.producer._chunked_writer` for segments): every record of every route, and
 every poll, flush, purge and transaction call, goes to librdkafka through one
-:class:`~gateway.producer._outbox.Outbox`, which keeps them in order; this class owns the auditing and tracing.
+:class:`~gateway.producer._outbox.Outbox`, which keeps them in order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway import tracing
-from gateway.auditing import Auditor, AuditType
+from gateway.auditing import Auditor
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as_is, as_bytes, headers_list
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
-from gateway.policy import Policy, Route, RouteKind, Router, as_policy
-from gateway.producer._config import confluent_config, parse_producer_config
+from gateway.policy import Policy, Route, Router, as_policy
+from gateway.producer._config import ProducerSettings, confluent_config, parse_producer_config
 from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
 from gateway.producer._parts import make_parts
 from gateway.producer._route_choice import forced_route
+from gateway.producer._routed_send import RoutedSend
 from gateway.producer.stream.writer import StreamWriter
-from gateway.protocol.peers.pointer_formats import check_payload, check_producer, check_route
+from gateway.protocol.peers.pointer_formats import check_producer
 from gateway.serialization import Serializers
 from gateway.store import Store, checked_stores
 
@@ -83,23 +84,10 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self.segment_bytes = self.settings.segment_bytes
         self.policy: Policy = as_policy(policy)
         self.stores: dict[str, Store] = checked_stores(stores)
-        missing = sorted(self.policy.store_names() - set(self.stores))
-        if missing:
-            raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(self.stores) or 'none'}")
-        encryption.check_stores(self.stores)
-        fmt = self.settings.reference_format
-        check_producer(
-            fmt,
-            stores=self.stores,
-            encrypted=encryption.enabled,
-            compression=self.settings.compression,
-            wrap_small=self.settings.wrap_small,
-        )
+        _check_stores(self.settings, self.policy, self.stores, encryption)
         self._plain_direct = not self._serializers and auditor is None and not self.settings.wrap_small
         """Whether a small plain record may skip the general path (see :meth:`_produce_direct`)."""
         self.health = {name: self.settings.store_health() for name in self.stores}
-        self._clock = clock
-        self._telemetry = tracing.client_info(conf)  # span and metric attributes: client.id, first broker
         self._auditor = auditor
         if auditor is not None:
             auditor.start()
@@ -111,13 +99,14 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._plain_up_to = self._routes.plain_up_to
         self._direct_room = self.settings.max_message_bytes - self.settings.overhead
         """Key and value bytes a record on the direct path may take, as :meth:`ProducerSettings.segment_room` counts."""
-        self._admission = parts.admission
         self._closed = False
         self._metrics = parts.metrics
         self._chunks = parts.chunks
         self._references = parts.references
+        self._routed = RoutedSend(self.settings, self.stores, parts, auditor, clock, tracing.client_info(conf))
+        """Every record but a small plain one: the chosen route's writer, audited and traced."""
         self._streams = StreamWriter(
-            self.settings, self.policy, self._routes, self._compaction, self._admission, self._references,
+            self.settings, self.policy, self._routes, self._compaction, parts.admission, self._references,
             self._outbox, encryption, clock, self.produce,
         )  # fmt: skip
 
@@ -163,7 +152,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         if self._serializers:  # the whole value, before the policy sees its size
             key, value = self._serializers.serialize(topic, key, value, headers)
         message = OutgoingMessage.of(topic, value, key, partition, on_delivery or callback, timestamp, headers)
-        self._produce_routed(
+        self._routed.send(
             message, self._routes.of(message) if route is None else forced_route(route), route is not None
         )
 
@@ -190,50 +179,6 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         if self._closed:
             raise RuntimeError(CLOSED)
         self._streams.send(topic, source, size, key, partition, on_delivery, timestamp, headers, route)
-
-    def _produce_routed(self, message: OutgoingMessage, chosen: Route, forced: bool) -> None:
-        """The general path: compaction's terms, auditing and tracing around the chosen route's writer."""
-        topic = message.topic
-        plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
-        segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
-        store = self.stores.get(chosen.store or "") if chosen.kind is RouteKind.REFERENCE else None
-        expires = store is None or store.expires_per_payload
-        terms = self._compaction.terms(  # raises for lost chunks
-            topic, message.size, chosen, segment_size, expires_per_payload=expires
-        )
-        auditor = self._auditor
-        if auditor is not None:
-            # stamp the record ourselves, so producer and consumer audit the same time bucket
-            message = message.stamped(self._clock.wall_ms)
-            auditor.record(topic, message.timestamp, 1, message.key_size + message.size, AuditType.ATTEMPT)
-            message = message.with_callback(_audited(auditor, message))
-        span = tracing.start_produce(message, self._telemetry)  # None without the otel extra
-        if span is not None:
-            message, segments_before = span.message, self._metrics.chunked_segments
-        try:
-            fmt = self.settings.reference_format
-            if fmt.pointer:  # what bakdata's or AWS's reader could not read is refused before any write
-                check_route(fmt, chosen.kind is RouteKind.CHUNKED)
-                if chosen.kind is RouteKind.REFERENCE and message.payload is not None:
-                    check_payload(fmt, message.payload)
-            if chosen.kind is RouteKind.REFERENCE:  # sent by reference, or chunked where the store is down
-                self._admission.check(message)  # what Kafka would refuse, refused before the store write
-                send = partial(self._references.send, chosen, forced, persistent=terms.persistent)
-                chosen = self._outbox.join(send, message) or chosen
-            elif chosen.kind is RouteKind.PLAIN:
-                self._outbox.produce_plain(message)
-                self._metrics.plain(message)
-            elif chosen.kind is RouteKind.CHUNKED:
-                self._outbox.send_message(self._chunks.send, message)
-        except BaseException as exc:
-            if auditor is not None:
-                auditor.record(topic, message.timestamp, 1, message.size, AuditType.FAILURE)
-            if span is not None:
-                span.failed(exc)
-            raise
-        if span is not None:
-            segments = self._metrics.chunked_segments - segments_before if chosen.kind is RouteKind.CHUNKED else 1
-            span.routed(chosen.kind.value, chosen.store, segments)
 
     def _produce_direct(
         self, topic: Any, value: bytes, key: Any, partition: Any, on_delivery: Any, timestamp: Any
@@ -300,17 +245,21 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._closed = True  # from here on produce() refuses, whatever the flush raised
 
 
-def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:
-    """``message``'s callback, recording SUCCESS or FAILURE in the audit bucket its ATTEMPT went to first."""
-    on_delivery = message.on_delivery
-    topic, timestamp, size = message.topic, message.timestamp, message.key_size + message.size
-
-    def report(err: Any, msg: Any) -> None:
-        auditor.record(topic, timestamp, 1, size, AuditType.FAILURE if err is not None else AuditType.SUCCESS)
-        if on_delivery is not None:
-            on_delivery(err, msg)
-
-    return report
+def _check_stores(
+    settings: ProducerSettings, policy: Policy, stores: Mapping[str, Store], encryption: ReferenceEncryption
+) -> None:
+    """Refuse, before anything is made, stores that the policy, the encryption or a peer's format cannot use."""
+    missing = sorted(policy.store_names() - set(stores))
+    if missing:
+        raise ConfigurationError(f"the policy routes to {missing}, but stores= has {sorted(stores) or 'none'}")
+    encryption.check_stores(stores)
+    check_producer(
+        settings.reference_format,
+        stores=stores,
+        encrypted=encryption.enabled,
+        compression=settings.compression,
+        wrap_small=settings.wrap_small,
+    )
 
 
 __all__ = ["HybridProducer", "KafkaError", "KafkaException"]

@@ -248,7 +248,7 @@ def test_an_envelope_that_cannot_be_queued_deletes_the_streamed_payload(
         def refuse(*args: Any, **kwargs: Any) -> None:
             raise BufferError("Local: Queue full")
 
-        monkeypatch.setattr(sending._references, "_send", refuse)
+        monkeypatch.setattr(sending._references._outcomes, "_send", refuse)
         value = payload(2 * PART + 1)
         with pytest.raises(BufferError):
             sending.produce_stream(topic, io.BytesIO(value), len(value), route=f"reference:{store}")

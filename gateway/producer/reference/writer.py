@@ -9,7 +9,8 @@ leaves something ``gateway gc`` can find. A store that keeps failing is skipped 
 interval, see :mod:`gateway.health`) and the message goes chunked instead when it is small enough
 and nothing it was promised is lost on the way (:mod:`gateway.producer.reference._fallback`).
 
-No Kafka client here: records go out through the ``send`` callable the producer passes in, so the
+No Kafka client here: records go out through the ``send`` callable the producer passes in (its envelope
+or fallback by :mod:`gateway.producer.reference._outcomes`), so the
 whole route is unit-tested with an in-memory store.
 """
 
@@ -23,20 +24,19 @@ from functools import partial
 from gateway.clock import SYSTEM_CLOCK, Clock
 from gateway.config import DEFAULT_MAX_PAYLOAD_BYTES
 from gateway.core.outgoing import OutgoingMessage, Send
-from gateway.core.routes import envelope_record
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError, MessageTooLargeError, StoreError, StoreUnavailableError
 from gateway.health import StoreHealth
-from gateway.policy import CHUNKED, Route
+from gateway.policy import Route
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer.reference._bookkeeping import ReferenceBookkeeping
 from gateway.producer.reference._envelope_delivery import EnvelopeDelivery
 from gateway.producer.reference._fallback import FallbackGuard
+from gateway.producer.reference._outcomes import WriteOutcomes
 from gateway.producer.reference._sealing import stored_form
 from gateway.producer.reference.digests import PayloadDigester
 from gateway.producer.reference.transactions import TransactionLedger
 from gateway.producer.reference.window import WriteInFlight, WriteWindow
-from gateway.protocol.envelope import Envelope
 from gateway.protocol.peers.pointer_formats import ReferenceFormat, pointer_message_id
 from gateway.store import Payload, Store
 from gateway.telemetry.logs import RateLimitedLog
@@ -77,7 +77,6 @@ class ReferenceWriter(ReferenceBookkeeping):
         self.max_payload = max_payload
         """``reference.max.payload.bytes``: a larger payload is refused, as consumers would refuse its envelope."""
         self.metrics = metrics if metrics is not None else ProducerMetrics()
-        self._send = send
         self._clock = clock
         self._reports = EnvelopeDelivery(self.metrics)
         self._digests = PayloadDigester(checksum)
@@ -87,21 +86,23 @@ class ReferenceWriter(ReferenceBookkeeping):
         self.transaction = TransactionLedger()
         self.window = window if isinstance(window, WriteWindow) else WriteWindow(window, dict(stores))
         """The outbox's queue of pending writes; the outbox closes it."""
-        self._send_chunked = send_chunked or _no_chunking
-        self._refuses_chunks = refuses_chunks or _chunks_allowed
-        """Whether a message may not fall back to chunks for its topic's sake (compaction), asked only when
-        a fallback comes up, so that no write waits for what the answer needs (a ``cleanup.policy``)."""
         self._encryption = encryption if encryption is not None else ReferenceEncryption(None)
         """``reference.encryption``: seals each payload for its store write (docs/security.md)."""
-        warnings = RateLimitedLog(log, warning_interval_s, clock.monotonic)
-        self._fallbacks = FallbackGuard(fallback_cap, self._encryption.enabled, self.metrics, warnings)
         self.format = reference_format
         """``reference.format``: envelopes, or the pointer records bakdata's or AWS's readers follow."""
+        warnings = RateLimitedLog(log, warning_interval_s, clock.monotonic)
+        fallbacks = FallbackGuard(fallback_cap, self._encryption.enabled, self.metrics, warnings)
+        self._outcomes = WriteOutcomes(
+            health, send, self._reports, self.transaction, fallbacks, metrics=self.metrics, clock=clock,
+            send_chunked=send_chunked or _no_chunking, refuses_chunks=refuses_chunks or _chunks_allowed,
+            reference_format=reference_format,
+        )  # fmt: skip
+        """What each write's answer leads to: its envelope, or the fallback."""
 
     @property
     def fallback_cap(self) -> int:
         """``reference.fallback.inline.max.bytes``: the largest message sent inline when its store is down."""
-        return self._fallbacks.cap
+        return self._outcomes.fallback_cap
 
     def send(self, route: Route, forced: bool, message: OutgoingMessage, *, persistent: bool = False) -> Route:
         """Send ``message`` by reference; returns the route it took: ``route``, or ``CHUNKED`` after falling back.
@@ -134,7 +135,7 @@ class ReferenceWriter(ReferenceBookkeeping):
         pipeline = self.window.pipeline_for(name)
         now = self._clock.wall_ms()
         if not self.health[name].allow(now) and not self._probe_answered(name):
-            return partial(self._fallback, name, forced, message, "is marked unhealthy")
+            return partial(self._outcomes.fallback, name, forced, message, "is marked unhealthy")
         payload = message.payload if message.payload is not None else b""
         started = self._clock.monotonic()
         message_id = (
@@ -153,7 +154,7 @@ class ReferenceWriter(ReferenceBookkeeping):
                     message.topic, message_id, stored, pending_since_ms=now, persistent=persistent
                 )
             except StoreError as exc:
-                return partial(self._put_failed, name, forced, message, now + self._ms_since(started), exc)
+                return partial(self._outcomes.failed, name, forced, message, now + self._ms_since(started), exc)
         digest = self._digests.begin(form.digested, store)  # after a submit: the server takes the write meanwhile
         digest.encryption = form.encryption
         digest.compression = form.codec
@@ -181,10 +182,10 @@ class ReferenceWriter(ReferenceBookkeeping):
                 persistent=persistent,
             )
         except StoreError as exc:
-            return self._put_failed(
+            return self._outcomes.failed(
                 write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc
             )
-        self._put_succeeded(write)
+        self._outcomes.succeeded(write)
         return route
 
     @property
@@ -194,7 +195,7 @@ class ReferenceWriter(ReferenceBookkeeping):
 
     def settle_write(self, write: WriteInFlight) -> None:
         """A write made outside the window (a stream's): its envelope, delivery and rollback as any write's."""
-        self._put_succeeded(write)
+        self._outcomes.succeeded(write)
 
     def check_declared(self, size: int) -> None:
         """:meth:`_check_declared`, for a stream's declared size before it is read."""
@@ -239,64 +240,16 @@ class ReferenceWriter(ReferenceBookkeeping):
                 if write.pipeline is not None:
                     write.pipeline.confirm()
             except StoreError as exc:
-                self._put_failed(write.name, write.forced, message, write.sent_ms + self._ms_since(write.started), exc)
+                now = write.sent_ms + self._ms_since(write.started)
+                self._outcomes.failed(write.name, write.forced, message, now, exc)
                 return
-            self._put_succeeded(write)
+            self._outcomes.succeeded(write)
         except Exception as exc:  # noqa: BLE001 - produce() has returned: the message's callback hears of it
             log.error("reference message to %s failed after produce() returned: %s", message.topic, exc)
             self.window.failed(message.on_delivery, exc, message)  # reported by the next poll() or flush()
 
-    def _put_failed(self, name: str, forced: bool, message: OutgoingMessage, now: int, exc: StoreError) -> Route:
-        """Count the failure; sent chunked (``CHUNKED``) when the store is unavailable and the message may
-        fall back, else raise."""
-        self.metrics.store_put_failures += 1
-        self.health[name].failure(now)
-        if isinstance(exc, StoreUnavailableError) or isinstance(exc.__cause__, OSError):
-            return self._fallback(name, forced, message, f"failed: {exc}", exc)
-        raise exc
-
-    def _put_succeeded(self, write: WriteInFlight) -> None:
-        put_seconds = self._clock.monotonic() - write.started
-        self.metrics.store_put(write.name, put_seconds)
-        self.health[write.name].success(write.sent_ms + int(put_seconds * 1000))
-        message, digest = write.message, write.digest
-        fields = Envelope(
-            write.name,
-            write.locator,
-            digest.size,  # the application's size, or the sealed bytes' when sealed
-            digest.result(),
-            write.message_id,
-            checksum=digest.checksum,
-            compression=digest.compression,
-            encryption=digest.encryption,
-        )
-        record = envelope_record(message, fields, self.format)
-        record["on_delivery"] = self._reports.callback(
-            write.store, write.locator, message.payload, message.header_list, message.on_delivery
-        )
-        try:
-            self._send(message.topic, record)
-        except BaseException as exc:  # not even queued: the payload is deleted before raising
-            self._reports.rollback(write.store, write.locator, exc)
-            raise
-        self.transaction.wrote(write.store, write.locator)
-        self.metrics.reference(write.name, message.size, len(record["value"]) + message.key_size)
-
     def _ms_since(self, started: float) -> int:
         return int((self._clock.monotonic() - started) * 1000)
-
-    def _fallback(
-        self, name: str, forced: bool, message: OutgoingMessage, why: str, cause: BaseException | None = None
-    ) -> Route:
-        """The one fallback path: the message goes chunked now, in its turn, or the refusal is raised.
-
-        Whether the store was found down before the write (health), by the write in ``produce``, or
-        by a write confirmed later from the window, this is where it is done; the guard decides.
-        """
-        refused = forced or self._refuses_chunks(message)  # a compacted topic's: as if forced
-        self._fallbacks.check(name, refused, message.topic, message.size, why, cause)
-        self._send_chunked(message)
-        return CHUNKED
 
     def close(self) -> None:
         """Stop the hashing worker, if one was started, and end the stores' open journal batches.

@@ -158,10 +158,10 @@ class StreamWriter:
         references.check_declared(self._encryption.stored_size(size))
         self._admission.check(message)
         segment = self._settings.chunk_size_for(message.key_bytes, message.header_list)
-        terms = self._compaction.terms(
+        allowed = self._compaction.cleanup_allowance(
             message.topic, size, route, segment, expires_per_payload=store.expires_per_payload
         )
-        persistent = terms.persistent
+        persistent = allowed.persistent
         # one turn of the outbox's queue: the writes ahead of it settle first, its envelope goes in produce order
         self._outbox.send_message(
             lambda queued: self._upload(name, store, forced, queued, source, size, persistent), message

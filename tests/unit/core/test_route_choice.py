@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gateway.core.route_choice import (
     CHUNKED_ROUTE,
-    ORDINARY,
+    EXPIRY_ALLOWED,
     PLAIN_ROUTE,
     CompactedTopicError,
     Reroute,
@@ -16,16 +16,16 @@ from gateway.core.route_choice import (
     RouteLimits,
     StoreChoice,
     after_policy,
+    allowance_asks_cleanup_policy,
     asks_cleanup_policy,
     asks_partition_count,
     by_size,
+    cleanup_allowance,
     is_compacting,
     keeps_forever,
     partition_missing,
-    reference_terms,
     refuses_chunks,
     store_route,
-    terms_ask_cleanup_policy,
 )
 from gateway.errors import ConfigurationError, ReferenceFormatError
 from gateway.protocol.records import RouteKind
@@ -97,21 +97,21 @@ def test_a_rerouted_message_goes_to_the_policys_store_for_the_topic_else_the_onl
 @given(st.sampled_from(list(RouteKind)), sizes, st.integers(min_value=1, max_value=10_000), cleanups)
 def test_the_terms_of_a_route_on_a_topic(kind: RouteKind, size: int, segment_size: int, cleanup: str | None) -> None:
     several = size > segment_size
-    if not terms_ask_cleanup_policy(kind, size, segment_size):
-        assert reference_terms(kind, "t", size, segment_size, cleanup) is ORDINARY
+    if not allowance_asks_cleanup_policy(kind, size, segment_size):
+        assert cleanup_allowance(kind, "t", size, segment_size, cleanup) is EXPIRY_ALLOWED
         return
     if kind is RouteKind.CHUNKED and is_compacting(cleanup):
         with pytest.raises(CompactedTopicError, match="route=chunked"):
-            reference_terms(kind, "t", size, segment_size, cleanup)
+            cleanup_allowance(kind, "t", size, segment_size, cleanup)
         return
-    terms = reference_terms(kind, "t", size, segment_size, cleanup)
+    allowed = cleanup_allowance(kind, "t", size, segment_size, cleanup)
     if not is_compacting(cleanup):
-        assert terms is ORDINARY
+        assert allowed is EXPIRY_ALLOWED
     else:
-        assert terms.persistent is keeps_forever(cleanup)
+        assert allowed.persistent is keeps_forever(cleanup)
     assert refuses_chunks(size, segment_size, cleanup) is (several and is_compacting(cleanup))
     if kind is RouteKind.REFERENCE:  # a store that expires nothing per payload writes the same on any topic
-        assert not terms_ask_cleanup_policy(kind, size, segment_size, expires_per_payload=False)
+        assert not allowance_asks_cleanup_policy(kind, size, segment_size, expires_per_payload=False)
 
 
 def test_unknown_cleanup_policies_count_as_not_compacted() -> None:

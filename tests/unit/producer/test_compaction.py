@@ -9,10 +9,10 @@ import pytest
 from gateway.policy import Route, SizeThresholdPolicy, TopicOverride
 from gateway.producer._compaction import (
     RETRY_UNKNOWN_S,
+    CleanupAllowance,
     CleanupPolicies,
     CompactedTopicError,
     CompactionGuard,
-    ReferenceTerms,
     is_compacting,
     keeps_forever,
     reference_route,
@@ -94,7 +94,7 @@ def test_prepare_asks_once_ahead_and_the_messages_after_it_ask_nothing() -> None
     guard = CompactionGuard(CleanupPolicies(describe, ManualClock().clock(), 60), SizeThresholdPolicy(), stores, 100)
     assert (guard.prepare("c"), guard.prepare("d")) == ("compact", "delete")
     assert asked == ["c", "d"]
-    assert guard.terms("c", 1_000, Route.reference("redis")).persistent
+    assert guard.cleanup_allowance("c", 1_000, Route.reference("redis")).persistent
     assert guard.refuses_chunks("c", 1_000, 100) and not guard.refuses_chunks("d", 1_000, 100)
     assert guard.compacted("c") and not guard.compacted("d")
     assert asked == ["c", "d"], "answered from what prepare learned"
@@ -110,7 +110,7 @@ def test_several_segments_are_counted_with_what_the_key_and_headers_leave_of_a_s
     assert not guard.refuses_chunks("c", 90, 100), "one segment: may fall back to chunks"
     assert guard.refuses_chunks("c", 90, 50), "two: compaction would lose one"
     with pytest.raises(CompactedTopicError):
-        guard.terms("c", 90, Route.chunked(), segment_size=50)
+        guard.cleanup_allowance("c", 90, Route.chunked(), segment_size=50)
 
 
 def test_a_reference_to_a_store_that_expires_by_prefix_asks_nothing_until_it_falls_back() -> None:
@@ -123,8 +123,9 @@ def test_a_reference_to_a_store_that_expires_by_prefix_asks_nothing_until_it_fal
         return "compact"
 
     guard = CompactionGuard(CleanupPolicies(describe, ManualClock().clock(), 60), SizeThresholdPolicy(), {}, 100)
-    terms = guard.terms("c", 1_000, Route.reference("s3"), expires_per_payload=False)
-    assert terms == ReferenceTerms() and asked == []
+    allowed = guard.cleanup_allowance("c", 1_000, Route.reference("s3"), expires_per_payload=False)
+    assert allowed == CleanupAllowance() and asked == []
     assert guard.refuses_chunks("c", 1_000, 100) and asked == ["c"], "the fallback asks, and is refused"
-    assert guard.terms("c", 1_000, Route.reference("redis")).persistent, "a store with a TTL per payload asks"
+    redis = Route.reference("redis")
+    assert guard.cleanup_allowance("c", 1_000, redis).persistent, "a store with a TTL per payload asks"
     assert asked == ["c"], "answered from the cache"

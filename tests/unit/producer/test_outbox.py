@@ -243,3 +243,113 @@ def test_the_queues_doors_are_called_by_the_outbox_alone_and_each_route_once() -
     writer = sorted(calls["reference/writer.py"])
     assert writer.count("window.send_in_turn") == 1, "the writer's one door for what does not join the queue"
     assert "window.in_turn" not in writer, "the writer wraps no call site of its own"
+
+
+def _outbox_methods_reaching_librdkafka() -> dict[str, set[str]]:
+    """For each method of :class:`Outbox`, the ways it reaches librdkafka's producer (``self._client.<door>``)."""
+    import ast
+    import inspect
+    import textwrap
+
+    import gateway.producer._outbox as module
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(module.Outbox)))
+    reached: dict[str, set[str]] = {}
+    for method in ast.walk(tree):
+        if isinstance(method, ast.FunctionDef):
+            for node in ast.walk(method):
+                inner = node.value if isinstance(node, ast.Attribute) else None
+                if isinstance(inner, ast.Attribute) and inner.attr == "_client" and isinstance(inner.value, ast.Name):
+                    reached.setdefault(method.name, set()).add(node.attr)  # type: ignore[union-attr]
+    return reached
+
+
+def test_the_outbox_reaches_librdkafka_only_through_its_door_each_call_in_turn() -> None:
+    """Guard: "drain first" has one owner, the door (:class:`Librdkafka`). An outbox method reaches the raw
+    producer only by ``in_turn`` (after every write in flight); the record path (``produce``, ``serve``) only
+    where the turn is the caller's or the queue is idle; ``ask`` only for the questions that send no record.
+    A new method that called the producer another way, or asked where it should wait its turn, fails here."""
+    import ast
+    import inspect
+    import textwrap
+
+    import gateway.producer._outbox as module
+
+    record_path = {"produce": {"produce"}, "_produce_now": {"produce"}, "__init__": {"produce", "serve"}}
+    questions = {"__len__", "cluster_id", "set_sasl_credentials", "list_topics"}
+    for method, doors in _outbox_methods_reaching_librdkafka().items():
+        if method in record_path:
+            assert doors == record_path[method], (method, doors)
+        elif method in questions:
+            assert doors == {"ask"}, (method, doors)
+        elif method == "librdkafka":
+            assert doors == {"outside_the_order"}, "HybridProducer.inner's escape, and nothing else's"
+        else:
+            assert doors == {"in_turn"}, f"Outbox.{method} reaches librdkafka by {doors}, not in its turn"
+    # the raw producer is held by the door alone: no other name of the module holds or calls it
+    source = textwrap.dedent(inspect.getsource(module))
+    holders = {
+        cls.name
+        for cls in ast.walk(ast.parse(source))
+        if isinstance(cls, ast.ClassDef)
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Attribute) and node.attr == "_producer"
+    }
+    assert holders == {"Librdkafka"}, holders
+    assert not any(isinstance(value, Kafka) for value in vars(outbox()[0]).values()), "only the door holds it"
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("poll", lambda box: box.poll(0)),
+        ("flush", lambda box: box.flush(0)),
+        ("purge", lambda box: box.purge()),
+        ("init_transactions", lambda box: box.init_transactions()),
+        ("begin_transaction", lambda box: box.begin_transaction()),
+        ("send_offsets_to_transaction", lambda box: box.send_offsets_to_transaction([], object())),
+        ("commit_transaction", lambda box: box.commit_transaction()),
+        ("abort_transaction", lambda box: box.abort_transaction()),
+        ("close", lambda box: box.close([])),
+    ],
+)
+def test_each_call_of_the_outbox_that_sends_no_record_reaches_librdkafka_after_the_writes_in_flight(
+    name: str, call: Any
+) -> None:
+    """At run time, for every method the guard above finds reaching librdkafka in turn (none left out)."""
+    in_turn = {method for method, doors in _outbox_methods_reaching_librdkafka().items() if doors == {"in_turn"}}
+    assert name in in_turn and in_turn <= {
+        "poll",
+        "flush",
+        "purge",
+        "init_transactions",
+        "begin_transaction",
+        "send_offsets_to_transaction",
+        "commit_transaction",
+        "abort_transaction",
+        "close",
+    }, in_turn
+    box, kafka, writer = outbox()
+    writer.send(ROUTE, False, OutgoingMessage.of("t", b"by reference"))
+    call(box)
+    assert kafka.calls[:2] == ["envelope", name], kafka.calls
+
+
+def test_the_producers_surface_reaches_librdkafka_only_through_the_outbox() -> None:
+    """Issue 40 point 2: no module of the producer but the outbox holds the raw client or its door, and
+    ``HybridProducer.inner`` is the one escape from the outbox's order (named so)."""
+    import ast
+    from pathlib import Path
+
+    import gateway.producer
+
+    root = Path(gateway.producer.__file__).parent
+    reaches: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in {"_client", "librdkafka", "outside_the_order"}:
+                reaches.setdefault(str(path.relative_to(root)), []).append(node.attr)
+            if isinstance(node, ast.Name) and node.id in {"Librdkafka", "ExactProducer"}:
+                reaches.setdefault(str(path.relative_to(root)), []).append(node.id)
+    outside = {path: names for path, names in reaches.items() if path != "_outbox.py"}
+    assert outside == {"_confluent_methods.py": ["librdkafka"]}, outside
