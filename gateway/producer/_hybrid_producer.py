@@ -29,6 +29,7 @@ from gateway.producer._config import confluent_config, parse_producer_config
 from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
 from gateway.producer._parts import make_parts
 from gateway.producer._route_choice import forced_route
+from gateway.producer._topic_warmup import TopicWarmup
 from gateway.producer.stream.writer import StreamWriter
 from gateway.protocol.peers.pointer_formats import check_payload, check_producer, check_route
 from gateway.serialization import Serializers
@@ -106,6 +107,8 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         parts = make_parts(self.settings, conf, self.policy, self.stores, self.health, clock, encryption)
         self._outbox = parts.outbox
         """The one way to librdkafka: records of every route in order, the write window and its time bound."""
+        self._warmup = TopicWarmup(self._outbox.list_topics)
+        """librdkafka told of a topic when its first reference message starts (its envelope comes last)."""
         self._compaction = parts.compaction
         self._routes = parts.routes
         self._plain_up_to = self._routes.plain_up_to
@@ -197,6 +200,8 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
         segment_size = None if plain else self.settings.chunk_size_for(message.key_bytes, message.header_list)
         store = self.stores.get(chosen.store or "") if chosen.kind is RouteKind.REFERENCE else None
+        if store is not None:
+            self._warmup.touch(topic)  # before any wait of this message's own: the store write, the lookup below
         expires = store is None or store.expires_per_payload
         terms = self._compaction.terms(  # raises for lost chunks
             topic, message.size, chosen, segment_size, expires_per_payload=expires
@@ -291,7 +296,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         """
         if self._closed:
             return False
-        after: list[Callable[[], object]] = [self._references.close, self._compaction.close]
+        after: list[Callable[[], object]] = [self._references.close, self._compaction.close, self._warmup.close]
         if self._auditor is not None:
             after += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
         return self._outbox.close([lambda: self.flush(timeout), self._refuse_produce], after)
