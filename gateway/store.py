@@ -50,11 +50,12 @@ class Store(abc.ABC):
     """Whether ``put`` wants the payload's SHA-256 (S3 checks the upload against it); a store that does
     not lets the producer hash in parallel with the write."""
 
-    expires_per_payload: ClassVar[bool] = True
+    expires_per_payload: bool = True
     """Whether ``put(..., persistent=True)`` changes what is written: a store that expires each payload
-    itself (Redis's TTL) must hear that a compact-only topic's payload is kept forever, so the producer
+    itself (Redis with a TTL) must hear that a compact-only topic's payload is kept forever, so the producer
     learns the topic's ``cleanup.policy`` before writing to it; a store whose expiry is a rule on a
-    prefix (the object stores) writes the same either way, so its writes never wait for that lookup."""
+    prefix (the object stores), or that expires nothing (Redis without a TTL), writes the same either
+    way, so its writes never wait for that lookup. An instance may decide (RedisStore: by its TTL)."""
 
     reads_in_groups: ClassVar[bool] = False
     """Whether :meth:`get_many` reads several payloads in one round trip, so that the consumer groups

@@ -30,6 +30,7 @@ from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMeth
 from gateway.producer._parts import make_parts
 from gateway.producer._route_choice import forced_route
 from gateway.producer._routed_send import RoutedSend
+from gateway.producer._topic_warmup import TopicWarmup
 from gateway.producer.stream.writer import StreamWriter
 from gateway.protocol.peers.pointer_formats import check_producer
 from gateway.serialization import Serializers
@@ -94,6 +95,8 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         parts = make_parts(self.settings, conf, self.policy, self.stores, self.health, clock, encryption)
         self._outbox = parts.outbox
         """The one way to librdkafka: records of every route in order, the write window and its time bound."""
+        self._warmup = TopicWarmup(self._outbox.list_topics)
+        """librdkafka told of a topic when its first reference message starts (its envelope comes last)."""
         self._compaction = parts.compaction
         self._routes = parts.routes
         self._plain_up_to = self._routes.plain_up_to
@@ -103,7 +106,9 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._metrics = parts.metrics
         self._chunks = parts.chunks
         self._references = parts.references
-        self._routed = RoutedSend(self.settings, self.stores, parts, auditor, clock, tracing.client_info(conf))
+        self._routed = RoutedSend(
+            self.settings, self.stores, parts, auditor, clock, tracing.client_info(conf), self._warmup
+        )
         """Every record but a small plain one: the chosen route's writer, audited and traced."""
         self._streams = StreamWriter(
             self.settings, self.policy, self._routes, self._compaction, parts.admission, self._references,
@@ -236,7 +241,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         """
         if self._closed:
             return False
-        after: list[Callable[[], object]] = [self._references.close, self._compaction.close]
+        after: list[Callable[[], object]] = [self._references.close, self._compaction.close, self._warmup.close]
         if self._auditor is not None:
             after += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
         return self._outbox.close([lambda: self.flush(timeout), self._refuse_produce], after)

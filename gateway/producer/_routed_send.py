@@ -19,6 +19,7 @@ from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.policy import Route, RouteKind
 from gateway.producer._config import ProducerSettings
 from gateway.producer._parts import ProducerParts
+from gateway.producer._topic_warmup import TopicWarmup
 from gateway.protocol.peers.pointer_formats import check_payload, check_route
 from gateway.store import Store
 
@@ -34,6 +35,7 @@ class RoutedSend:
         auditor: Auditor | None,
         clock: Clock,
         telemetry: tracing.ClientInfo,
+        warmup: TopicWarmup,
     ) -> None:
         self._settings = settings
         self._stores = stores
@@ -41,6 +43,8 @@ class RoutedSend:
         self._auditor = auditor
         self._clock = clock
         self._telemetry = telemetry
+        self._warmup = warmup
+        """librdkafka told of a topic when its first reference message starts (its envelope comes last)."""
         """Span and metric attributes (client.id, first broker)."""
         self._pointer = settings.reference_format if settings.reference_format.pointer else None
         """``reference.format`` when it is a peer's pointer (bakdata, aws), read once: it is fixed per producer."""
@@ -76,6 +80,8 @@ class RoutedSend:
         plain = chosen.kind is RouteKind.PLAIN  # no segments: what key and headers leave of one does not matter
         segment_size = None if plain else self._settings.chunk_size_for(message.key_bytes, message.header_list)
         store = self._stores.get(chosen.store or "") if chosen.kind is RouteKind.REFERENCE else None
+        if store is not None:
+            self._warmup.touch(message.topic)  # before any wait of this message's own: the store write, the lookup
         expires = store is None or store.expires_per_payload
         allowed = self._parts.compaction.cleanup_allowance(
             message.topic, message.size, chosen, segment_size, expires_per_payload=expires

@@ -166,6 +166,9 @@ class RedisStore(RedisStreamWrites, RedisReads, RedisRanges, RedisJournal):
         self.name = validate_store_name(name)
         self.prefix = prefix
         self.ttl_seconds = ttl_seconds
+        self.expires_per_payload = ttl_seconds is not None
+        """Without a TTL a compact-only topic's payload is written as any other's (it never expires either),
+        so the producer's first reference to a topic does not wait for the topic's ``cleanup.policy``."""
         self.entry_bytes = entry_bytes
         self.max_entries = max_entries
         self.pending_key, self.index_key = flat_journal_keys(prefix)
@@ -224,7 +227,9 @@ class RedisStore(RedisStreamWrites, RedisReads, RedisRanges, RedisJournal):
     ) -> str:
         """Write the payload's entries, its pending mark and its index entry in one MULTI/EXEC.
 
-        A ``persistent`` payload (a compacted topic's) gets no TTL and goes in the ``:kept`` index.
+        A ``persistent`` payload (a compacted topic's) gets no TTL and goes in the ``:kept`` index. The
+        producer says so only to a store with a TTL (``expires_per_payload``): without one, every payload
+        already lives until it is deleted, and asking the brokers would delay a topic's first write.
 
         In the slotted layout all of them share the bucket's hash tag, so the transaction runs on
         the one master that owns the slot. ``sha256`` is accepted for the :class:`Store` contract

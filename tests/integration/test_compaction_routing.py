@@ -156,3 +156,24 @@ def test_an_object_stores_reference_is_written_without_asking_and_its_fallback_a
         finally:
             kafka.delete_topic(other)
     assert len(list(store.list_locators(topic))) == 2
+
+
+@pytest.mark.parametrize("ttl", [None, 3600], ids=["no-ttl", "ttl"])
+def test_a_redis_reference_asks_for_the_cleanup_policy_only_when_the_store_has_a_ttl(
+    kafka: KafkaService, topic: str, compacted_topics: set[str], asked: list[str], redis_client: Any, ttl: int | None
+) -> None:
+    """Issue 42.3: a fresh producer's first Redis reference waited for the topic's cleanup.policy (an
+    admin connection and two requests, about 20 ms) although a store without a TTL writes a compacted
+    topic's payload exactly as any other: it never expires either. With a TTL the answer decides the
+    payload's expiry, so it is asked, once, and a compact-only topic's payload gets none."""
+    compacted_topics.add(topic)
+    store = RedisStore(redis_client, prefix=topic, ttl_seconds=ttl)
+    with _producer(kafka, store, reference_above=SEGMENT, store="redis") as producer:
+        producer.produce(topic, b"v" * (3 * SEGMENT), key=b"k")
+        producer.produce(topic, b"w" * (3 * SEGMENT), key=b"k", route="reference:redis")
+        assert producer.flush(30) == 0
+        assert asked == ([] if ttl is None else [topic])
+        assert producer.metrics()["reference.messages"] == 2
+    locators = [locator for locator, _ in store.list_locators(topic)]
+    assert len(locators) == 2
+    assert all(redis_client.ttl(locator.split("#")[0] + ":0") == -1 for locator in locators), "kept forever"

@@ -77,11 +77,22 @@ class PayloadDigester:
         """The envelope's algorithm, whatever the store."""
         return CHECKSUM_SHA256 if self.setting == "sha256" else CHECKSUM_BLAKE3
 
+    def hashes_beside(self, payload: bytes | bytearray | memoryview, store: Store) -> bool:
+        """Whether :meth:`begin` hands ``payload`` to the worker (and returns at once) rather than hashing it here.
+
+        Such a digest is begun before the store write is sent: sending a payload larger than the
+        socket's buffer blocks until the server has read most of it, and a digest begun after that
+        overlapped the next message's write but never its own, so the last message of every burst (and
+        a lone one) paid write plus hash. A digest hashed here stays after the send, where a payload
+        the socket buffer takes at once lets the server read while this thread hashes.
+        """
+        store_takes_it = self.checksum == CHECKSUM_SHA256 and store.needs_digest_to_write
+        return memoryview(payload).nbytes >= self.overlap_from and not store_takes_it
+
     def begin(self, payload: bytes | bytearray | memoryview, store: Store) -> PendingDigest:
         checksum = self.checksum
-        store_takes_it = checksum == CHECKSUM_SHA256 and store.needs_digest_to_write
         size = memoryview(payload).nbytes
-        if size < self.overlap_from or store_takes_it:
+        if not self.hashes_beside(payload, store):
             return PendingDigest(checksum, size, digest_of(checksum, payload))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-digest")

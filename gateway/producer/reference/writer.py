@@ -148,6 +148,8 @@ class ReferenceWriter(ReferenceBookkeeping):
         if form.recheck_size:
             self._check_declared(len(stored))  # compressed, then sealed: its size is known only now
         locator = ""
+        beside = self._digests.hashes_beside(form.digested, store)
+        early = self._digests.begin(form.digested, store) if beside else None  # hashed while it is sent
         if pipeline is not None:
             try:
                 locator = pipeline.submit(
@@ -155,7 +157,8 @@ class ReferenceWriter(ReferenceBookkeeping):
                 )
             except StoreError as exc:
                 return partial(self._outcomes.failed, name, forced, message, now + self._ms_since(started), exc)
-        digest = self._digests.begin(form.digested, store)  # after a submit: the server takes the write meanwhile
+        # hashed here after a submit: the server takes the write meanwhile
+        digest = early if early is not None else self._digests.begin(form.digested, store)
         digest.encryption = form.encryption
         digest.compression = form.codec
         write = WriteInFlight(

@@ -227,3 +227,28 @@ def test_a_probe_in_the_window_is_answered_before_the_next_message_falls_back() 
     w.send(ROUTE, False, message(b"next"))
     assert chunked == [], "the next message waited for the probe's answer instead of falling back"
     assert health.healthy and len(sent.records) == 1 and w.in_flight == 1
+
+
+@pytest.mark.parametrize(("large", "order"), [(True, ["digest", "submit"]), (False, ["submit", "digest"])])
+def test_a_large_payload_is_hashed_while_its_write_is_sent_and_a_small_one_after(large: bool, order: list[str]) -> None:
+    """Issue 42.3: a 10 MB write blocks in ``sendall`` until the server has read most of it, and its digest
+    was begun only then, so a lone message or a burst's last paid write plus hash; a worker now hashes it
+    during the send. A small payload, hashed in line, still follows its send (the socket takes it at once)."""
+    from gateway.producer.reference.digests import OVERLAP_FROM_BYTES
+
+    store = PipeliningMemoryStore()
+    w, sent, _ = windowed(store, window=4)
+    begin = w._digests.begin
+
+    def traced(payload: Any, on: Any) -> Any:
+        store.calls.append("digest")
+        return begin(payload, on)
+
+    w._digests.begin = traced  # type: ignore[method-assign]
+    value = bytes(range(256)) * ((OVERLAP_FROM_BYTES if large else 1024) // 256)
+    w.send(ROUTE, False, message(value))
+    w.drain()
+    assert [c for c in store.calls if c in ("digest", "submit")] == order
+    envelope = decode_envelope(sent.records[0][1]["value"])
+    envelope.verify(value)
+    w.close()

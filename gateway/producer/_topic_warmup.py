@@ -1,0 +1,61 @@
+"""librdkafka told about a topic when its first reference message starts, not when its envelope is queued.
+
+A reference message's only record, its envelope, is queued after the store write. librdkafka learns of
+a topic from the first record queued for it; a fresh producer has by then dropped its bootstrap
+connection (it knows the brokers by id) and has no broker up, so its leader query finds "no usable
+brokers" and waits for librdkafka's fast-query interval (100 ms) before it connects to the leader
+(issue 42.3: a fresh producer's first Redis reference message took about 20-60 ms longer than a raw
+``SET`` and record; a chunked or plain message is queued at once and never met it). Asking for the
+topic's metadata when the message starts, on a worker thread (``list_topics`` releases the GIL),
+connects to a broker and fills librdkafka's metadata cache while the payload is written, so the
+envelope finds its leader known and connected. Once per topic per producer; the send never waits for
+it, and its failure (a topic that does not exist yet, a broker down) changes nothing: the envelope
+then goes the way it went before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+log = logging.getLogger(__name__)
+
+WARMUP_TIMEOUT_S = 5.0
+"""How long the worker waits for one topic's metadata: what a close may wait for, at most, while it runs."""
+
+
+class TopicWarmup:
+    """Asks librdkafka (``list_topics``) for each topic the first time a reference message to it starts."""
+
+    def __init__(self, list_topics: Callable[[str, float], object], timeout_s: float = WARMUP_TIMEOUT_S) -> None:
+        self._list_topics = list_topics
+        self._timeout_s = timeout_s
+        self._seen: set[str] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def touch(self, topic: str) -> None:
+        """Start the metadata request of ``topic`` if this producer has not asked for it yet; never waits."""
+        if topic in self._seen or self._closed:
+            return
+        self._seen.add(topic)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-topic-warmup")
+        self._pool.submit(self._ask, topic)
+
+    def _ask(self, topic: str) -> None:
+        try:
+            self._list_topics(topic, self._timeout_s)
+        except Exception as exc:  # noqa: BLE001 - only a head start: the envelope's own lookup still happens
+            log.debug("metadata of topic %r not learned ahead of its first envelope: %s", topic, exc)
+
+    def close(self) -> None:
+        """Wait for a request under way (librdkafka's handle must outlive it); drop the ones not started."""
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+__all__ = ["WARMUP_TIMEOUT_S", "TopicWarmup"]

@@ -1,0 +1,84 @@
+"""A fresh producer's first Redis reference message, on every backend (issue 42.3).
+
+Its envelope, the message's only record, is queued after the store write; librdkafka learned of the
+topic only then and, its bootstrap connection already dropped, waited for its fast leader query (100
+ms) before connecting to the leader. And the first reference to a topic waited for the topic's
+cleanup.policy (an admin connection and two requests) although a Redis store without a TTL writes the
+same bytes on any topic. What is asserted is what the send path asks for, never a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import gateway.producer._outbox
+import gateway.producer._parts
+from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
+from gateway.testing import KafkaService
+from stores import RedisStore
+from tests.helpers import consume_all, payload
+
+SEGMENT = 100_000
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def looked_up(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Topics asked of librdkafka (``list_topics``) and of the brokers' configs (cleanup.policy), in order."""
+    asked: dict[str, list[str]] = {"metadata": [], "cleanup.policy": []}
+    list_topics = gateway.producer._outbox.Outbox.list_topics
+
+    def counted_list_topics(self: Any, topic: str | None = None, timeout: float = -1) -> Any:
+        asked["metadata"].append(str(topic))
+        return list_topics(self, topic, timeout)
+
+    def describer(conf: Any, **_: Any) -> Callable[[str], str]:
+        def answer(topic: str) -> str:
+            asked["cleanup.policy"].append(topic)
+            return "delete"
+
+        return answer
+
+    monkeypatch.setattr(gateway.producer._outbox.Outbox, "list_topics", counted_list_topics)
+    monkeypatch.setattr(gateway.producer._parts, "AdminDescriber", describer)
+    return asked
+
+
+def test_a_fresh_producer_learns_a_topic_when_its_first_reference_starts_and_asks_no_cleanup_policy(
+    kafka: KafkaService, topic: str, redis_client: Any, looked_up: dict[str, list[str]]
+) -> None:
+    other = f"{topic}-b"
+    kafka.create_topic(other, 1)
+    try:
+        store = RedisStore(redis_client, prefix=topic)
+        config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+        policy = SizeThresholdPolicy(reference_above=SEGMENT, store="redis")
+        values = [payload(3 * SEGMENT, seed=i) for i in range(4)]
+        with HybridProducer(config, policy=policy, stores={"redis": store}) as producer:
+            producer.produce(topic, values[0], key=b"k0")  # by reference (the policy)
+            producer.produce(topic, values[1], key=b"k1", route="reference:redis")
+            producer.produce(other, values[2], key=b"k2", route="reference:redis")
+            producer.produce(other, b"small", key=b"k3")  # plain: librdkafka learns its topic from the record itself
+            producer.produce(f"{topic}-plain", b"small", key=b"k4")
+            assert producer.flush(30) == 0
+            metrics = producer.metrics()
+            _wait_for(lambda: len(looked_up["metadata"]) >= 2)  # off the send path: it may still be under way
+        assert sorted(looked_up["metadata"]) == sorted([topic, other]), "once per topic, for references only"
+        assert looked_up["cleanup.policy"] == [], "a store without a TTL writes the same on any topic"
+        assert metrics["reference.messages"] == 3
+        with HybridConsumer(kafka.consumer_config(), stores={"redis": store}) as consumer:
+            consumer.subscribe([topic, other])
+            got, errors = consume_all(consumer, 4)
+        assert errors == []
+        assert sorted(m.value() for m in got) == sorted([values[0], values[1], values[2], b"small"])
+    finally:
+        kafka.delete_topic(other)
