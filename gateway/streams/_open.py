@@ -14,11 +14,11 @@ from collections.abc import Callable, Hashable
 from functools import partial
 
 from gateway.core.payload_streams import StreamSettings, range_step
+from gateway.core.stream_decoding import DECODE_STEP, decodes_as_stream
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import PayloadStreamIntegrityError
 from gateway.protocol.envelope import Envelope
 from gateway.protocol.payload_encoding import stored_bound
-from gateway.protocol.stream_decoding import decodes_as_stream
 from gateway.store import Store
 from gateway.streams._ranges import RangeFetcher
 from gateway.streams._sources import CompressedSource, RangedSource, StreamSource, WholeSource
@@ -52,7 +52,7 @@ def open_stream(
     if codec is not None:
         bound = stored_bound(codec, envelope.size)
         fetcher = RangeFetcher(read_into, None, step, settings.read_ahead, fail, bound)
-        source = CompressedSource(envelope, fetcher, step, fail)
+        source = CompressedSource(envelope, fetcher, min(step, DECODE_STEP), fail)
     else:
         cipher = encryption.cipher_for(envelope, store) if envelope.encryption is not None else None
         fetcher = RangeFetcher(read_into, envelope.size, step, settings.read_ahead, fail)

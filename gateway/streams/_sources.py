@@ -1,13 +1,16 @@
 """Where a :class:`gateway.PayloadStream`'s bytes come from, from any position: the layers of one read.
 
-* :class:`WholeSource`: a payload already in memory (a store without ranged reads, a compressed
-  payload: its codec's frames do not decode in parts with the codecs this library has). Seekable.
+* :class:`WholeSource`: a payload already in memory (a store without ranged reads, an lz4 or a
+  compressed and sealed payload). Seekable.
 * :class:`RangedSource`: ranges of the stored bytes (:class:`~gateway.streams._ranges.RangeFetcher`),
   opened segment by segment when sealed (no byte of a segment before its tag is checked), and,
   when the read starts at byte 0, hashed as they pass: the digest and size are compared before the
   last range is handed out, so the read that reaches the end raises instead of returning it.
 
-A read that starts elsewhere (after a seek) cannot check a digest of what it skipped: it checks the
+* :class:`CompressedSource`: a gzip or zstd payload's stored frame in ranges, decoded as they arrive
+  (:mod:`gateway.core.stream_decoding`), its decoded bytes hashed and checked before the last goes out.
+
+A ranged read that starts elsewhere (after a seek) cannot check a digest of what it skipped: it checks the
 size (truncated or extended) and, when sealed, every segment's tag; a seek back to 0 checks again.
 """
 
@@ -20,10 +23,10 @@ from typing import Any, Protocol, TypeVar
 import blake3
 
 from gateway.core.payload_streams import sealed_start
+from gateway.core.stream_decoding import StreamDecoder
 from gateway.errors import PayloadAuthenticationError, PayloadIntegrityError
 from gateway.protocol.encryption import TAG_BYTES, PayloadCipher
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_NAMES, Envelope
-from gateway.protocol.stream_decoding import StreamDecoder
 from gateway.streams._ranges import Fail, RangeFetcher
 
 Chunk = bytes | bytearray | memoryview

@@ -28,6 +28,12 @@ Bytes = bytes | bytearray | memoryview
 STREAM_DECODED_CODECS = ("zstd", "gzip")
 """The codecs decoded as a stream; an lz4 payload is read whole (no streaming LZ4-frame decoder without a new
 dependency), as is one in a store without ranged reads."""
+INPUT_SLICE = 128 * 1024
+"""Compressed bytes handed to the decoder per call: what a decoder stopped by its output limit keeps (zlib's
+``unconsumed_tail`` is a copy of the rest) stays this small, whatever the range's size."""
+DECODE_STEP = 1024 * 1024
+"""The most decoded bytes a stream takes from its decoder at once (and holds back for the digest check): a
+fraction of a range, so a compressed stream's output adds little to its range buffers."""
 ZSTD_WINDOW_LOG_MAX = 24
 """16 MiB: the largest zstd window a streamed frame may ask for. Our encoders write level 3 (a 2 MiB window at
 most); the cap keeps a crafted frame from making the decoder allocate zstd's default limit (128 MiB)."""
@@ -57,8 +63,14 @@ class StreamDecoder:
         if self._ended:
             self._check_padding(data)
             return
+        view = memoryview(data).cast("B")
+        feed = self._feed_zstd if self._zstd else self._feed_gzip
         try:
-            yield from (self._feed_zstd(data) if self._zstd else self._feed_gzip(data))
+            for at in range(0, len(view), INPUT_SLICE):
+                if self._ended:
+                    self._check_padding(view[at:])
+                    return
+                yield from feed(view[at : at + INPUT_SLICE])
         except (zlib.error, _ZstdError) as exc:
             raise PayloadIntegrityError(f"{self.codec} payload does not decompress: {exc}") from exc
 
@@ -138,4 +150,11 @@ def _zstd_decoder() -> Any:
     return _zstd_module.ZstdDecompressor(options={parameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
 
 
-__all__ = ["STREAM_DECODED_CODECS", "ZSTD_WINDOW_LOG_MAX", "StreamDecoder", "decodes_as_stream"]
+__all__ = [
+    "DECODE_STEP",
+    "INPUT_SLICE",
+    "STREAM_DECODED_CODECS",
+    "ZSTD_WINDOW_LOG_MAX",
+    "StreamDecoder",
+    "decodes_as_stream",
+]
