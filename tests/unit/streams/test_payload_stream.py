@@ -235,3 +235,17 @@ def test_a_clear_stream_refills_read_ahead_plus_one_buffers() -> None:
     assert b"".join(bytes(view) for view in fetcher.ranges(0)) == value
     fetcher.close()
     assert len(buffers) == 3
+
+
+def test_a_zstd_payload_is_read_whole_where_the_streaming_decoder_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gateway.core.stream_decoding as decoding
+
+    monkeypatch.setattr(decoding, "_zstd_module", None)  # as without backports.zstd (Python < 3.14)
+    assert not decoding.decodes_as_stream("zstd") and decoding.decodes_as_stream("gzip")
+    store = RangingMemoryStore()
+    value = payload(SIZE, 12)
+    stream = opened(store, compressed_envelope(store, value, "zstd"))
+    assert drain(stream, 4321) == value
+    assert "get_range" not in store.calls
