@@ -168,6 +168,18 @@ class Store(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} reads no ranges")
 
+    def get_range_into(self, locator: str, start: int, view: memoryview) -> int:
+        """Bytes from ``start`` received into ``view`` (at most ``len(view)``); returns how many came, fewer
+        only where the stored bytes end. A :class:`gateway.PayloadStream` refills a few buffers with this,
+        so its memory stays those buffers: a store that can receive into the caller's memory (the object
+        stores' streamed bodies, Redis' reply read from the socket) overrides it; this default copies
+        :meth:`get_range`'s answer. Same errors as :meth:`get_range`.
+        """
+        data = self.get_range(locator, start, len(view))
+        got = min(len(data), len(view))
+        view[:got] = memoryview(data)[:got]
+        return got
+
     def histograms(self) -> dict[str, dict[tuple[str, ...], HistogramSnapshot]]:
         """Seconds per operation, by ``(op,)``, behind ``gateway_store_operation_seconds``; the default has none."""
         return {}

@@ -8,8 +8,9 @@ again when the record's turn comes.
 
 A stream reads the stored bytes in ranges of ``range_bytes``; a sealed payload's ranges are whole
 sealed segments (:func:`range_step`), so every range opens on its own and a seek lands on a segment's
-start, whatever ``range_bytes`` says. Memory is then bounded by ``(read_ahead + 2)`` ranges (those in
-flight, the one being read, and the one held back until the digest is checked), not by the payload.
+start, whatever ``range_bytes`` says. Memory is then bounded by ``(read_ahead + 1)`` range buffers (those in
+flight and the one being read, refilled: the digest is checked before the last range is handed out, so
+none is held back), not by the payload.
 """
 
 from __future__ import annotations

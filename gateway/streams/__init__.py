@@ -2,7 +2,8 @@
 
 The consumer's resolver makes one with :func:`open_stream` for an envelope
 :func:`gateway.core.payload_streams.streams` chose; ranges come from the store's optional
-:meth:`gateway.store.Store.get_range`, sealed segments are opened with the cipher
+:meth:`gateway.store.Store.get_range_into` into reused buffers, compressed frames are decoded by
+:mod:`gateway.core.stream_decoding`, sealed segments are opened with the cipher
 :meth:`gateway.encryption.ReferenceEncryption.cipher_for` gives.
 """
 

@@ -10,8 +10,11 @@ kind of payload guarantees while read (docs/stores.md, "Streams"):
   before it returns the last range: the read that would reach the end raises
   :class:`~gateway.errors.PayloadStreamIntegrityError` instead. After a seek elsewhere, only the size
   is checked (``seek(0)`` and reading on checks again).
-* compressed, or from a store without ranged reads: read and checked whole when the message is
-  handed out, then served from memory (seekable).
+* compressed with gzip or zstd (not sealed): decoded as the ranges arrive, a bounded step at a time;
+  the size and digest of the application's bytes are checked before the last decoded bytes are
+  returned, wherever the read started (a seek decodes again from the start).
+* compressed with lz4 or also sealed, or from a store without ranged reads: read and checked whole
+  when the message is handed out, then served from memory (seekable).
 
 The message counts as handed out when ``poll`` returns it, as any other: commits do not wait for
 the stream, so reading it after its offset is committed is the application's concern (a crash then

@@ -178,6 +178,42 @@ def read_entries(pool: Any, requests: Sequence[tuple[list[str], list[int]]]) -> 
     return on_pooled_connection(pool, attempt)
 
 
+def read_ranges_into(pool: Any, ranges: Sequence[tuple[str, int, int]], exists: str, view: memoryview) -> list[int]:
+    """``GETRANGE key low high`` for each of ``ranges`` then ``EXISTS exists``, sent in one write; the ranges'
+    bulk replies received back to back into ``view``. Returns each reply's length and, last, ``EXISTS``' answer.
+
+    Replies after a short one (the payload ends there) are read past, not into ``view``: the caller
+    stops at the first short one. The connection is dropped after any error, as for :func:`read_entries`.
+    """
+    packed = [
+        item for key, low, high in ranges for item in packed_command("GETRANGE", key, str(low), str(high))
+    ] + packed_command("EXISTS", exists)
+
+    def attempt(conn: Any) -> list[int]:
+        conn.send_packed_command(packed)
+        sock = getattr(conn, "_sock", None)
+        if sock is None:
+            raise rex.ConnectionError("the connection has no socket after sending")
+        reader = ReplyReader(sock)
+        lengths: list[int] = []
+        filled = 0
+        short = False
+        for _, low, high in ranges:
+            wanted = high - low + 1
+            target = view[filled : filled + wanted] if not short else view[:0]
+            length = reader.read_bulk_into(target) or 0
+            lengths.append(length)
+            if not short:
+                filled += min(length, wanted)
+                short = length != wanted
+        lengths.append(reader.read_integer())
+        if not reader.drained:
+            conn.disconnect()
+        return lengths
+
+    return on_pooled_connection(pool, attempt)
+
+
 def get_command(key: str, pipe: Pipeline) -> object:
     return pipe.get(key)
 

@@ -71,6 +71,29 @@ class ReplyReader:
                 self._crlf()
         return None if in_step else EntryShape(tuple(seen))
 
+    def read_bulk_into(self, view: memoryview) -> int | None:
+        """One bulk string reply received into the start of ``view``: its length, ``None`` when missing.
+
+        One longer than ``view`` is read past (the connection stays in step) and its length returned,
+        for the caller to judge; ``view`` is then partly written.
+        """
+        length = self._bulk_length()
+        if length is None:
+            return None
+        if length <= len(view):
+            self._read_into(view[:length])
+        else:
+            self._skip(length)
+        self._crlf()
+        return length
+
+    def read_integer(self) -> int:
+        """One integer reply (``EXISTS``)."""
+        kind, value = self._header()
+        if kind != b":":
+            raise rex.InvalidResponse(f"expected an integer, got {kind!r}")
+        return value
+
     @property
     def drained(self) -> bool:
         """Whether nothing was received beyond the replies read: the connection can be used again."""

@@ -275,3 +275,20 @@ def test_get_range_answers_parts_fewer_bytes_at_the_end_and_not_found_for_a_gone
     store.delete(locator)
     with pytest.raises(PayloadNotFoundError):
         store.get_range(locator, 0, 10)
+
+
+def test_get_range_into_receives_the_same_bytes_into_the_callers_buffer(store: Store) -> None:
+    from gateway.errors import PayloadNotFoundError
+
+    value = payload(600_001, 11)  # three Redis entries of 256 KiB
+    locator = store.put("ranges", uuid.uuid4(), value)
+    edge = 256 * 1024
+    buffer = bytearray(2 * edge + 10)
+    for start, length in ((0, 10), (edge - 5, 10), (edge - 1, 2 * edge + 2), (600_000 - 4, 100), (600_001, 10)):
+        buffer[:] = bytes(len(buffer))
+        got = store.get_range_into(locator, start, memoryview(buffer)[:length])
+        assert got == len(value[start : start + length]) and bytes(buffer[:got]) == value[start : start + length]
+        assert not any(buffer[got:length]), "nothing written past what came"
+    store.delete(locator)
+    with pytest.raises(PayloadNotFoundError):
+        store.get_range_into(locator, 0, memoryview(buffer)[:10])

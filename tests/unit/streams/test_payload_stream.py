@@ -157,18 +157,95 @@ def test_closing_the_resolver_invalidates_its_open_streams() -> None:
     assert caught.value.offset == 9 and isinstance(caught.value, ValueError)
 
 
-def test_a_compressed_payload_is_decoded_whole_once_and_served_from_memory() -> None:
+def compressed_envelope(store: MemoryStore, value: bytes, codec: str, stored: bytes | None = None) -> Envelope:
     from gateway.protocol.envelope import digest_of
     from gateway.protocol.payload_encoding import encode_payload
 
+    message_id = uuid.uuid4()
+    frame = bytes(encode_payload(value, codec)) if stored is None else stored
+    locator = store.put(TOPIC, message_id, frame)
+    digest = digest_of(CHECKSUM_SHA256, value)
+    return Envelope(store.name, locator, len(value), digest, message_id, compression=codec)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip"])
+def test_a_compressed_payload_is_decoded_as_its_ranges_arrive_and_seeks_by_decoding_again(codec: str) -> None:
     store = RangingMemoryStore()
     value = payload(SIZE, 8)
-    message_id = uuid.uuid4()
-    locator = store.put(TOPIC, message_id, bytes(encode_payload(value, "zstd")))
-    envelope = Envelope(store.name, locator, SIZE, digest_of(CHECKSUM_SHA256, value), message_id, compression="zstd")
-    stream = opened(store, envelope)
+    stream = opened(store, compressed_envelope(store, value, codec))
     assert stream.size == SIZE and stream.seekable()
-    assert "get_range" not in store.calls
     assert drain(stream, 4321) == value
+    assert store.calls.count("get_range") >= 2
     stream.seek(SIZE // 2)
     assert stream.read(10) == value[SIZE // 2 : SIZE // 2 + 10]
+    stream.seek(SIZE - 3)
+    assert drain(stream, 100) == value[-3:]
+
+
+def test_an_lz4_payload_is_still_read_whole_once_and_served_from_memory() -> None:
+    store = RangingMemoryStore()
+    value = payload(SIZE, 8)
+    stream = opened(store, compressed_envelope(store, value, "lz4"))
+    assert drain(stream, 4321) == value
+    assert "get_range" not in store.calls
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip"])
+@pytest.mark.parametrize("damage", ["digest", "truncated", "appended", "oversized"])
+def test_a_damaged_compressed_payload_raises_no_later_than_its_end(codec: str, damage: str) -> None:
+    from gateway.protocol.payload_encoding import encode_payload
+
+    store = RangingMemoryStore()
+    value = payload(SIZE, 9)
+    frame = bytes(encode_payload(value, codec))
+    if damage == "digest":  # a frame that decodes well, but to other bytes than the envelope's
+        envelope = compressed_envelope(store, value, codec, bytes(encode_payload(payload(SIZE, 10), codec)))
+    elif damage == "truncated":
+        envelope = compressed_envelope(store, value, codec, frame[:-5])
+    elif damage == "appended":
+        envelope = compressed_envelope(store, value, codec, frame + b"\x07")
+    else:  # more stored bytes than the codec makes of the declared size
+        envelope = compressed_envelope(store, value, codec, frame + bytes(2 * SIZE))
+    stream = opened(store, envelope)
+    out = bytearray()
+    with pytest.raises(PayloadStreamIntegrityError) as caught:
+        while part := stream.read(1000):
+            out += part
+    assert len(out) < SIZE and caught.value.offset == 7
+    with pytest.raises(PayloadStreamIntegrityError):  # and every read after
+        stream.read(1)
+
+
+def test_a_clear_stream_refills_read_ahead_plus_one_buffers() -> None:
+    from gateway.streams._ranges import RangeFetcher
+
+    value = payload(SIZE, 11)
+    buffers: set[int] = set()
+
+    def read_into(at: int, view: memoryview) -> int:
+        buffers.add(id(view.obj))
+        got = len(value[at : at + len(view)])
+        view[:got] = value[at : at + got]
+        return got
+
+    def fail(message: str) -> PayloadStreamIntegrityError:
+        return PayloadStreamIntegrityError(message)
+
+    fetcher = RangeFetcher(read_into, SIZE, 4096, 2, fail)
+    assert b"".join(bytes(view) for view in fetcher.ranges(0)) == value
+    fetcher.close()
+    assert len(buffers) == 3
+
+
+def test_a_zstd_payload_is_read_whole_where_the_streaming_decoder_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gateway.core.stream_decoding as decoding
+
+    monkeypatch.setattr(decoding, "_zstd_module", None)  # as without backports.zstd (Python < 3.14)
+    assert not decoding.decodes_as_stream("zstd") and decoding.decodes_as_stream("gzip")
+    store = RangingMemoryStore()
+    value = payload(SIZE, 12)
+    stream = opened(store, compressed_envelope(store, value, "zstd"))
+    assert drain(stream, 4321) == value
+    assert "get_range" not in store.calls
