@@ -74,9 +74,9 @@ from gateway.consumer.reference_rules import (
 from gateway.consumer.resolver import Resolver
 from gateway.core.assembler import MessageAssembler
 from gateway.core.offsets import DeliveredOffsetTracker
-from gateway.core.payload_streams import OFF as STREAMS_OFF
-from gateway.core.payload_streams import StreamSettings
 from gateway.core.pipeline import ConsumerPipeline
+from gateway.core.streams.plan import OFF as STREAMS_OFF
+from gateway.core.streams.plan import StreamSettings
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.librdkafka.group_offsets import pop_commit_encoding

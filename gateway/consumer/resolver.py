@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.consumer.peer_payloads import DEFAULT_PEER_MAX_BYTES, resolve_record
 from gateway.consumer.reference_rules import DEFAULT_RULES, ReferenceRules
-from gateway.core.payload_streams import OFF, StreamSettings
+from gateway.core.streams.plan import OFF, StreamSettings
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import (
     GatewayError,

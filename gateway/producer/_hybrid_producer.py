@@ -30,7 +30,7 @@ from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMeth
 from gateway.producer._parts import make_parts
 from gateway.producer._route_choice import forced_route
 from gateway.producer._routed_send import RoutedSend
-from gateway.producer._topic_warmup import TopicWarmup
+from gateway.producer.reference.topic_warmup import TopicWarmup
 from gateway.producer.stream.writer import StreamWriter
 from gateway.protocol.peers.pointer_formats import check_producer
 from gateway.serialization import Serializers

@@ -19,7 +19,7 @@ from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
 from gateway.policy import Route, RouteKind
 from gateway.producer._config import ProducerSettings
 from gateway.producer._parts import ProducerParts
-from gateway.producer._topic_warmup import TopicWarmup
+from gateway.producer.reference.topic_warmup import TopicWarmup
 from gateway.protocol.peers.pointer_formats import check_payload, check_route
 from gateway.store import Store
 

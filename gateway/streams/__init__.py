@@ -1,9 +1,9 @@
 """Reference payloads read as streams (``value.stream.threshold.bytes``): :class:`PayloadStream` and what feeds it.
 
 The consumer's resolver makes one with :func:`open_stream` for an envelope
-:func:`gateway.core.payload_streams.streams` chose; ranges come from the store's optional
+:func:`gateway.core.streams.plan.streams` chose; ranges come from the store's optional
 :meth:`gateway.store.Store.get_range_into` into reused buffers, compressed frames are decoded by
-:mod:`gateway.core.stream_decoding`, sealed segments are opened with the cipher
+:mod:`gateway.core.streams.decoding`, sealed segments are opened with the cipher
 :meth:`gateway.encryption.ReferenceEncryption.cipher_for` gives.
 """
 

@@ -1,7 +1,7 @@
 """Making the :class:`~gateway.streams.payload_stream.PayloadStream` of an envelope whose payload is streamed.
 
 The resolver calls :func:`open_stream` in the record's turn, for an envelope
-:func:`gateway.core.payload_streams.streams` chose: a sealed payload's data key is unwrapped here (a
+:func:`gateway.core.streams.plan.streams` chose: a sealed payload's data key is unwrapped here (a
 missing key is the record's error, as when read whole), nothing of the payload is read yet. A gzip
 or zstd payload is decoded as its ranges arrive; an lz4 one, a compressed and sealed one, or one in
 a store without ranged reads is read whole by ``read_whole`` (checked as any payload) and served
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from functools import partial
 
-from gateway.core.payload_streams import StreamSettings, range_step
-from gateway.core.stream_decoding import DECODE_STEP, decodes_as_stream
+from gateway.core.streams.decoding import DECODE_STEP, decodes_as_stream
+from gateway.core.streams.plan import StreamSettings, range_step
 from gateway.encryption import ReferenceEncryption
 from gateway.errors import PayloadStreamIntegrityError
 from gateway.protocol.envelope import Envelope

@@ -8,7 +8,7 @@
   last range is handed out, so the read that reaches the end raises instead of returning it.
 
 * :class:`CompressedSource`: a gzip or zstd payload's stored frame in ranges, decoded as they arrive
-  (:mod:`gateway.core.stream_decoding`), its decoded bytes hashed and checked before the last goes out.
+  (:mod:`gateway.core.streams.decoding`), its decoded bytes hashed and checked before the last goes out.
 
 A ranged read that starts elsewhere (after a seek) cannot check a digest of what it skipped: it checks the
 size (truncated or extended) and, when sealed, every segment's tag; a seek back to 0 checks again.
@@ -22,8 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 import blake3
 
-from gateway.core.payload_streams import sealed_start
-from gateway.core.stream_decoding import StreamDecoder
+from gateway.core.streams.decoding import StreamDecoder
+from gateway.core.streams.plan import sealed_start
 from gateway.errors import PayloadAuthenticationError, PayloadIntegrityError
 from gateway.protocol.encryption import TAG_BYTES, PayloadCipher
 from gateway.protocol.envelope import CHECKSUM_BLAKE3, CHECKSUM_NAMES, Envelope

@@ -1,7 +1,7 @@
 """``gateway.PayloadStream``: a reference payload handed out as a readable stream, fetched as it is read.
 
 With ``value.stream.threshold.bytes`` set, a reference message whose payload is at least that large
-has one of these as its ``value()`` (:func:`gateway.core.payload_streams.streams` decides). What each
+has one of these as its ``value()`` (:func:`gateway.core.streams.plan.streams` decides). What each
 kind of payload guarantees while read (docs/stores.md, "Streams"):
 
 * sealed (``reference.encryption``): every segment is authenticated before any of its bytes is

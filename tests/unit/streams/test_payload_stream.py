@@ -13,7 +13,7 @@ import pytest
 
 from gateway import PayloadStream
 from gateway.consumer.resolver import Resolver
-from gateway.core.payload_streams import StreamSettings, range_step, sealed_start, streams
+from gateway.core.streams.plan import StreamSettings, range_step, sealed_start, streams
 from gateway.errors import PayloadIntegrityError, PayloadStreamClosedError, PayloadStreamIntegrityError
 from gateway.protocol.encryption import TAG_BYTES, Encryption, sealed_size
 from gateway.protocol.envelope import CHECKSUM_SHA256, Envelope
@@ -240,7 +240,7 @@ def test_a_clear_stream_refills_read_ahead_plus_one_buffers() -> None:
 def test_a_zstd_payload_is_read_whole_where_the_streaming_decoder_is_not_installed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import gateway.core.stream_decoding as decoding
+    import gateway.core.streams.decoding as decoding
 
     monkeypatch.setattr(decoding, "_zstd_module", None)  # as without backports.zstd (Python < 3.14)
     assert not decoding.decodes_as_stream("zstd") and decoding.decodes_as_stream("gzip")

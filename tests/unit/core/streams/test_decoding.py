@@ -1,4 +1,4 @@
-"""The incremental decoders a compressed :class:`gateway.PayloadStream` reads through (core.stream_decoding).
+"""The incremental decoders a compressed :class:`gateway.PayloadStream` reads through (core.streams.decoding).
 
 The frames are the ones the producer writes: ``encode_payload`` (``produce``: cramjam's zstd, zlib's
 gzip member) and the streaming encoders of ``produce_stream`` (``stream_encoder``), so what is checked
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.stream_decoding import ZSTD_WINDOW_LOG_MAX, StreamDecoder, decodes_as_stream
+from gateway.core.streams.decoding import ZSTD_WINDOW_LOG_MAX, StreamDecoder, decodes_as_stream
 from gateway.errors import PayloadIntegrityError
 from gateway.protocol.payload_encoding import encode_payload
 from gateway.protocol.stream_parts import stream_encoder

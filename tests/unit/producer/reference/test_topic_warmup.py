@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from gateway.producer._topic_warmup import TopicWarmup
+from gateway.producer.reference.topic_warmup import TopicWarmup
 
 
 class Lookups:
