@@ -25,6 +25,7 @@ from gateway.core.outgoing import DeliveryCallback, OutgoingMessage, accepted_as
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import ConfigurationError
 from gateway.policy import Policy, Route, RouteKind, Router, as_policy
+from gateway.producer._audited import audited as _audited
 from gateway.producer._config import confluent_config, parse_producer_config
 from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMethods, TransactionMethods
 from gateway.producer._parts import make_parts
@@ -118,7 +119,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._references = parts.references
         self._streams = StreamWriter(
             self.settings, self.policy, self._routes, self._compaction, self._admission, self._references,
-            self._outbox, encryption, clock, self.produce,
+            self._outbox, encryption, clock, self.produce, auditor, self._telemetry,
         )  # fmt: skip
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:
@@ -298,19 +299,6 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
 
     def _refuse_produce(self) -> None:
         self._closed = True  # from here on produce() refuses, whatever the flush raised
-
-
-def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:
-    """``message``'s callback, recording SUCCESS or FAILURE in the audit bucket its ATTEMPT went to first."""
-    on_delivery = message.on_delivery
-    topic, timestamp, size = message.topic, message.timestamp, message.key_size + message.size
-
-    def report(err: Any, msg: Any) -> None:
-        auditor.record(topic, timestamp, 1, size, AuditType.FAILURE if err is not None else AuditType.SUCCESS)
-        if on_delivery is not None:
-            on_delivery(err, msg)
-
-    return report
 
 
 __all__ = ["HybridProducer", "KafkaError", "KafkaException"]
