@@ -74,10 +74,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def _broker(env: dict[str, Any]) -> str:
-    return "Apache Kafka" if env.get("kafka_backend") == "kafka" else f"the {env.get('kafka_backend')} backend"
-
-
 def section_streams(data: dict[str, Any] | None) -> str:
     """One row per store: size, part and range, both sides' peak RSS growth, MiB/s beside the raw client, digests."""
     if data is None or not data.get("stores"):
@@ -89,7 +85,8 @@ def section_streams(data: dict[str, Any] | None) -> str:
     ]  # fmt: skip
     notes = [
         f"{STORE_NAMES.get(store, store)}: {run['started']}, {run['pairs']} pair(s), {run['wall_seconds']:.0f} s, "
-        f"{_broker(run['env'])} {run['env']['kafka']}, {run['env']['redis']}, {run['env']['cpus']} CPUs"
+        f"{run['env']['kafka']} ({run['env']['kafka_backend']} backend), {run['env']['redis']}, "
+        f"{run['env']['cpus']} CPUs"
         for store, run in runs
     ]
     return "\n".join(
@@ -109,9 +106,9 @@ def section_streams(data: dict[str, Any] | None) -> str:
             "",
             _table(header, [_row(store, run) for store, run in runs]),
             "",
-            "Runs: " + "; ".join(notes) + ". moto keeps objects in memory and copies the whole object for each "
-            "ranged GET, which bounds both S3 read columns; Redis and moto run on loopback, on the same cores as "
-            "the broker and both clients. Larger S3 runs: `python -m benchmarks.stream_memory --stores s3 --gib 4 "
+            "Runs: " + "; ".join(notes) + ". moto copies the whole object for each ranged GET, which bounds both S3 "
+            "read columns; Redis and moto run on loopback, on the same cores as the broker and both clients, on a "
+            "machine shared with other jobs. Larger S3 runs: `python -m benchmarks.stream_memory --stores s3 --gib 4 "
             "--json benchmarks/results/streams.json` (about 25 minutes), then `python -m benchmarks.report`.",
         ]
     )

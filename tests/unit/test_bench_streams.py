@@ -29,7 +29,9 @@ def _run(size: int, growth_mib: float, consumer_mib: float, *, equal: bool = Tru
     return {
         "size": size, "part": 8 * MiB, "range": 8 * MiB, "pairs": 1, "started": "2026-11-29 01:10 UTC",
         "wall_seconds": 150.0,
-        "env": {"kafka": "4.1.2", "kafka_backend": "kafka", "redis": "redis 7.0.15", "cpus": 2, "python": "3.11"},
+        "env": {
+            "kafka": "Apache Kafka 4.1.2", "kafka_backend": "kafka", "redis": "redis 7.0.15", "cpus": 2, "python": "3"
+        },
         "produce_stream": [{"growth_bytes": int(growth_mib * MiB), "seconds": size / MiB / 100, "stored": size}],
         "raw": [{"growth_bytes": 30 * MiB, "seconds": size / MiB / 120, "stored": size}],
         "consumer": [{
@@ -112,7 +114,7 @@ def test_the_section_has_a_row_per_store_with_every_figure() -> None:
     assert redis[:6] == ["| Redis", "4 GiB", "8 MiB / 8 MiB", "12.7 MiB", "40.5 MiB", "yes"]
     assert redis[6:] == ["100.0 MiB/s", "120.0 MiB/s", "80.0 MiB/s", "90.0 MiB/s", "yes |"]
     assert s3[:3] == ["| S3 (moto)", "1 GiB", "8 MiB / 8 MiB"]
-    assert "Apache Kafka 4.1.2" in text
+    assert "Apache Kafka 4.1.2 (kafka backend)" in text
 
 
 def test_the_section_says_when_the_bound_or_the_digest_was_missed() -> None:
