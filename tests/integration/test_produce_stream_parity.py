@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy, tracing
 from gateway.auditing import AuditType, CountingAuditor
-from gateway.errors import StreamSourceError, StreamUploadError
+from gateway.errors import MessageTooLargeError, StreamSourceError, StreamUploadError
 from gateway.testing import KafkaService
 from gateway.testing.processes import free_port
 from stores import RedisStore
@@ -196,3 +196,19 @@ def test_above_the_bound_a_failing_store_says_there_is_no_fallback(kafka: KafkaS
         assert f"large.message.max.bytes={BOUND}" in str(raised.value)
         assert sending.flush(30) == 0
         assert sending.metrics()["chunked.messages"] == 0
+
+
+def test_a_stream_refused_before_its_upload_is_audited_as_a_failure(kafka: KafkaService, topic: str) -> None:
+    """Refused by reference.max.payload.bytes before a byte is read: counted as produce counts such a refusal."""
+    auditor = CountingAuditor(bucket_ms=60_000)
+    unused = RedisStore(redis.Redis(port=free_port(), socket_connect_timeout=1), prefix="gwnever")
+    sending = HybridProducer(
+        {**kafka.producer_config(), "large.message.max.bytes": BOUND, "reference.max.payload.bytes": 2 * PART},
+        policy=SizeThresholdPolicy(reference_above=1_000_000, store="redis"),
+        stores={"redis": unused},
+        auditor=auditor,
+    )
+    with sending, pytest.raises(MessageTooLargeError, match=r"reference\.max\.payload\.bytes"):
+        sending.produce_stream(topic, io.BytesIO(b""), 3 * PART, key=b"k")
+    assert [c for c, _ in auditor.counts(AuditType.ATTEMPT).values()] == [1]
+    assert [c for c, _ in auditor.counts(AuditType.FAILURE).values()] == [1]

@@ -164,16 +164,16 @@ class StreamWriter:
             )
         if not store.streams_puts:
             raise ConfigurationError(f"store {name!r} ({type(store).__name__}) cannot write a payload as a stream")
-        references.check_declared(self._encryption.stored_size(size))
-        self._admission.check(message)
         segment = self._settings.chunk_size_for(message.key_bytes, message.header_list)
         terms = self._compaction.terms(
             message.topic, size, route, segment, expires_per_payload=store.expires_per_payload
         )
         persistent = terms.persistent
         observed = StreamObservation(self._auditor, self._telemetry, self._clock.wall_ms)
-        message = observed.message(message)  # audited and traced from here: the span covers the upload
+        message = observed.message(message)  # audited and traced from here, as produce: the span covers the upload
         try:
+            references.check_declared(self._encryption.stored_size(size))
+            self._admission.check(message)  # what Kafka would refuse, refused before the store write
             # one turn of the outbox's queue: the writes ahead of it settle first, its envelope goes in produce order
             self._outbox.send_message(
                 lambda queued: self._upload(name, store, forced, queued, source, size, persistent), message
