@@ -39,7 +39,11 @@ class BenchCommand:
         "clouds starts fake-gcs-server and Azurite, measures the GCS and Azure stores against their raw SDKs "
         "(python -m benchmarks.cloud_clients) and the Redis, S3, GCS and Azure routes through Kafka at 1 MB and 10 MB, "
         "each against its raw-client-plus-envelope ceiling (python -m benchmarks.clouds); each regenerates the page "
-        "with its section (these write the tracked results, so they need --update-docs). "
+        "with its section (these write the tracked results, so they need --update-docs). --suite streams sends a "
+        "generated stream through produce_stream by reference and reads it back as a PayloadStream, each side in a "
+        "fresh interpreter, Redis at 4 GiB and S3 (moto) at 1 GiB, beside the store's raw client moving the same "
+        "parts and ranges (python -m benchmarks.stream_memory): peak RSS growth, MiB/s and the SHA-256 comparison "
+        "go to benchmarks/results/streams.json and the page's streams section (needs --update-docs too). "
         "--against REF --suite chunked|redis|passthrough|memory|zstd|tiny measures the working tree and git ref REF "
         "alternately (--pairs pairs, tree then ref, then ref then tree, ...; each side in a fresh process per "
         "repetition) on one "
@@ -61,11 +65,13 @@ class BenchCommand:
         parser.add_argument(
             "--suite",
             default="routes",
-            choices=("routes", "encryption", "compression", "clouds", *AB_SUITE_NAMES),
+            choices=("routes", "encryption", "compression", "clouds", "streams", *AB_SUITE_NAMES),
             help="routes: every route beside its baseline (the default); encryption: the reference routes with "
             "AES-256-GCM on and off; compression: each codec's store bytes and MB/s; clouds: the four "
             "reference routes (Redis, S3, GCS, Azure) through Kafka and the GCS and Azure stores alone, each against "
-            "its raw client; with --against: chunked (6 x 8 MB), redis (20 x 1 MB and 3 x 10 MB), passthrough "
+            "its raw client; streams: a message larger than memory through produce_stream and PayloadStream (Redis "
+            "4 GiB, S3 1 GiB), peak RSS growth and MiB/s beside the raw client; with --against: chunked (6 x 8 MB), "
+            "redis (20 x 1 MB and 3 x 10 MB), passthrough "
             "(50000 x 100 B by poll(), consume(500) and produce()), memory (peak RSS growth of poll() and "
             "consume(500) reading 60 x 10 MB chunked messages, each in a fresh process), zstd (6 x 10 MB random "
             "bytes through the Redis route with reference.compression=zstd) or tiny (seconds, for tests)",
@@ -121,6 +127,8 @@ class BenchCommand:
             return _encryption(args)
         if args.suite in ("compression", "clouds"):
             return _side_suite(args)
+        if args.suite == "streams":
+            return _streams(args)
         return main(run_argv(args))
 
 
@@ -215,6 +223,32 @@ def _side_suite(args: argparse.Namespace) -> int:
         return compression.main([*repeat, "--backend", args.backend]) or report.main([])
     status = cloud_clients.main(repeat) or clouds.main(["--backend", args.backend])
     return status or report.main([])
+
+
+STREAM_RUNS = (("redis", 4.0), ("s3", 1.0))
+"""``--suite streams``: each store and its stream size in GiB. moto copies the whole object for each ranged GET,
+so S3 at 4 GiB takes about 25 minutes of the consumer's; `python -m benchmarks.stream_memory --gib 4` runs it."""
+
+
+def streams_argv(args: argparse.Namespace) -> list[list[str]]:
+    """``python -m benchmarks.stream_memory``'s arguments for each store's run, merged into the tracked results."""
+    from benchmarks.common import RESULTS
+
+    out = str(RESULTS / "streams.json")
+    return [
+        ["--stores", store, "--gib", f"{gib:g}", "--backend", args.backend, "--json", out] for store, gib in STREAM_RUNS
+    ]
+
+
+def _streams(args: argparse.Namespace) -> int:
+    """Each store's stream run (written as it ends, so a later failure keeps it), then the page again."""
+    from benchmarks import report, stream_memory
+
+    for argv in streams_argv(args):
+        status = stream_memory.main(argv)
+        if status:
+            return status
+    return report.main([])
 
 
 COMMAND = BenchCommand()

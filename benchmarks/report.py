@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.ab_compare import from_json, markdown_table
 from benchmarks.common import RESULTS, ROOT
 from benchmarks.explanations import what_is_left
+from benchmarks.stream_report import load_streams, section_streams
 from benchmarks.suite import PROFILE_BYTES
 from benchmarks.variants import CEILING, LABELS, LATENCY_VARIANTS, PASSTHROUGH_READERS, PASSTHROUGH_WRITERS
 
@@ -1354,6 +1355,7 @@ def render(data: dict[str, Any], images: dict[str, Path], docs: Path, spark: dic
         section_clouds(load_clouds()),
         section_compression(load_compression()),
         section_memory(data),
+        section_streams(load_streams()),
         section_passthrough(data),
         section_spark(spark),
         section_encryption(load_encryption()),

@@ -17,6 +17,11 @@ same child then reads the stored bytes with the raw client in ranges of the same
 GETs; redis-py GETs of the entries, which are the parts). Everything the run stored is deleted after.
 
     python -m benchmarks.stream_memory --gib 1 --stores s3,redis [--part-mib 8] [--range-mib 8] [--pairs 1]
+        [--backend kafka] [--json benchmarks/results/streams.json]
+
+``gateway bench --suite streams --update-docs`` runs it for Redis at 4 GiB and S3 at 1 GiB, merges
+each store's run into ``benchmarks/results/streams.json`` and renders the page's section
+(:mod:`benchmarks.stream_report`).
 
 Starts redis-server, moto's S3 server and a Kafka backend (``KAFKA_TEST_BACKEND``, mock by default)
 and stops them again. The Redis server and moto hold the stream in memory: check ``free -g`` first.
@@ -33,6 +38,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT, PeakMemory, malloc_mode
@@ -254,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part-mib", type=int, default=8)
     parser.add_argument("--range-mib", type=int, default=8, help="the consumer's value.stream.range.bytes")
     parser.add_argument("--pairs", type=int, default=1, help="produce/raw pairs per store, run alternately")
-    parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--backend", default=None, help="Kafka backend (default: KAFKA_TEST_BACKEND, else mock)")
+    parser.add_argument("--json", help="merge the results, per store, into this file (benchmarks/results/streams.json)")
     parser.add_argument("--child", choices=["produce", "raw", "consume"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -262,52 +269,86 @@ def main(argv: list[str] | None = None) -> int:
         child = {"produce": child_produce, "raw": child_raw, "consume": child_consume}[args.child]
         print(json.dumps(child(spec)))
         return 0
+    results = measure(args)
+    if args.json:
+        write_results(Path(args.json), results)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every store's pairs at one size: ``{"stores": {name: run}}``, each run carrying its own size and setting."""
     from gateway.testing import RedisServer, S3Server, start_kafka
 
-    size = int(args.gib * GiB)
+    size, part, step = int(args.gib * GiB), args.part_mib * MiB, args.range_mib * MiB
     digest = expected_digest(size)
-    results: dict[str, Any] = {"size": size, "part": args.part_mib * MiB, "range": args.range_mib * MiB, "stores": {}}
-    with start_kafka() as kafka, RedisServer(from_env=False) as redis_server, S3Server(from_env=False) as s3_server:
+    results: dict[str, Any] = {"kind": "streams", "stores": {}}
+    with (
+        start_kafka(args.backend) as kafka,
+        RedisServer(from_env=False) as redis_server,
+        S3Server(from_env=False) as s3_server,
+    ):
+        env = {
+            "kafka": str(kafka.version), "kafka_backend": kafka.name, "redis": redis_server.server_version(),
+            "cpus": os.cpu_count(), "python": sys.version.split()[0],
+        }  # fmt: skip
         s3_client = s3_server.client()
         bucket = f"stream-{uuid.uuid4().hex[:8]}"
         s3_client.create_bucket(Bucket=bucket)
         for store in args.stores.split(","):
-            rows: dict[str, list[dict[str, Any]]] = {"produce_stream": [], "raw": [], "consumer": []}
+            started, wall = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
+            rows: dict[str, Any] = {"produce_stream": [], "raw": [], "consumer": []}
             for pair in range(args.pairs):
-                order = ["produce", "raw"] if pair % 2 == 0 else ["raw", "produce"]
-                for kind in order:
+                for kind in ["produce", "raw"] if pair % 2 == 0 else ["raw", "produce"]:
                     topic = f"stream-{store}-{uuid.uuid4().hex[:6]}"
                     kafka.create_topic(topic, partitions=1)
                     spec = {
-                        "store": store, "size": size, "part": args.part_mib * MiB, "range": args.range_mib * MiB,
+                        "store": store, "size": size, "part": part, "range": step,
                         "topic": topic, "bootstrap": kafka.bootstrap_servers, "client_config": kafka.client_config,
                         "redis_url": redis_server.url, "s3_endpoint": s3_server.endpoint_url, "bucket": bucket,
                         "prefix": f"sm{uuid.uuid4().hex[:6]}",
                     }  # fmt: skip
-                    row = run_child(kind, spec)
-                    if row["stored"] != size:
-                        raise RuntimeError(f"{kind} on {store} stored {row['stored']} bytes, not {size}")
-                    rows["produce_stream" if kind == "produce" else "raw"].append(row)
-                    growth, rate = row["growth_bytes"] / MiB, size / MiB / row["seconds"]
-                    print(f"{store:6} {kind:8} peak RSS growth {growth:8.1f} MiB  {rate:8.1f} MiB/s", flush=True)
-                    if kind == "produce":
-                        read = consume_side(spec)
-                        read["digest_equal"] = read["sha256"] == digest
-                        if read["read"] != size or read["raw_read"] != size or not read["digest_equal"]:
-                            raise RuntimeError(f"the consumer read {read} of {size} bytes, sha256 {digest}")
-                        rows["consumer"].append(read)
-                        print(
-                            f"{store:6} consume  peak RSS growth {read['growth_bytes'] / MiB:8.1f} MiB  "
-                            f"{size / MiB / read['seconds']:8.1f} MiB/s (raw client, same ranges: "
-                            f"{read['raw_growth_bytes'] / MiB:.1f} MiB, {size / MiB / read['raw_seconds']:.1f} MiB/s), "
-                            f"SHA-256 equal",
-                            flush=True,
-                        )
-            results["stores"][store] = rows
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(results, out, indent=2)
-    return 0
+                    _measure_one(kind, spec, rows, digest)
+            results["stores"][store] = {
+                "size": size, "part": part, "range": step, "pairs": args.pairs, "started": started,
+                "wall_seconds": time.perf_counter() - wall, "env": env, **rows,
+            }  # fmt: skip
+    return results
+
+
+def _measure_one(kind: str, spec: dict[str, Any], rows: dict[str, Any], digest: str) -> None:
+    """One child (produce then its consumer, or the raw client), its row appended, a line printed."""
+    store, size = spec["store"], spec["size"]
+    row = run_child(kind, spec)
+    if row["stored"] != size:
+        raise RuntimeError(f"{kind} on {store} stored {row['stored']} bytes, not {size}")
+    rows["produce_stream" if kind == "produce" else "raw"].append(row)
+    growth, rate = row["growth_bytes"] / MiB, size / MiB / row["seconds"]
+    print(f"{store:6} {kind:8} peak RSS growth {growth:8.1f} MiB  {rate:8.1f} MiB/s", flush=True)
+    if kind != "produce":
+        return
+    read = consume_side(spec)
+    read["digest_equal"] = read["sha256"] == digest
+    if read["read"] != size or read["raw_read"] != size or not read["digest_equal"]:
+        raise RuntimeError(f"the consumer read {read} of {size} bytes, sha256 {digest}")
+    rows["consumer"].append(read)
+    print(
+        f"{store:6} consume  peak RSS growth {read['growth_bytes'] / MiB:8.1f} MiB  "
+        f"{size / MiB / read['seconds']:8.1f} MiB/s (raw client, same ranges: "
+        f"{read['raw_growth_bytes'] / MiB:.1f} MiB, {size / MiB / read['raw_seconds']:.1f} MiB/s), SHA-256 equal",
+        flush=True,
+    )
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """``results`` merged into ``path`` store by store: a run of one store keeps the other's figures."""
+    merged: dict[str, Any] = {"kind": "streams", "stores": {}}
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old.get("kind") == "streams":
+            merged = old
+    merged["stores"].update(results["stores"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException, Message
 
+from gateway.aio._streams import CancellableSource
 from gateway.consumer import HybridConsumer
 from gateway.consumer.handoff import PendingDelivery
 from gateway.encryption import KeyProvider
@@ -101,6 +102,33 @@ class AIOHybridProducer(_Driven):
 
     async def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> Message:
         """Resolves with the delivered message once all of it is in Kafka; raises ``KafkaException`` otherwise."""
+        return await self._delivered(self._client.produce, (topic, value, key, *args), kwargs)
+
+    async def produce_stream(
+        self, topic: str, source: Any, size: int, key: Any = None, *args: Any, **kwargs: Any
+    ) -> Message:
+        """``HybridProducer.produce_stream`` on the worker thread, resolving as :meth:`produce` does.
+
+        ``source`` is a readable binary file, an iterable of bytes-like chunks, or an async iterable
+        of them (read on the event loop, a chunk at a time, as the worker asks). Cancelled (a
+        timeout included) while the source is still read, the upload is rolled back: the source's
+        next read stops it, the store aborts it and removes the pending mark, and nothing reaches
+        Kafka; the call raises ``CancelledError`` once that is done. Cancelled after the source's end,
+        the message is delivered whole, as a cancelled :meth:`produce` is.
+        """
+        wrapped = CancellableSource(source, asyncio.get_running_loop())
+        return await self._delivered(
+            self._client.produce_stream, (topic, wrapped.for_worker(), size, key, *args), kwargs, wrapped.cancel
+        )
+
+    async def _delivered(
+        self,
+        send: Callable[..., None],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        on_cancel: Callable[[], None] | None = None,
+    ) -> Message:
+        """``send`` on the worker with a callback settling the returned future; then that future, awaited."""
         loop = asyncio.get_running_loop()
         delivered: asyncio.Future[Message] = loop.create_future()
         user_callback = kwargs.pop("on_delivery", None) or kwargs.pop("callback", None)
@@ -110,13 +138,29 @@ class AIOHybridProducer(_Driven):
                 user_callback(err, msg)
             loop.call_soon_threadsafe(_settle, delivered, err, msg)
 
-        await self._call(self._client.produce, topic, value, key, *args, on_delivery=report, **kwargs)
+        if on_cancel is None:
+            await self._call(send, *args, on_delivery=report, **kwargs)
+        else:
+            await self._until_done(self._call(send, *args, on_delivery=report, **kwargs), on_cancel)
         self._waiting += 1
         self._ensure_poller()
         try:
             return await delivered
         finally:
             self._waiting -= 1
+
+    @staticmethod
+    async def _until_done(call: Awaitable[Any], on_cancel: Callable[[], None]) -> None:
+        """``call``; cancelled, ``on_cancel`` stops it and the cancellation is raised once the worker is done."""
+        running = asyncio.ensure_future(call)
+        try:
+            await asyncio.shield(running)
+        except asyncio.CancelledError:
+            on_cancel()
+            await asyncio.wait({running})  # the worker rolls the upload back (or had queued the envelope)
+            if not running.cancelled():
+                running.exception()  # retrieved: the cancellation is what the caller gets
+            raise
 
     def _ensure_poller(self) -> None:
         if self._poller is None or self._poller.done():

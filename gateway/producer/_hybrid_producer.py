@@ -106,13 +106,12 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._metrics = parts.metrics
         self._chunks = parts.chunks
         self._references = parts.references
-        self._routed = RoutedSend(
-            self.settings, self.stores, parts, auditor, clock, tracing.client_info(conf), self._warmup
-        )
+        telemetry = tracing.client_info(conf)  # span and metric attributes (client.id, first broker)
+        self._routed = RoutedSend(self.settings, self.stores, parts, auditor, clock, telemetry, self._warmup)
         """Every record but a small plain one: the chosen route's writer, audited and traced."""
         self._streams = StreamWriter(
             self.settings, self.policy, self._routes, self._compaction, parts.admission, self._references,
-            self._outbox, encryption, clock, self.produce,
+            self._outbox, encryption, clock, self.produce, auditor, telemetry,
         )  # fmt: skip
 
     def route_for(self, topic: str, size: int, key: Any = None, headers: Any = None) -> Route:

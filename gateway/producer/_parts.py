@@ -22,8 +22,8 @@ from gateway.producer._compaction import AdminDescriber, CleanupPolicies, Compac
 from gateway.producer._config import ProducerSettings
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
-from gateway.producer._reference_admission import PartitionCounts, ReferenceAdmission
 from gateway.producer._route_choice import RouteChooser
+from gateway.producer.reference.admission import PartitionCounts, ReferenceAdmission
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.store import Store

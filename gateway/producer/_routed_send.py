@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
 
 from gateway import tracing
 from gateway.auditing import Auditor, AuditType
 from gateway.clock import Clock
-from gateway.core.outgoing import DeliveryCallback, OutgoingMessage
+from gateway.core.outgoing import OutgoingMessage
 from gateway.policy import Route, RouteKind
+from gateway.producer._audited import audited as _audited
 from gateway.producer._config import ProducerSettings
 from gateway.producer._parts import ProducerParts
 from gateway.producer.reference.topic_warmup import TopicWarmup
@@ -106,19 +106,6 @@ class RoutedSend:
         elif chosen.kind is RouteKind.CHUNKED:
             parts.outbox.send_message(parts.chunks.send, message)
         return chosen
-
-
-def _audited(auditor: Auditor, message: OutgoingMessage) -> DeliveryCallback:
-    """``message``'s callback, recording SUCCESS or FAILURE in the audit bucket its ATTEMPT went to first."""
-    on_delivery = message.on_delivery
-    topic, timestamp, size = message.topic, message.timestamp, message.key_size + message.size
-
-    def report(err: Any, msg: Any) -> None:
-        auditor.record(topic, timestamp, 1, size, AuditType.FAILURE if err is not None else AuditType.SUCCESS)
-        if on_delivery is not None:
-            on_delivery(err, msg)
-
-    return report
 
 
 __all__ = ["RoutedSend"]

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gateway.auditing import Auditor
 from gateway.clock import Clock
 from gateway.core.outgoing import OutgoingMessage
 from gateway.encryption import ReferenceEncryption, stream_cipher
@@ -38,17 +39,19 @@ from gateway.policy import Policy, Route, RouteKind
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._config import ProducerSettings
 from gateway.producer._outbox import Outbox
-from gateway.producer._reference_admission import ReferenceAdmission
 from gateway.producer._route_choice import RouteChooser, forced_route
+from gateway.producer.reference.admission import ReferenceAdmission
 from gateway.producer.reference.digests import PendingDigest
 from gateway.producer.reference.window import WriteInFlight
 from gateway.producer.reference.writer import ReferenceWriter
+from gateway.producer.stream._observed import StreamedMessage, StreamObservation
 from gateway.producer.stream.source import SourceReader, check_source
 from gateway.protocol.compression import pays_off
 from gateway.protocol.encryption import sealed_size
 from gateway.protocol.payload_encoding import stored_bound
 from gateway.protocol.stream_parts import STREAM_CODECS, PartPacker, SegmentSealer, StreamDigest, stream_encoder
 from gateway.store import Store
+from gateway.telemetry.semconv import ClientInfo
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,8 @@ class StreamWriter:
         encryption: ReferenceEncryption,
         clock: Clock,
         produce: Produce,
+        auditor: Auditor | None = None,
+        telemetry: ClientInfo | None = None,
     ) -> None:
         self._settings = settings
         self._policy = policy
@@ -82,6 +87,8 @@ class StreamWriter:
         self._encryption = encryption
         self._clock = clock
         self._produce = produce
+        self._auditor = auditor
+        self._telemetry = telemetry or ClientInfo.of({})
         self.part_bytes = settings.stream_part_bytes
 
     def send(
@@ -99,7 +106,7 @@ class StreamWriter:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise TypeError(f"size must be a non-negative int (the stream's length in bytes), got {size!r:.40}")
         check_source(source)
-        message = OutgoingMessage.of(topic, None, key, partition, on_delivery, timestamp, headers)
+        message = StreamedMessage.streamed(topic, source, size, key, partition, on_delivery, timestamp, headers)
         forced = route is not None
         chosen = (
             forced_route(route)
@@ -107,7 +114,9 @@ class StreamWriter:
             else self._routes.route(topic, size, message.key_bytes, message.header_list)
         )
         chosen = self._within_bounds(chosen, forced, topic, size, key)
-        if chosen.kind is not RouteKind.REFERENCE:  # within what memory holds by the route's nature
+        # within what memory holds by the route's nature: produce's route, audit, span and (by reference) its
+        # fallback inline when the store fails, which a larger stream cannot have (consumers could not assemble it)
+        if chosen.kind is not RouteKind.REFERENCE or (not forced and size <= self._settings.max_chunked_bytes):
             value = bytes(_read_all(SourceReader(source, size, topic=topic, key=key)))
             self._produce(
                 topic, value, key, partition, on_delivery=on_delivery, timestamp=timestamp, headers=headers,
@@ -155,17 +164,24 @@ class StreamWriter:
             )
         if not store.streams_puts:
             raise ConfigurationError(f"store {name!r} ({type(store).__name__}) cannot write a payload as a stream")
-        references.check_declared(self._encryption.stored_size(size))
-        self._admission.check(message)
         segment = self._settings.chunk_size_for(message.key_bytes, message.header_list)
         allowed = self._compaction.cleanup_allowance(
             message.topic, size, route, segment, expires_per_payload=store.expires_per_payload
         )
         persistent = allowed.persistent
-        # one turn of the outbox's queue: the writes ahead of it settle first, its envelope goes in produce order
-        self._outbox.send_message(
-            lambda queued: self._upload(name, store, forced, queued, source, size, persistent), message
-        )
+        observed = StreamObservation(self._auditor, self._telemetry, self._clock.wall_ms)
+        message = observed.message(message)  # audited and traced from here, as produce: the span covers the upload
+        try:
+            references.check_declared(self._encryption.stored_size(size))
+            self._admission.check(message)  # what Kafka would refuse, refused before the store write
+            # one turn of the outbox's queue: the writes ahead of it settle first, its envelope goes in produce order
+            self._outbox.send_message(
+                lambda queued: self._upload(name, store, forced, queued, source, size, persistent), message
+            )
+        except BaseException as exc:
+            observed.failed(exc)
+            raise
+        observed.routed(name)
 
     def _upload(
         self, name: str, store: Store, forced: bool, message: OutgoingMessage, source: Any, size: int, persistent: bool
@@ -195,7 +211,9 @@ class StreamWriter:
             references.metrics.store_put_failures += 1
             references.health[name].failure(now + int((self._clock.monotonic() - started) * 1000))
             raise StreamUploadError(
-                f"the stream for {topic!r} could not be written to store {name!r}: {exc}", topic=topic, key=key
+                f"the stream for {topic!r} could not be written to store {name!r}: {exc}; {self._no_fallback(size)}",
+                topic=topic,
+                key=key,
             ) from exc
         digest = PendingDigest(plan.digest.checksum, plan.digest.size, plan.digest.digest())
         digest.compression = plan.codec
@@ -204,6 +222,16 @@ class StreamWriter:
             name, store, None, message, message_id, locator, digest, forced, now, started, references.settle_write
         )
         references.settle_write(write)
+
+    def _no_fallback(self, size: int) -> str:
+        """Why this stream was not sent inline instead, as ``produce`` may send a message whose store fails."""
+        bound = self._settings.max_chunked_bytes
+        if size > bound:
+            return (
+                f"a {size}-byte stream has no fallback to the chunked route (above large.message.max.bytes={bound},"
+                " consumers could not assemble it); nothing was sent, send it again"
+            )
+        return "the route was forced, so there is no fallback to the chunked route; nothing was sent, send it again"
 
 
 class _StreamPlan:

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 from gateway.core.outgoing import OutgoingMessage
 from gateway.errors import ConfigurationError, RecordTooLargeError
 from gateway.producer._config import parse_producer_config
-from gateway.producer._reference_admission import RECHECK_S, PartitionCounts, ReferenceAdmission
+from gateway.producer.reference.admission import RECHECK_S, PartitionCounts, ReferenceAdmission
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES
 from tests.unit.fake_clock import ManualClock
 
