@@ -37,8 +37,8 @@ from gateway.gc.progress import Progress, ProgressLine, ignore
 from gateway.testing import KafkaService, RedisServer
 
 CHILD_TIMEOUT = 1200.0
-REF_EXTRAS = "redis,s3,testing"
-"""What the ref's virtualenv installs: the child imports ``gateway.testing`` and the Redis store."""
+REF_EXTRAS = "redis,s3,gcs,azure,peers,testing"
+"""What the ref's virtualenv installs: the child imports ``gateway.testing`` and every store (variants)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +104,55 @@ def same_dependencies(tree: Path, ref: Path) -> bool:
     return dependencies((tree / "pyproject.toml").read_text()) == dependencies((ref / "pyproject.toml").read_text())
 
 
+def _project_table(pyproject: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return dict(tomllib.loads(pyproject).get("project", {}))
+    return {}
+
+
+def satisfied_here(pyproject: str) -> bool:
+    """Whether this interpreter already has every distribution ``pyproject`` asks for, extras included.
+
+    A ref whose requirements differ only in what this interpreter has anyway (a dependency added since,
+    a floor raised that the installed version meets) runs here, so both sides use the same installed
+    packages and only ``gateway`` and ``stores`` differ; a virtualenv of its own would resolve its own
+    versions, and the comparison would then measure them too.
+    """
+    if sys.version_info < (3, 11):
+        return False
+    from importlib import metadata
+
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # no way to read a requirement here: only equal files count
+        return False
+    project = _project_table(pyproject)
+    name = str(project.get("name", ""))
+    wanted = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        wanted += extra
+    for text in wanted:
+        req = Requirement(text)
+        if req.name == name or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        try:
+            installed = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            return False
+        if not req.specifier.contains(installed, prereleases=True):
+            return False
+    return True
+
+
 def ref_side(tree: Path, ref: Path, folder: Path, force_venv: bool) -> Side:
-    """This interpreter when the dependencies match (the checkout on ``PYTHONPATH``), else a virtualenv of its own."""
+    """This interpreter when it has what the ref needs (the checkout on ``PYTHONPATH``), else a virtualenv."""
     if not force_venv and same_dependencies(tree, ref):
         return Side(REF, sys.executable, ref, "this interpreter, PYTHONPATH at the checkout (same dependencies)")
+    if not force_venv and satisfied_here((ref / "pyproject.toml").read_text()):
+        why = "this interpreter, PYTHONPATH at the checkout (it has every dependency the ref asks for)"
+        return Side(REF, sys.executable, ref, why)
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     python = str(venv / "bin" / "python")

@@ -157,6 +157,18 @@ def test_the_ref_reuses_this_interpreter_only_when_its_dependencies_are_the_same
     assert not ab.same_dependencies(tree, ref)
 
 
+def test_a_ref_whose_every_dependency_is_installed_here_runs_on_this_interpreter() -> None:
+    """Only ``gateway`` and ``stores`` may differ between the sides: a ref asking for nothing new runs here."""
+    from importlib import metadata
+
+    ck = metadata.version("confluent-kafka")
+    here = f'[project]\nname = "kafka-hybrid-gateway"\ndependencies = ["confluent-kafka>={ck}"]\n'
+    extras = '[project.optional-dependencies]\nall = ["kafka-hybrid-gateway[x]"]\nold = ["x; python_version < \'3\'"]\n'
+    assert ab.satisfied_here(here + extras)
+    assert not ab.satisfied_here(here.replace(f">={ck}", f">{ck}"))
+    assert not ab.satisfied_here(here.replace("confluent-kafka", "no-such-distribution-here"))
+
+
 def test_the_page_shows_each_ab_run_with_its_table(tmp_path: Path) -> None:
     row = judge(MBPS, [50.0, 60.0, 55.0], [52.0, 58.0, 54.0])
     run = {
