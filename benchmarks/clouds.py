@@ -46,7 +46,7 @@ class CloudPlan:
 
     @classmethod
     def full(cls) -> CloudPlan:
-        return cls("full", {1_000_000: 20, 10_000_000: 4}, 5)
+        return cls("full", {1_000_000: 20, 10_000_000: 4}, 9)
 
 
 @contextmanager
