@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -725,6 +726,23 @@ def _profile_summary(gw: dict[str, Any], base: dict[str, Any], speed: str) -> st
     return text
 
 
+_PROFILED = re.compile(r"((?:gateway|stores)/[\w/]+\.py):\d+\((\w+)\)")
+
+
+def _function_cell(function: str, root: Path = ROOT) -> str:
+    """A profiled function as the table shows it: marked when the tree no longer defines it in that module.
+
+    The profile is of the code the run measured; a later rename or move leaves the recorded name as it was
+    (it is a measurement), and the mark says so rather than point a reader at a function that is gone."""
+    found = _PROFILED.fullmatch(function)
+    if found is None:
+        return f"`{function}`"
+    path, name = root / found[1], found[2]
+    if path.is_file() and re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b", path.read_text(), re.M):
+        return f"`{function}`"
+    return f"`{function}` (since renamed or moved)"
+
+
 def section_profiles(data: dict[str, Any]) -> str:
     if not data.get("profiles"):
         return ""
@@ -737,7 +755,8 @@ def section_profiles(data: dict[str, Any]) -> str:
         "time of all of them, so waiting in one thread and working in another both show. Time inside "
         "librdkafka calls (`poll`, `flush`, `consume`) includes waiting for the broker and for librdkafka's "
         "own C threads, which no Python profiler sees. Profiling slows Python code, so the profiled rates "
-        "are lower than the measured ones; the shares are what matters.",
+        "are lower than the measured ones; the shares are what matters. Function names are those of the code "
+        "profiled; one the tree no longer has there is marked.",
         "",
     ]
     for prof in data["profiles"]:
@@ -778,7 +797,7 @@ def section_profiles(data: dict[str, Any]) -> str:
             _table(
                 ["function", "calls", "self s", "cumulative s"],
                 [
-                    [f"`{r['function']}`", str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
+                    [_function_cell(r["function"]), str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
                     for r in gw["top_self"][:10]
                 ],
             ),
@@ -791,7 +810,7 @@ def section_profiles(data: dict[str, Any]) -> str:
                 _table(
                     ["function", "calls", "self s", "cumulative s"],
                     [
-                        [f"`{r['function']}`", str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
+                        [_function_cell(r["function"]), str(r["ncalls"]), f"{r['tottime']:.3f}", f"{r['cumtime']:.3f}"]
                         for r in gw["top_own_cumulative"][:8]
                     ],
                 ),

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gateway.store import Store
 from gateway.testing import (
     CAPABILITIES,
     AzuriteServer,
@@ -32,6 +33,7 @@ from gateway.testing import (
     spark_kafka_conf,
     start_kafka,
 )
+from tests.helpers import STREAM_PART_BYTES
 
 # Backends whose absence is a property of the machine, not a bug: missing ones skip.
 _OPTIONAL_BACKENDS = frozenset({"noida", "tansu"})
@@ -250,6 +252,29 @@ def s3_run_prefix() -> str:
 def s3_prefix(s3_run_prefix: str) -> str:
     """A key prefix unique to this test."""
     return f"{s3_run_prefix}{uuid.uuid4().hex[:8]}/"
+
+
+@pytest.fixture(params=["redis", "s3", "gcs", "azure"])
+def streaming_store(request: pytest.FixtureRequest, s3_prefix: str) -> Store:
+    """Each store that writes a payload as a stream, on its real server, in parts of ``STREAM_PART_BYTES``.
+
+    Redis keeps entries of 1 MiB, unlike the part size: a reader must take the entry size from the locator.
+    """
+    from stores import AzureBlobStore, GCSStore, RedisStore, S3Store
+
+    part, kind = STREAM_PART_BYTES, request.param
+    if kind == "redis":
+        return RedisStore(
+            request.getfixturevalue("redis_client"), prefix=f"gw{uuid.uuid4().hex[:6]}", entry_bytes=1 << 20
+        )
+    if kind == "s3":
+        client, bucket = request.getfixturevalue("s3_client"), request.getfixturevalue("s3_bucket")
+        return S3Store(client, bucket=bucket, prefix=s3_prefix, multipart_chunk_bytes=part)
+    if kind == "gcs":
+        client, bucket = request.getfixturevalue("gcs_client"), request.getfixturevalue("gcs_bucket")
+        return GCSStore(client, bucket=bucket, prefix=s3_prefix, part_bytes=part)
+    client, container = request.getfixturevalue("azure_client"), request.getfixturevalue("azure_container")
+    return AzureBlobStore(client, container=container, prefix=s3_prefix, part_bytes=part)
 
 
 @pytest.fixture

@@ -6,13 +6,18 @@ import hashlib
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from gateway import HybridConsumer
 from gateway.errors import GatewayError
 from gateway.protocol import LM_HEADER, split
 from gateway.protocol.headers import Headers, last_header
+from gateway.store import Store
 from gateway.testing.demo import pattern_bytes
+
+STREAM_PART_BYTES = 5 * 1024 * 1024
+"""``reference.stream.part.bytes``' minimum: the part size of the ``streaming_store`` fixture's stores."""
 
 
 def payload(size: int, seed: int = 0) -> bytes:
@@ -64,3 +69,29 @@ def consume_all(consumer: HybridConsumer, want: int, timeout: float = 60) -> tup
         if msg is not None and msg.error() is None:
             got.append(msg)
     return got, errors
+
+
+def digest_of_reads(stream: Any, step: int) -> str:
+    """The SHA-256 of what ``stream`` reads, ``step`` bytes a call, to its end."""
+    out = hashlib.sha256()
+    while part := stream.read(step):
+        out.update(part)
+    return out.hexdigest()
+
+
+def rewrite_stored(store: Store, locator: str, change: Callable[[bytes], bytes]) -> None:
+    """Replace a payload stored in Redis or S3 with ``change(payload)`` through the store's raw client, behind
+    its envelope's back (the envelope stays as it was)."""
+    from stores import RedisStore, S3Store
+
+    if isinstance(store, RedisStore):
+        parsed = store.validate_locator(locator)
+        keys = parsed.keys(store.prefix)
+        stored = change(b"".join(store.client.get(key) for key in keys))
+        for index, key in enumerate(keys):
+            store.client.set(key, stored[index * parsed.entry_bytes : (index + 1) * parsed.entry_bytes])
+        return
+    assert isinstance(store, S3Store)
+    key = store.validate_locator(locator).key
+    stored = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+    store.client.put_object(Bucket=store.bucket, Key=key, Body=change(stored))

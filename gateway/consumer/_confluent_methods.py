@@ -18,7 +18,7 @@ from gateway.auditing import Auditor
 from gateway.consumer._events import EventHandler
 from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver, RebalanceCallback
-from gateway.consumer._record_processor import MessageCollector
+from gateway.consumer._record_processor import BatchFetcher, MessageCollector
 from gateway.consumer.handoff import Handoff
 from gateway.consumer.resolver import Resolver
 from gateway.core.pipeline import ConsumerPipeline
@@ -40,6 +40,7 @@ class ConfluentMethods:
     _auditor: Auditor | None
     _auto_commit: bool
     _collector: MessageCollector
+    _fetcher: BatchFetcher
     _spans: ConsumerTelemetry
     _closed = True
     """Until ``__init__`` has run, and after ``close()``: calls raise ``RuntimeError("Consumer closed")``."""
@@ -65,7 +66,7 @@ class ConfluentMethods:
             except Exception as exc:  # noqa: BLE001 - raised by an application callback inside the commit
                 log.warning("a callback raised while the consumer committed on close: %r", exc)
         self._closed = True
-        self._collector.plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's
+        self._fetcher.plain_runs_on = False  # what is still queued is dropped, so poll() raises as confluent-kafka's
         self._inbox.clear()
         self._handoff.clear()
         self._resolver.close()

@@ -25,7 +25,7 @@ from gateway.consumer._confluent_methods import ConfluentMethods
 from gateway.consumer._events import EventHandler
 from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver
-from gateway.consumer._record_processor import MessageCollector, RecordProcessor
+from gateway.consumer._record_processor import BatchFetcher, MessageCollector, RecordProcessor
 from gateway.consumer.config import parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
@@ -51,7 +51,16 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
     """
 
     # what poll() reads, in slots: on a subclass of a C type, instance-dict reads are twice as slow
-    __slots__ = ("_auto_commit", "_collector", "_deserialize", "_deserializers", "_handoff", "_inbox", "_spans")
+    __slots__ = (
+        "_auto_commit",
+        "_collector",
+        "_deserialize",
+        "_deserializers",
+        "_fetcher",
+        "_handoff",
+        "_inbox",
+        "_spans",
+    )
 
     def __init__(
         self,
@@ -109,16 +118,18 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             keys_read=settings.peers is not None,
         )
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
-        self._collector = MessageCollector(
+        self._fetcher = BatchFetcher(
             self._inbox,
             self._pipeline,
             path,
             self._offsets,
             self._flow,
             self._events,
-            self._deserializers,
             self._auto_commit_when_due,
             plain_runs_allowed=auditor is None,  # an audited message is counted one by one, on the full path
+        )
+        self._collector = MessageCollector(
+            self._inbox, self._pipeline, path, self._fetcher, self._deserializers, self._auto_commit_when_due
         )
         self._handoff = Handoff(
             self._pipeline.progress, self._inbox.make_way_for_returned, self._pipeline.commits.floors
@@ -142,7 +153,7 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
             self._spans.release()
         if self._handoff.returned:  # what a driver handed over and got back goes first (gateway.consumer.handoff)
             return self._handoff.take_one()  # type: ignore[no-any-return]
-        if queue.raw and self._collector.plain_runs_on and not queue.kept and queue.deferred is None:
+        if queue.raw and self._fetcher.plain_runs_on and not queue.kept and queue.deferred is None:
             plain: Message | None = queue.take_plain_head()  # the hot path: delivered by bookkeeping alone
             if plain is not None:
                 if self._auto_commit:

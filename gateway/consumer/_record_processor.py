@@ -95,30 +95,17 @@ def _span_fields(events: Sequence[Any]) -> tuple[str, str | None, int]:
     return last.route.value, last.envelope.store if last.envelope is not None else None, last.number_of_segments
 
 
-class MessageCollector:
-    """The one loop of ``poll()`` and ``consume()`` (:meth:`collect`): whole messages from what is kept back,
-    counted out, queued and fetched, each through the full path (:class:`RecordProcessor`) or by
-    bookkeeping alone, deserialized, within the call's count and bytes.
+class BatchFetcher:
+    """What a reading call fetches: a batch into the inbox, or one handed out as it came (:meth:`fetch_batch`);
+    commit results served as confluent-kafka serves them when it polls, and the pipeline told whether anything
+    came while partitions wait for room.
 
     ``plain_runs_on`` says whether plain records may go by bookkeeping alone: decided again with every
     fetched batch (never while tracing, whose spans need the full path; never with an auditor).
     """
 
-    __slots__ = (
-        "_auto_commit_when_due",
-        "_deserialize",
-        "_deserializers",
-        "_events",
-        "_expect",
-        "_flow",
-        "_inbox",
-        "_offsets",
-        "_path",
-        "_pipeline",
-        "_runs_allowed",
-        "plain_runs_on",
-        "refused_rest",
-    )
+    __slots__ = ("_auto_commit_when_due", "_events", "_flow", "_inbox", "_offsets", "_path", "_pipeline",
+                 "_runs_allowed", "plain_runs_on")  # fmt: skip
 
     def __init__(
         self,
@@ -128,23 +115,91 @@ class MessageCollector:
         offsets: OffsetDriver,
         flow: FlowControl,
         events: EventHandler,
-        deserializers: Deserializers,
         auto_commit_when_due: Callable[[], None],
         *,
         plain_runs_allowed: bool,
     ) -> None:
         self._inbox = inbox
-        self._path = path
         self._pipeline = pipeline
+        self._path = path
         self._offsets = offsets
         self._flow = flow
         self._events = events
-        self._deserializers = deserializers
-        self._deserialize = bool(deserializers)
         self._auto_commit_when_due = auto_commit_when_due
         self._runs_allowed = plain_runs_allowed
         self.plain_runs_on = False
         """Looked up once per fetched batch; False once the consumer closed (what is queued was dropped)."""
+
+    def fetch(self, timeout: float) -> bool:
+        """One batch into the queue; whether plain runs may be taken is decided again for it."""
+        fetched = self._inbox.fetch(timeout)
+        self._offsets.commits.serve_results()  # on_commit runs when the consumer polls, as in confluent-kafka
+        self.refresh_runs()
+        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._inbox)
+            self._waited(fetched)
+        return fetched
+
+    def fetch_batch(self, limit: int, timeout: float) -> list[Message]:
+        """Up to ``limit`` records, not queued (the caller hands them out or queues them)."""
+        self._auto_commit_when_due()
+        batch: list[Message] = self._inbox.fetch_batch(timeout, limit)
+        self._offsets.commits.serve_results()
+        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._inbox)
+            self._waited(bool(batch))
+        return batch
+
+    def _waited(self, fetched: bool) -> None:
+        """While partitions wait for room: a fetch that brought nothing may mean the message they wait
+        for cannot finish; the pipeline decides, and a message it gives up is reported like any drop."""
+        if fetched:
+            self._pipeline.fetched()
+            return
+        events = self._pipeline.idle(time.monotonic())
+        if events:
+            self._flow.act(events)
+            self._events.handle(None, events)
+
+    def refresh_runs(self) -> bool:
+        """Whether plain records may go by bookkeeping alone: decided again with every fetched batch."""
+        traced = self._path.traced = tracing.enabled()  # looked up with every fetch, not for every record
+        self.plain_runs_on = self._runs_allowed and not traced  # a traced message gets its span on the full path
+        return self.plain_runs_on
+
+
+class MessageCollector:
+    """The one loop of ``poll()`` and ``consume()`` (:meth:`collect`): whole messages from what is kept back,
+    counted out, queued and fetched (:class:`BatchFetcher`), each through the full path
+    (:class:`RecordProcessor`) or by bookkeeping alone, deserialized, within the call's count and bytes.
+    """
+
+    __slots__ = (
+        "_auto_commit_when_due",
+        "_deserialize",
+        "_deserializers",
+        "_expect",
+        "_fetcher",
+        "_inbox",
+        "_path",
+        "_pipeline",
+        "refused_rest",
+    )
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        pipeline: ConsumerPipeline,
+        path: RecordProcessor,
+        fetcher: BatchFetcher,
+        deserializers: Deserializers,
+        auto_commit_when_due: Callable[[], None],
+    ) -> None:
+        self._inbox = inbox
+        self._path = path
+        self._pipeline = pipeline
+        self._fetcher = fetcher
+        self._deserializers = deserializers
+        self._deserialize = bool(deserializers)
+        self._auto_commit_when_due = auto_commit_when_due
         self._expect = 0  # the size of the last whole message taken: what the next one likely is
         self.refused_rest: deque[Message] = deque()
         """Behind a refused one: kept in the inbox once the call ends (:meth:`keep_refused`)."""
@@ -160,41 +215,11 @@ class MessageCollector:
             self._inbox.keep(self.refused_rest, before)
             self.refused_rest.clear()
 
-    def _fetch(self, timeout: float) -> bool:
-        """One batch into the queue; whether plain runs may be taken is decided again for it."""
-        fetched = self._inbox.fetch(timeout)
-        self._offsets.commits.serve_results()  # on_commit runs when the consumer polls, as in confluent-kafka
-        self._refresh_runs()
-        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._inbox)
-            self._waited(fetched)
-        return fetched
-
-    def _waited(self, fetched: bool) -> None:
-        """While partitions wait for room: a fetch that brought nothing may mean the message they wait
-        for cannot finish; the pipeline decides, and a message it gives up is reported like any drop."""
-        if fetched:
-            self._pipeline.fetched()
-            return
-        events = self._pipeline.idle(time.monotonic())
-        if events:
-            self._flow.act(events)
-            self._events.handle(None, events)
-
-    def _refresh_runs(self) -> bool:
-        """Whether plain records may go by bookkeeping alone: decided again with every fetched batch."""
-        traced = self._path.traced = tracing.enabled()  # looked up with every fetch, not for every record
-        self.plain_runs_on = self._runs_allowed and not traced  # a traced message gets its span on the full path
-        return self.plain_runs_on
-
     def _fetch_proven(self, limit: int, timeout: float, room: int) -> tuple[list[Message], int]:
         """A fetched batch handed out as it came, with its bytes, when it is proven plain and fits in ``room``;
         else queued for the full path (which takes what fits)."""
-        self._auto_commit_when_due()
-        batch = self._inbox.fetch_batch(timeout, limit)
-        self._offsets.commits.serve_results()
-        if self._pipeline.waiting:  # partitions wait for room (gateway.consumer._inbox)
-            self._waited(bool(batch))
-        if self._refresh_runs():
+        batch = self._fetcher.fetch_batch(limit, timeout)
+        if self._fetcher.refresh_runs():
             size = sum(map(len, batch))  # one C pass over the batch
             if size <= room or len(batch) == 1:
                 out = self._inbox.proven_whole(batch)
@@ -237,7 +262,7 @@ class MessageCollector:
             if room < 0 or len(out) >= limit:
                 return
             if out:  # more only as far as librdkafka has them now
-                if room <= 0 or not self._fetch(0):
+                if room <= 0 or not self._fetcher.fetch(0):
                     return
                 continue
             if deadline is None and timeout is not None and timeout >= 0:
@@ -252,15 +277,15 @@ class MessageCollector:
     def _fetch_first(self, out: list[Message], limit: int, room: int, timeout: float) -> int:
         """The fetch that brings a call its first message: a batch proven plain goes as it came (for
         ``consume``) or is counted out (for ``poll``); else it is queued. The room left."""
-        queue = self._inbox
-        if limit > 1 and self.plain_runs_on:
+        queue, fetcher = self._inbox, self._fetcher
+        if limit > 1 and fetcher.plain_runs_on:
             got, size = self._fetch_proven(limit, timeout, room)
             if got:
                 out.extend(got)
                 if self._deserialize:
                     self._deserializers.apply_from(out, 0, self.refused_rest)
             return room - size
-        if self._fetch(timeout) and self.plain_runs_on and limit == 1:
+        if fetcher.fetch(timeout) and fetcher.plain_runs_on and limit == 1:
             first = queue.open_plain_batch() or queue.take_plain_head()  # poll()'s hot path too
             if first is not None:
                 return room - self._hand_out(out, first)
@@ -281,9 +306,10 @@ class MessageCollector:
         call holds one message the full path takes them (``poll()`` tried the plain head before); then
         plain records go by bookkeeping where they may, in runs."""
         queue = self._inbox
+        runs = self._fetcher.plain_runs_on  # no fetch until this returns
         queued = -1  # at most how many bytes the queue holds: measured once per fetch, in C
         while queue.raw and len(out) < limit:
-            if self.plain_runs_on and out:
+            if runs and out:
                 if queued < 0:
                     queued = sum(map(len, queue.raw))
                 size = self._take_plain_within(out, limit, room, queued)

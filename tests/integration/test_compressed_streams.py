@@ -10,9 +10,7 @@ never whole. A stored frame changed or cut short behind its envelope raises
 
 from __future__ import annotations
 
-import hashlib
 import io
-import uuid
 from typing import Any
 
 import pytest
@@ -22,13 +20,12 @@ from gateway.errors import PayloadStreamIntegrityError
 from gateway.protocol.envelope import decode_envelope
 from gateway.store import Store
 from gateway.testing import KafkaService
-from stores import AzureBlobStore, GCSStore, RedisStore, S3Store
-from tests.helpers import consume_all, sha
+from tests.helpers import STREAM_PART_BYTES as PART
+from tests.helpers import consume_all, digest_of_reads, rewrite_stored, sha
 from tests.kafkautil import read_partition
 
 KiB = 1024
 MiB = 1024 * KiB
-PART = 5 * MiB  # reference.stream.part.bytes' minimum
 RANGE = 64 * KiB  # the stored frame spans several ranges, and so does the decoded value
 
 
@@ -44,21 +41,6 @@ def text_value(size: int, seed: int) -> bytes:
 
 
 SIZE = 3 * MiB + 12_345
-
-
-@pytest.fixture(params=["redis", "s3", "gcs", "azure"])
-def store(request: pytest.FixtureRequest, s3_prefix: str) -> Store:
-    kind = request.param
-    if kind == "redis":
-        return RedisStore(request.getfixturevalue("redis_client"), prefix=f"gw{uuid.uuid4().hex[:6]}", entry_bytes=MiB)
-    if kind == "s3":
-        client, bucket = request.getfixturevalue("s3_client"), request.getfixturevalue("s3_bucket")
-        return S3Store(client, bucket=bucket, prefix=s3_prefix, multipart_chunk_bytes=PART)
-    if kind == "gcs":
-        client, bucket = request.getfixturevalue("gcs_client"), request.getfixturevalue("gcs_bucket")
-        return GCSStore(client, bucket=bucket, prefix=s3_prefix, part_bytes=PART)
-    client, container = request.getfixturevalue("azure_client"), request.getfixturevalue("azure_container")
-    return AzureBlobStore(client, container=container, prefix=s3_prefix, part_bytes=PART)
 
 
 def write(kafka: KafkaService, topic: str, store: Store, value: bytes, codec: str, how: str) -> None:
@@ -90,13 +72,6 @@ def read_one(consumer_config: Any, topic: str, store: Store) -> tuple[HybridCons
     return reading, stream
 
 
-def digest_of_reads(stream: PayloadStream, step: int) -> str:
-    out = hashlib.sha256()
-    while part := stream.read(step):
-        out.update(part)
-    return out.hexdigest()
-
-
 def stored_frame(consumer_config: Any, topic: str, codec: str) -> str:
     [record] = read_partition(consumer_config(), topic, 0, 1)
     envelope = decode_envelope(record.value())
@@ -110,23 +85,23 @@ def test_a_compressed_value_reads_back_as_a_stream_decoded_range_by_range(
     kafka: KafkaService,
     topic: str,
     consumer_config: Any,
-    store: Store,
+    streaming_store: Store,
     codec: str,
     how: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     value = text_value(SIZE, 1)
-    write(kafka, topic, store, value, codec, how)
+    write(kafka, topic, streaming_store, value, codec, how)
     locator = stored_frame(consumer_config, topic, codec)
-    stored = len(store.get(locator))
+    stored = len(streaming_store.get(locator))
     assert RANGE < stored < SIZE // 2, "the frame spans several ranges and compressed well"
 
     def whole(*args: object, **kwargs: object) -> bytes:
         raise AssertionError("a compressed payload read as a stream was read whole")
 
-    monkeypatch.setattr(store, "get", whole)
-    monkeypatch.setattr(store, "get_many", whole)
-    reading, stream = read_one(consumer_config, topic, store)
+    monkeypatch.setattr(streaming_store, "get", whole)
+    monkeypatch.setattr(streaming_store, "get_many", whole)
+    reading, stream = read_one(consumer_config, topic, streaming_store)
     try:
         assert stream.size == SIZE and stream.seekable()
         assert digest_of_reads(stream, 333_333) == sha(value)
@@ -134,21 +109,6 @@ def test_a_compressed_value_reads_back_as_a_stream_decoded_range_by_range(
         assert stream.read(10_000) == value[SIZE // 2 + 5 : SIZE // 2 + 10_005]
     finally:
         reading.close()
-
-
-def rewrite(store: Store, locator: str, change: Any) -> None:
-    """Replace the stored frame with ``change(frame)`` through the store's raw client; the envelope stays."""
-    if isinstance(store, RedisStore):
-        parsed = store.validate_locator(locator)
-        keys = parsed.keys(store.prefix)
-        frame = change(b"".join(store.client.get(key) for key in keys))
-        for index, key in enumerate(keys):
-            store.client.set(key, frame[index * parsed.entry_bytes : (index + 1) * parsed.entry_bytes])
-        return
-    assert isinstance(store, S3Store)
-    key = store.validate_locator(locator).key
-    frame = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
-    store.client.put_object(Bucket=store.bucket, Key=key, Body=change(frame))
 
 
 def flip(frame: bytes) -> bytes:
@@ -159,15 +119,17 @@ def flip(frame: bytes) -> bytes:
 
 @pytest.mark.parametrize("damage", ["tampered", "truncated"])
 @pytest.mark.parametrize("codec", ["zstd", "gzip"])
-@pytest.mark.parametrize("store", ["redis", "s3"], indirect=True)
+@pytest.mark.parametrize("streaming_store", ["redis", "s3"], indirect=True)
 def test_a_compressed_frame_changed_or_cut_behind_its_envelope_raises_by_the_streams_end(
-    kafka: KafkaService, topic: str, consumer_config: Any, store: Store, codec: str, damage: str
+    kafka: KafkaService, topic: str, consumer_config: Any, streaming_store: Store, codec: str, damage: str
 ) -> None:
     value = text_value(SIZE, 2)
-    write(kafka, topic, store, value, codec, "stream")
+    write(kafka, topic, streaming_store, value, codec, "stream")
     locator = stored_frame(consumer_config, topic, codec)
-    rewrite(store, locator, flip if damage == "tampered" else (lambda frame: frame[: len(frame) - 100]))
-    reading, stream = read_one(consumer_config, topic, store)
+    rewrite_stored(
+        streaming_store, locator, flip if damage == "tampered" else (lambda frame: frame[: len(frame) - 100])
+    )
+    reading, stream = read_one(consumer_config, topic, streaming_store)
     try:
         seen = bytearray()
         with pytest.raises(PayloadStreamIntegrityError) as caught:

@@ -180,3 +180,16 @@ def test_page_has_the_sections_exactly_when_their_results_exist(
         assert headings[at + 1 : at + 4] == [clouds_heading, compression_heading, "## Consumer memory"]
     else:
         assert clouds_heading not in headings and compression_heading not in headings
+
+
+def test_a_profiled_function_the_tree_no_longer_has_is_marked(tmp_path: Path) -> None:
+    """The profile tables quote the code the run measured; a name renamed or moved since is marked, not hidden."""
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway" / "mod.py").write_text("class Kept:\n    def feed(self) -> None: ...\n")
+    assert report._function_cell("gateway/mod.py:2(feed)", tmp_path) == "`gateway/mod.py:2(feed)`"
+    assert report._function_cell("gateway/mod.py:1(Kept)", tmp_path) == "`gateway/mod.py:1(Kept)`"
+    assert report._function_cell("gateway/mod.py:9(_produce_routed)", tmp_path).endswith("(since renamed or moved)")
+    assert report._function_cell("gateway/gone.py:9(feed)", tmp_path).endswith("(since renamed or moved)")
+    assert report._function_cell("<method 'poll' of 'cimpl.Consumer' objects>", tmp_path) == (
+        "`<method 'poll' of 'cimpl.Consumer' objects>`"
+    )

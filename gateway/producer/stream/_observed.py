@@ -31,21 +31,11 @@ class StreamedMessage(OutgoingMessage):
         return self.declared
 
     @classmethod
-    def streamed(
-        cls,
-        topic: str,
-        source: Any,
-        size: int,
-        key: Any,
-        partition: int,
-        on_delivery: Any,
-        timestamp: int,
-        headers: Any,
-    ) -> StreamedMessage:
-        """The arguments checked as ``produce`` checks them; the source stands for the value (not a tombstone)."""
-        checked = OutgoingMessage.of(topic, None, key, partition, on_delivery, timestamp, headers)
+    def streamed(cls, checked: OutgoingMessage, source: Any, size: int) -> StreamedMessage:
+        """``checked`` (``produce``'s arguments, checked as it checks them) with the source standing for the
+        value: not a tombstone, and no payload in memory."""
         return cls(
-            topic, source, None, checked.key, checked.partition, checked.on_delivery, checked.timestamp,
+            checked.topic, source, None, checked.key, checked.partition, checked.on_delivery, checked.timestamp,
             checked.headers, checked.key_data, checked.header_items, declared=size,
         )  # fmt: skip
 

@@ -106,7 +106,8 @@ class StreamWriter:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise TypeError(f"size must be a non-negative int (the stream's length in bytes), got {size!r:.40}")
         check_source(source)
-        message = StreamedMessage.streamed(topic, source, size, key, partition, on_delivery, timestamp, headers)
+        checked = OutgoingMessage.of(topic, None, key, partition, on_delivery, timestamp, headers)
+        message = StreamedMessage.streamed(checked, source, size)
         forced = route is not None
         chosen = (
             forced_route(route)

@@ -8,7 +8,8 @@ high watermarks, filters what was delivered before a restart, and answers with e
 driver looks inside it. A group consumer's pipeline asks for a partition's commit with a
 :class:`~gateway.core.events.CommitNeeded` event instead of relying on the driver to load it first.
 Commit and seek translation is :attr:`ConsumerPipeline.commits`, a
-:class:`~gateway.core.commits.CommitTranslator` the driver uses directly.
+:class:`~gateway.core.commits.CommitTranslator` the driver uses directly; messages dropped and partitions
+that wait for room are reported by :class:`~gateway.core.pipeline._drops_and_waits.DropsAndWaits`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gateway.core.events import (
 )
 from gateway.core.flow import DEFAULT_STALL_TIMEOUT_S
 from gateway.core.offsets import DeliveredOffsetTracker, Progress
+from gateway.core.pipeline._drops_and_waits import DropsAndWaits
 from gateway.core.plain_deliveries import PlainDeliveries
 from gateway.errors import InvalidSegmentError, LargeMessageDroppedError
 from gateway.protocol.classify import PLAIN_RECORD, Classified, classify
@@ -97,8 +99,6 @@ class ConsumerPipeline:
         self._tracker = tracker if tracker is not None else DeliveredOffsetTracker()
         self._commits = CommitTranslator(self._assembler, self._tracker)
         self._awaits_commits = awaits_commits
-        self._hold_drops = hold_drops
-        self._stall_s = stall_timeout_s
         self._flow = self._assembler.flow
         self._high_watermarks = self._commits.high_watermarks
         plain = self._plain = PlainDeliveries(self._assembler, self._tracker, self._commits, runs=peers is None)
@@ -109,6 +109,11 @@ class ConsumerPipeline:
         self.open_counted = plain.open_counted
         self.deliver_proven = plain.deliver_proven
         self.counters: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
+        drops = self._drops = DropsAndWaits(
+            self._assembler, self._commits, self.counters, hold_drops=hold_drops, stall_timeout_s=stall_timeout_s
+        )
+        self._drain_dropped = drops.drain  # what the record path reports after every segment: one call
+        self._replayed = drops.replayed
 
     @property
     def commits(self) -> CommitTranslator:
@@ -227,75 +232,24 @@ class ConsumerPipeline:
         events.append(InvalidRecord(record, exc, self._commits.safe_offset(tp)))
         return events
 
-    def _drain_dropped(
-        self, tp: TopicPartitionKey | None, record: Record | None, exc: LargeMessageDroppedError | None
-    ) -> list[Event]:
-        """Drops, then the partitions that must wait or may go on; a held drop keeps commits before it."""
-        dropped = self._assembler.dropped
-        flow = self._flow
-        if not dropped and not flow.waits and not flow.resumed:
-            return []
-        events: list[Event] = []
-        for info in dropped:
-            key = f"dropped.{info.reason}"
-            self.counters[key] = self.counters.get(key, 0) + 1
-            if self._hold_drops and info.reason == "evicted":  # read again after a restart, never skipped
-                self._commits.hold((info.topic, info.partition), info.starting_offset)
-            if record is None and not events and self._assembler.exception_on_message_dropped:  # gave up (idle)
-                exc = LargeMessageDroppedError(f"large message dropped while partitions waited for room: {info}", info)
-            safe = None if tp is None else self._commits.safe_offset(tp)
-            events.append(MessageDropped(record, info, exc if not events else None, safe))
-        dropped.clear()
-        events.extend(self.flow_changes())
-        return events
-
-    # -- waiting for room (gateway.core.flow) -------------------------------------------------------
-    def _replayed(self, tp: TopicPartitionKey, record: Record) -> bool:
-        """A record of a partition that waits, or one handled before and read again: nothing to do."""
-        try:
-            segment = classify(record.value, record.headers, record.offset).segment
-        except InvalidSegmentError:
-            segment = None  # reported when first read
-        if not self._assembler.replayed(tp, record.offset, segment):
-            return False
-        self.counters["flow.replayed"] = self.counters.get("flow.replayed", 0) + 1
-        return True
-
+    # -- waiting for room (gateway.core.flow) ----------------------------------------------------------
     @property
     def waiting(self) -> bool:
         """Partitions wait for room, or the driver has a flow change to hear (:meth:`idle` matters only then)."""
-        flow = self._flow
-        return bool(flow.waiting or flow.waits or flow.resumed)
+        return self._drops.waiting
 
     def flow_changes(self) -> list[Event]:
         """Waits and resumes not yet handed to the driver (also after a partition left: :meth:`forget`)."""
-        flow = self._flow
-        if not flow.waits and not flow.resumed:
-            return []
-        change = FlowChange(tuple(flow.waits), tuple(flow.resumed))
-        self.counters["flow.waits"] = self.counters.get("flow.waits", 0) + len(change.waits)
-        flow.waits.clear()
-        flow.resumed.clear()
-        return [change]
+        return self._drops.flow_changes()
 
     def fetched(self) -> None:
         """The driver fetched records: partitions that wait are not stalled."""
-        self._flow.idle_since = None
+        self._drops.fetched()
 
     def idle(self, now: float) -> list[Event]:
         """Nothing could be fetched at ``now``: after ``stall_timeout_s`` of that with partitions waiting,
         the messages they wait for cannot finish (their partitions are caught up), so they go as drops."""
-        flow = self._flow
-        if not flow.waiting:
-            flow.idle_since = None
-            return self.flow_changes()
-        if flow.idle_since is None:
-            flow.idle_since = now
-            return self.flow_changes()
-        if now - flow.idle_since < self._stall_s:
-            return self.flow_changes()
-        self._assembler.give_up_waiting()
-        return self._drain_dropped(None, None, None)
+        return self._drops.idle(now)
 
     # -- partitions come and go -------------------------------------------------------------------
     def forget(self, tp: TopicPartitionKey) -> None:
