@@ -27,13 +27,11 @@ from typing import Any
 from confluent_kafka import Producer
 
 from benchmarks.common import bench_kafka, malloc_mode, payload, stat
+from benchmarks.variants import CHUNK_MESSAGE_MAX, SEGMENT  # the route suite's records, so they match its ceiling
 from gateway import HybridProducer
 from gateway.protocol.headers import encode_timestamp
 from gateway.protocol.splitter import iter_split
 
-SEGMENT = 800_000
-"""``max.message.segment.bytes`` of the route suite (``benchmarks.variants``), so the records match its ceiling."""
-MESSAGE_MAX = 1_000_000
 VARIANTS = ("raw", "raw+reports", "raw+build", "raw+build+reports", "chunked")
 
 
@@ -106,7 +104,7 @@ def run(backend: str, size: int, messages: int, rounds: int) -> dict[str, Any]:
     keys = [f"k{i:07d}".encode() for i in range(messages)]
     samples: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in VARIANTS}
     with bench_kafka(backend) as kafka:
-        conf = {**kafka.client_conf(), "message.max.bytes": MESSAGE_MAX}
+        conf = {**kafka.client_conf(), "message.max.bytes": CHUNK_MESSAGE_MAX}
         for rnd in range(rounds):
             for variant in VARIANTS if rnd % 2 == 0 else VARIANTS[::-1]:
                 topic = f"cost-{uuid.uuid4().hex[:8]}"
