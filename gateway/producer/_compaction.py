@@ -13,12 +13,21 @@ answer changes what a message does, and caches it for ``refresh_s``: before chun
 than one segment, before writing a reference to a store that expires payloads one by one (Redis's TTL,
 ``Store.expires_per_payload``), and before a reference of several segments falls back to chunks. An
 object store's reference writes the same bytes on any topic, so its send path never waits for the lookup.
+
+A fresh producer's first such message pays the lookup on top of what a raw producer's first message
+pays (connecting, the topic's metadata, its leader). So the lookup never runs alone: the moment a
+topic is about to be asked, ``ahead(topic)`` starts librdkafka's own metadata request on another
+thread (:class:`~gateway.producer.reference.topic_warmup.TopicWarmup`), and the lookup sends its
+``DescribeConfigs`` and its controller check together. The first message then waits for the longest of
+them rather than their sum (issue 42.3).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,30 +82,68 @@ class CleanupPolicies:
     counts as not compacted until the next refresh, with one warning, which is LinkedIn's behaviour.
     """
 
-    def __init__(self, describe: Callable[[str], str], clock: Clock, refresh_s: float) -> None:
+    def __init__(
+        self,
+        describe: Callable[[str], str],
+        clock: Clock,
+        refresh_s: float,
+        ahead: Callable[[str], None] = lambda topic: None,
+    ) -> None:
         self._describe = describe
         self._clock = clock
         self._refresh_s = refresh_s
+        self._ahead = ahead
+        """Told of each topic just before it is described: what a first message needs besides the answer
+        (librdkafka's metadata and leader connection) starts there, so the two waits overlap."""
         self._known: dict[str, _Known] = {}
         self._warned: set[str] = set()
+        self._pending: dict[str, Future[str]] = {}
+        """Lookups :meth:`start` began on the worker thread; only the caller's thread reads or records answers."""
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def start(self, topic: str) -> None:
+        """Ask for ``topic``'s policy on a worker thread unless it is known or already asked; never waits.
+
+        The next :meth:`policy` of the topic waits for that answer instead of asking again.
+        """
+        if self._closed or topic in self._pending or self._fresh(topic, self._clock.monotonic()) is not None:
+            return
+        self._ahead(topic)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-cleanup-policy")
+        self._pending[topic] = self._pool.submit(self._describe, topic)
 
     def policy(self, topic: str) -> str | None:
         now = self._clock.monotonic()
+        known = self._fresh(topic, now)
+        if known is not None:
+            return known.policy
+        pending = self._pending.pop(topic, None)
+        if pending is None:
+            self._ahead(topic)
+        try:
+            found: str | None = self._describe(topic) if pending is None else pending.result()
+        except Exception as exc:  # noqa: BLE001 -- any failure means "not known"; we say so once
+            if topic not in self._warned:  # a known "cannot say" is routine (the mock cluster); others are not
+                self._warned.add(topic)
+                level = logging.INFO if isinstance(exc, LookupError) else logging.WARNING
+                log.log(level, "cleanup.policy of topic %r unknown (%s); treated as not compacted", topic, exc)
+            self._known[topic] = _Known(None, now + min(self._refresh_s, RETRY_UNKNOWN_S))
+            return None
+        self._known[topic] = _Known(found, now + self._refresh_s)
+        return found
+
+    def _fresh(self, topic: str, now: float) -> _Known | None:
         known = self._known.get(topic)
-        if known is None or known.until <= now:
-            try:
-                found: str | None = self._describe(topic)
-            except Exception as exc:  # noqa: BLE001 -- any failure means "not known"; we say so once
-                if topic not in self._warned:  # a known "cannot say" is routine (the mock cluster); others are not
-                    self._warned.add(topic)
-                    level = logging.INFO if isinstance(exc, LookupError) else logging.WARNING
-                    log.log(level, "cleanup.policy of topic %r unknown (%s); treated as not compacted", topic, exc)
-                known = self._known[topic] = _Known(None, now + min(self._refresh_s, RETRY_UNKNOWN_S))
-                return None
-            known = self._known[topic] = _Known(found, now + self._refresh_s)
-        return known.policy
+        return known if known is not None and known.until > now else None
 
     def close(self) -> None:
+        """Wait for a lookup under way (its admin client must outlive it); drop the ones not started."""
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
         close = getattr(self._describe, "close", None)
         if callable(close):
             close()
@@ -158,6 +205,11 @@ class CompactionGuard:
         choice = StoreChoice(self._policy.store_for(topic), tuple(self._stores))
         return store_route(why, choice, topic=topic, size=size, cleanup=self.prepare(topic))
 
+    def start(self, topic: str) -> None:
+        """Begin learning ``topic``'s cleanup.policy (and its leader) in the background; never waits."""
+        if self._policies is not None:
+            self._policies.start(topic)
+
     def prepare(self, topic: str) -> str | None:
         """``topic``'s cleanup.policy, asked of the brokers now (or cached), so no message waits for it later."""
         return self._policies.policy(topic) if self._policies is not None else None
@@ -192,28 +244,38 @@ class AdminDescriber:
     def __init__(self, conf: Mapping[str, Any], *, connect_now: bool = False) -> None:
         self._conf = {k: v for k, v in conf.items() if k not in _NOT_FOR_ADMIN and not k.startswith("on_")}
         self._admin: Any = None
+        self._lock = threading.Lock()
+        """One admin client, whichever thread asks first (a warmup may ask while ``produce`` does)."""
         if connect_now:
             self._connect()
 
     def _connect(self) -> Any:
         from confluent_kafka.admin import AdminClient
 
-        if self._admin is None:
-            self._admin = AdminClient(self._conf)
-        return self._admin
+        with self._lock:
+            if self._admin is None:
+                self._admin = AdminClient(self._conf)
+            return self._admin
 
     def __call__(self, topic: str) -> str:
+        """``DescribeConfigs`` sent first, the metadata that says whether its answer can come asked meanwhile.
+
+        Not one after the other: on a fresh client each is a round trip behind the connection, and the
+        first message of a topic waits for both. The metadata still decides: a cluster with no live
+        controller (librdkafka's mock) would leave the request waiting for its timeout, and an absent topic
+        is a routine "cannot say", so either raises :class:`LookupError` without waiting for the answer.
+        """
         from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
-        self._connect()
-        metadata = self._admin.list_topics(topic=topic, timeout=DESCRIBE_TIMEOUT_S)
+        admin = self._connect()
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        future = admin.describe_configs([resource], request_timeout=DESCRIBE_TIMEOUT_S)[resource]
+        metadata = admin.list_topics(topic=topic, timeout=DESCRIBE_TIMEOUT_S)
         if metadata.controller_id not in metadata.brokers:  # librdkafka's mock cluster: no DescribeConfigs
             raise LookupError("the cluster names no live controller, so topic configs cannot be described")
         described = metadata.topics.get(topic)
         if described is None or described.error is not None:
             raise LookupError(f"topic metadata: {described.error if described is not None else 'absent'}")
-        resource = ConfigResource(ResourceType.TOPIC, topic)
-        future = self._admin.describe_configs([resource], request_timeout=DESCRIBE_TIMEOUT_S)[resource]
         entry = future.result(timeout=DESCRIBE_TIMEOUT_S + 1).get("cleanup.policy")
         if entry is None or entry.value is None:
             raise LookupError("the brokers returned no cleanup.policy")

@@ -18,6 +18,7 @@ from gateway.histogram import HistogramSnapshot
 from gateway.producer._compaction import CompactionGuard
 from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
+from gateway.producer.reference.topic_warmup import TopicWarmup
 
 CLOSED = "Producer has been closed"
 """confluent-kafka's words for a call on a closed producer."""
@@ -40,6 +41,7 @@ class ConfluentMethods:
     _closed: bool
     _serializers: Any
     _compaction: CompactionGuard
+    _warmup: TopicWarmup
     _metrics: ProducerMetrics
     health: dict[str, StoreHealth]
     produce: Callable[..., None]
@@ -134,6 +136,20 @@ class ConfluentMethods:
             self._outbox.list_topics(topic, timeout)
             known[topic] = self._compaction.prepare(topic)
         return known
+
+    def warm_topics(self, topics: Sequence[str]) -> None:
+        """Start learning, in the background, what :meth:`prepare_topics` waits for; returns at once.
+
+        For a producer made where waiting is not wanted (an application's start-up): each topic's
+        metadata and its ``cleanup.policy`` are asked on worker threads, and the first large message to a
+        topic waits only for what has not arrived by then. Nothing is raised; a lookup that fails counts
+        as it would on the send path (docs/peers-and-compaction.md).
+        """
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        for topic in topics:
+            self._warmup.touch(topic)
+            self._compaction.start(topic)
 
 
 def _check_batch(topic: Any, messages: Any, partition: Any, callback: Any, *, plain: bool) -> None:

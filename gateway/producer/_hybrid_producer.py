@@ -30,7 +30,6 @@ from gateway.producer._confluent_methods import CLOSED, NO_OUTBOX, ConfluentMeth
 from gateway.producer._parts import make_parts
 from gateway.producer._route_choice import forced_route
 from gateway.producer._routed_send import RoutedSend
-from gateway.producer.reference.topic_warmup import TopicWarmup
 from gateway.producer.stream.writer import StreamWriter
 from gateway.protocol.peers.pointer_formats import check_producer
 from gateway.serialization import Serializers
@@ -95,8 +94,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         parts = make_parts(self.settings, conf, self.policy, self.stores, self.health, clock, encryption)
         self._outbox = parts.outbox
         """The one way to librdkafka: records of every route in order, the write window and its time bound."""
-        self._warmup = TopicWarmup(self._outbox.list_topics)
-        """librdkafka told of a topic when its first reference message starts (its envelope comes last)."""
+        self._warmup = parts.warmup
         self._compaction = parts.compaction
         self._routes = parts.routes
         self._plain_up_to = self._routes.plain_up_to
@@ -107,7 +105,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         self._chunks = parts.chunks
         self._references = parts.references
         telemetry = tracing.client_info(conf)  # span and metric attributes (client.id, first broker)
-        self._routed = RoutedSend(self.settings, self.stores, parts, auditor, clock, telemetry, self._warmup)
+        self._routed = RoutedSend(self.settings, self.stores, parts, auditor, clock, telemetry)
         """Every record but a small plain one: the chosen route's writer, audited and traced."""
         self._streams = StreamWriter(
             self.settings, self.policy, self._routes, self._compaction, parts.admission, self._references,

@@ -24,6 +24,7 @@ from gateway.producer._metrics import ProducerMetrics
 from gateway.producer._outbox import Outbox
 from gateway.producer._route_choice import RouteChooser
 from gateway.producer.reference.admission import PartitionCounts, ReferenceAdmission
+from gateway.producer.reference.topic_warmup import TopicWarmup
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.store import Store
@@ -34,6 +35,8 @@ class ProducerParts:
     outbox: Outbox
     """The one way to librdkafka: records of every route in order, the write window and its time bound."""
     compaction: CompactionGuard
+    warmup: TopicWarmup
+    """librdkafka told of a topic ahead of its first large message (its leader looked up while other waits run)."""
     routes: RouteChooser
     admission: ReferenceAdmission
     metrics: ProducerMetrics
@@ -53,8 +56,10 @@ def make_parts(
     """The producer's parts for librdkafka's configuration ``conf`` (the gateway's own keys already taken out)."""
     window = WriteWindow(settings.write_window, stores, settings.write_linger_s)
     outbox = Outbox(conf, window, clock, settings.block_s)
+    warmup = TopicWarmup(outbox.list_topics)
     check = settings.compaction_check
-    policies = CleanupPolicies(AdminDescriber(conf), clock, settings.topic_config_refresh_s) if check else None
+    refresh_s = settings.topic_config_refresh_s
+    policies = CleanupPolicies(AdminDescriber(conf), clock, refresh_s, ahead=warmup.touch) if check else None
     compaction = CompactionGuard(policies, policy, stores, settings.segment_bytes)
     metrics = ProducerMetrics()
     chunks = ChunkedWriter(settings, outbox.send, metrics=metrics, clock=clock)
@@ -80,6 +85,7 @@ def make_parts(
     return ProducerParts(
         outbox,
         compaction,
+        warmup,
         RouteChooser(settings, policy, compaction),
         ReferenceAdmission(settings, PartitionCounts(outbox.list_topics, clock)),
         metrics,

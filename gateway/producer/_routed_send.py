@@ -19,7 +19,6 @@ from gateway.policy import Route, RouteKind
 from gateway.producer._audited import audited as _audited
 from gateway.producer._config import ProducerSettings
 from gateway.producer._parts import ProducerParts
-from gateway.producer.reference.topic_warmup import TopicWarmup
 from gateway.protocol.peers.pointer_formats import check_payload, check_route
 from gateway.store import Store
 
@@ -35,16 +34,15 @@ class RoutedSend:
         auditor: Auditor | None,
         clock: Clock,
         telemetry: tracing.ClientInfo,
-        warmup: TopicWarmup,
     ) -> None:
         self._settings = settings
         self._stores = stores
         self._parts = parts
         self._auditor = auditor
         self._clock = clock
-        self._telemetry = telemetry
-        self._warmup = warmup
+        self._warmup = parts.warmup
         """librdkafka told of a topic when its first reference message starts (its envelope comes last)."""
+        self._telemetry = telemetry
         """Span and metric attributes (client.id, first broker)."""
         self._pointer = settings.reference_format if settings.reference_format.pointer else None
         """``reference.format`` when it is a peer's pointer (bakdata, aws), read once: it is fixed per producer."""

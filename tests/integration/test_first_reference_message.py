@@ -1,14 +1,16 @@
-"""A fresh producer's first Redis reference message, on every backend (issue 42.3).
+"""A fresh producer's first Redis reference message and first chunked message, on every backend (issue 42.3).
 
 Its envelope, the message's only record, is queued after the store write; librdkafka learned of the
 topic only then and, its bootstrap connection already dropped, waited for its fast leader query (100
 ms) before connecting to the leader. And the first reference to a topic waited for the topic's
 cleanup.policy (an admin connection and two requests) although a Redis store without a TTL writes the
-same bytes on any topic. What is asserted is what the send path asks for, never a time.
+same bytes on any topic. A first chunked message waited for the cleanup.policy lookup and only then
+looked its leader up. What is asserted is what the send path asks for, never a time.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -82,3 +84,66 @@ def test_a_fresh_producer_learns_a_topic_when_its_first_reference_starts_and_ask
         assert sorted(m.value() for m in got) == sorted([values[0], values[1], values[2], b"small"])
     finally:
         kafka.delete_topic(other)
+
+
+@pytest.fixture
+def describe_waits_for_metadata(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """A cleanup.policy lookup that answers "delete" once librdkafka's metadata of the topic was asked for.
+
+    It records, per lookup, whether that request had started by then (waiting up to 10 s for it, a bound
+    that only keeps a regression from hanging) and on which thread it ran; no time is measured.
+    """
+    seen: dict[str, list[Any]] = {"overlapped": [], "threads": [], "metadata": []}
+    started: dict[str, threading.Event] = {}
+    list_topics = gateway.producer._outbox.Outbox.list_topics
+
+    def counted_list_topics(self: Any, topic: str | None = None, timeout: float = -1) -> Any:
+        seen["metadata"].append(str(topic))
+        started.setdefault(str(topic), threading.Event()).set()
+        return list_topics(self, topic, timeout)
+
+    def describer(conf: Any, **_: Any) -> Callable[[str], str]:
+        def answer(topic: str) -> str:
+            seen["threads"].append(threading.current_thread().name)
+            seen["overlapped"].append(started.setdefault(topic, threading.Event()).wait(10))
+            return "delete"
+
+        return answer
+
+    monkeypatch.setattr(gateway.producer._outbox.Outbox, "list_topics", counted_list_topics)
+    monkeypatch.setattr(gateway.producer._parts, "AdminDescriber", describer)
+    return seen
+
+
+def test_the_first_chunked_message_looks_its_leader_up_while_its_cleanup_policy_is_asked(
+    kafka: KafkaService, topic: str, describe_waits_for_metadata: dict[str, list[Any]]
+) -> None:
+    """Issue 42.3: the lookup and librdkafka's leader query run together, not one after the other."""
+    seen = describe_waits_for_metadata
+    value = payload(3 * SEGMENT, seed=7)
+    config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+    with HybridProducer(config) as producer:
+        producer.produce(topic, value, key=b"k")  # chunked: three segments
+        producer.produce(topic, value, key=b"k2")  # known now: neither asked again
+        assert producer.flush(30) == 0
+    assert seen["overlapped"] == [True], "the topic's metadata was not asked for while its cleanup.policy was"
+    assert seen["metadata"] == [topic]
+    with HybridConsumer(kafka.consumer_config()) as consumer:
+        consumer.subscribe([topic])
+        got, errors = consume_all(consumer, 2)
+    assert errors == [] and [m.value() for m in got] == [value, value]
+
+
+def test_warm_topics_asks_ahead_off_the_send_path_and_the_first_message_waits_for_that_answer(
+    kafka: KafkaService, topic: str, describe_waits_for_metadata: dict[str, list[Any]]
+) -> None:
+    seen = describe_waits_for_metadata
+    config = {**kafka.producer_config(), "max.message.segment.bytes": SEGMENT}
+    with HybridProducer(config) as producer:
+        producer.warm_topics([topic, topic])
+        producer.produce(topic, payload(3 * SEGMENT, seed=8), key=b"k")
+        assert producer.flush(30) == 0
+        assert producer.prepare_topics([topic]) == {topic: "delete"}  # the answer warm_topics learned
+    assert seen["overlapped"] == [True]
+    assert len(seen["threads"]) == 1, "asked once: the send waited for the lookup warm_topics began"
+    assert seen["threads"][0] != threading.current_thread().name

@@ -26,7 +26,9 @@ WARMUP_TIMEOUT_S = 5.0
 
 
 class TopicWarmup:
-    """Asks librdkafka (``list_topics``) for each topic the first time a reference message to it starts."""
+    """Asks librdkafka (``list_topics``) for each topic the first time a reference message to it starts, or
+    the first time its ``cleanup.policy`` is asked (:class:`~gateway.producer._compaction.CleanupPolicies`):
+    a chunked message waits for that lookup, and its leader is then found meanwhile rather than after it."""
 
     def __init__(self, list_topics: Callable[[str, float], object], timeout_s: float = WARMUP_TIMEOUT_S) -> None:
         self._list_topics = list_topics

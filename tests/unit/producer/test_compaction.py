@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 
@@ -129,3 +130,48 @@ def test_a_reference_to_a_store_that_expires_by_prefix_asks_nothing_until_it_fal
     redis = Route.reference("redis")
     assert guard.cleanup_allowance("c", 1_000, redis).persistent, "a store with a TTL per payload asks"
     assert asked == ["c"], "answered from the cache"
+
+
+def test_the_topic_is_announced_before_it_is_described_and_only_when_it_is() -> None:
+    """Issue 42.3: ``ahead`` starts the leader query before the lookup, so a first message waits for one, not both."""
+    events: list[str] = []
+
+    def describe(topic: str) -> str:
+        events.append(f"describe {topic}")
+        return "delete"
+
+    clock = ManualClock()
+    policies = CleanupPolicies(describe, clock.clock(), 60, ahead=lambda topic: events.append(f"ahead {topic}"))
+    assert not policies.compacted("t") and not policies.compacted("t")
+    assert events == ["ahead t", "describe t"]
+    clock.advance(61)
+    policies.compacted("t")
+    assert events[2:] == ["ahead t", "describe t"], "a refresh announces again (the warmup ignores a topic it knows)"
+
+
+def test_a_started_lookup_runs_on_a_worker_thread_and_the_policy_waits_for_it_rather_than_asking_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    threads: list[str] = []
+    ahead: list[str] = []
+    answers = {"c": "compact"}
+
+    def describe(topic: str) -> str:
+        threads.append(threading.current_thread().name)
+        if topic not in answers:
+            raise PermissionError("DescribeConfigs denied")
+        return answers[topic]
+
+    policies = CleanupPolicies(describe, ManualClock().clock(), 60, ahead=ahead.append)
+    for topic in ("c", "c", "x"):
+        policies.start(topic)
+    with caplog.at_level(logging.INFO, logger="gateway.producer._compaction"):
+        assert policies.compacted("c") and policies.compacted("c")
+        assert not policies.compacted("x") and not policies.compacted("x")
+    policies.start("c")  # known: nothing asked
+    policies.close()
+    assert len(threads) == 2 and threading.current_thread().name not in threads
+    assert ahead == ["c", "x"]
+    assert len([r for r in caplog.records if "treated as not compacted" in r.getMessage()]) == 1
+    policies.start("y")  # closed: nothing started
+    assert len(threads) == 2
