@@ -139,10 +139,11 @@ class CleanupPolicies:
         return known if known is not None and known.until > now else None
 
     def close(self) -> None:
-        """Wait for a lookup under way (its admin client must outlive it); drop the ones not started."""
+        """Drop the lookups not started; one under way ends on its own thread, holding its own reference to
+        the admin client, so closing never waits for a broker that does not answer."""
         self._closed = True
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         close = getattr(self._describe, "close", None)
         if callable(close):
