@@ -175,3 +175,26 @@ def test_a_started_lookup_runs_on_a_worker_thread_and_the_policy_waits_for_it_ra
     assert len([r for r in caplog.records if "treated as not compacted" in r.getMessage()]) == 1
     policies.start("y")  # closed: nothing started
     assert len(threads) == 2
+
+
+def test_closing_never_waits_for_a_lookup_the_brokers_do_not_answer() -> None:
+    asked, answer = threading.Event(), threading.Event()
+    closed: list[bool] = []
+
+    class Describer:
+        def __call__(self, topic: str) -> str:
+            asked.set()
+            answer.wait(10)
+            closed.append(False)  # the lookup's end, after the close only if the close did not wait
+            return "delete"
+
+        def close(self) -> None:
+            closed.append(True)
+
+    policies = CleanupPolicies(Describer(), ManualClock().clock(), 60)
+    policies.start("t")
+    policies.start("u")  # queued behind "t": dropped by the close
+    assert asked.wait(5)
+    policies.close()  # returns while "t" is still unanswered
+    assert closed == [True] and not answer.is_set()
+    answer.set()
