@@ -235,11 +235,12 @@ def reference_route(policy: Policy, stores: Mapping[str, object], topic: str, si
 
 
 class AdminDescriber:
-    """``describe`` for :class:`CleanupPolicies`: an ``AdminClient`` made from ``conf`` on the first lookup.
+    """``describe`` for :class:`CleanupPolicies`: an ``AdminClient`` made from ``conf``.
 
-    Not at construction: a producer that never sends a reference or a message of several segments
-    never opens a second connection, nor needs ``DescribeConfigs`` (docs/peers-and-compaction.md).
-    ``connect_now`` makes it at once, for a caller that knows it will ask.
+    The producer makes it with ``connect_now``, at construction: librdkafka connects in the background,
+    and the first large message to a topic then waits for one ``DescribeConfigs`` round trip (which
+    overlaps the topic's leader lookup) instead of a connection, a metadata request and the lookup in a
+    row (docs/peers-and-compaction.md). Without ``connect_now`` it is made on the first lookup.
     """
 
     def __init__(self, conf: Mapping[str, Any], *, connect_now: bool = False) -> None:

@@ -59,7 +59,8 @@ def make_parts(
     warmup = TopicWarmup(outbox.list_topics)
     check = settings.compaction_check
     refresh_s = settings.topic_config_refresh_s
-    policies = CleanupPolicies(AdminDescriber(conf), clock, refresh_s, ahead=warmup.touch) if check else None
+    describer = AdminDescriber(conf, connect_now=True) if check else None  # connected before the first send
+    policies = CleanupPolicies(describer, clock, refresh_s, ahead=warmup.touch) if describer else None
     compaction = CompactionGuard(policies, policy, stores, settings.segment_bytes)
     metrics = ProducerMetrics()
     chunks = ChunkedWriter(settings, outbox.send, metrics=metrics, clock=clock)

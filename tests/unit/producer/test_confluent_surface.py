@@ -15,9 +15,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from gateway import HybridProducer
-from gateway.policy import SizeThresholdPolicy
 from gateway.producer._compaction import CleanupPolicies
-from gateway.testing.memory_store import MemoryStore
 from tests.unit.fake_clock import ManualClock
 
 NO_BROKER: dict[str, Any] = {"message.timeout.ms": 200}
@@ -110,7 +108,9 @@ def test_a_malformed_batch_raises_before_anything_is_queued(batch: list[Any], sa
     p.close()
 
 
-def test_no_admin_client_is_opened_until_a_route_needs_the_cleanup_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_admin_client_is_opened_with_the_producer_and_only_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opened at construction (librdkafka connects in the background), so a first large message waits
+    for one DescribeConfigs, not for a connection too; nothing else opens another."""
     import confluent_kafka.admin
 
     made: list[dict[str, Any]] = []
@@ -119,17 +119,21 @@ def test_no_admin_client_is_opened_until_a_route_needs_the_cleanup_policy(monkey
         def __init__(self, conf: dict[str, Any]) -> None:
             made.append(conf)
 
-        def list_topics(self, *args: Any, **kwargs: Any) -> Any:
+        def describe_configs(self, *args: Any, **kwargs: Any) -> Any:
             raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "DescribeConfigs denied"))
 
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", CountingAdmin)
     p = producer(**{"max.message.segment.bytes": 1_000})
+    assert len(made) == 1, "the admin client is made with the producer"
     p.produce("t", b"small")
-    assert made == [], "no admin client at construction, nor for a plain record"
     p.produce("t", b"x" * 5_000)  # several segments: the topic's cleanup.policy is asked now
     assert len(made) == 1
     assert p.metrics()["chunked.messages"] == 1, "without DescribeConfigs the topic counts as not compacted"
     p.close()
+    unchecked = producer(**{"max.message.segment.bytes": 1_000, "large.message.compaction.check": False})
+    unchecked.produce("t", b"x" * 5_000)
+    assert len(made) == 1, "with the check off no admin client is ever made"
+    unchecked.close()
 
 
 def test_a_denied_describe_counts_as_not_compacted_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -140,16 +144,6 @@ def test_a_denied_describe_counts_as_not_compacted_with_one_warning(caplog: pyte
     with caplog.at_level(logging.WARNING, logger="gateway.producer._compaction"):
         assert not policies.compacted("t") and not policies.compacted("t")
     assert len(caplog.records) == 1 and "TOPIC_AUTHORIZATION_FAILED" in caplog.text
-
-
-def test_a_producer_with_a_store_opens_no_admin_client_either(monkeypatch: pytest.MonkeyPatch) -> None:
-    import confluent_kafka.admin
-
-    made: list[object] = []
-    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: made.append(conf))
-    p = HybridProducer(NO_BROKER, policy=SizeThresholdPolicy(store="mem"), stores={"mem": MemoryStore()})
-    assert made == []
-    p.close()
 
 
 def test_the_cleanup_policy_lookup_never_calls_the_applications_error_cb() -> None:
