@@ -8,6 +8,7 @@ each chunk's CRC32C checked by the SDK); small ones as one multipart request wit
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -44,10 +45,24 @@ class GCSBackend:
         _mapped(lambda: blob.upload_from_file(stream, size=len(data), checksum="crc32c", retry=self.retry))
 
     def get(self, key: str, length: int | None) -> bytes:
+        """One GET, its body taken in one read (``single_shot_download``, google-cloud-storage 3.2 on) and kept.
+
+        The SDK's default hands the body over in 8 KiB pieces, about 125 per MB, each a trip through
+        urllib3 and a BytesIO: under the consumer's four fetch-ahead threads that doubled the CPU per
+        payload against the raw client's single reader (issue 42). ``download_as_bytes`` would copy the
+        single read into a BytesIO, two payloads per thread at the peak; :class:`_Body` keeps it."""
         blob = self.bucket.blob(key)
+        body = _Body()
         if length is None:  # the whole object, its CRC32C checked by the SDK
-            return _mapped(lambda: bytes(blob.download_as_bytes(checksum="crc32c", retry=self.retry)))
-        return _mapped(lambda: bytes(blob.download_as_bytes(start=0, end=length - 1, checksum=None, retry=self.retry)))
+            _mapped(lambda: blob.download_to_file(body, checksum="crc32c", retry=self.retry, single_shot_download=True))
+        else:
+            end = length - 1
+            _mapped(
+                lambda: blob.download_to_file(
+                    body, start=0, end=end, checksum=None, retry=self.retry, single_shot_download=True
+                )
+            )
+        return body.value()
 
     def read_into(self, key: str, start: int, view: memoryview) -> int:
         writer = ViewWriter(view)
@@ -83,6 +98,30 @@ class GCSBackend:
 
     def close(self) -> None:
         self.client.close()
+
+
+class _Body(io.RawIOBase):
+    """A file that keeps what the SDK writes rather than copying it: a single-shot download writes the
+    body once, as the bytes urllib3 read it into, and starts over (``seek(0)``) when it must."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._parts.append(data if type(data) is bytes else bytes(data))
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if (offset, whence) != (0, io.SEEK_SET):
+            raise io.UnsupportedOperation("a download's body starts over or goes on")
+        self._parts.clear()
+        return 0
+
+    def value(self) -> bytes:
+        return self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
 
 
 def _mapped(fn: Callable[[], _T]) -> _T:

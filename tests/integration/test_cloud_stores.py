@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from urllib3.connectionpool import HTTPConnectionPool
+from urllib3.response import HTTPResponse
 
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.errors import LocatorError, PayloadIntegrityError, StoreUnavailableError
@@ -20,7 +22,7 @@ from gateway.gc.sweeper import kafka_verifier, sweep
 from gateway.testing import KafkaService, free_port
 from gateway.testing.cloud_emulators import AZURITE_ACCOUNT, AZURITE_KEY
 from stores import AzureBlobStore, GCSStore
-from stores.azure._backend import READ_CHUNK_BYTES
+from stores.azure._backend import READ_BLOCK_BYTES
 from stores.blob import BlobStore
 from tests.helpers import consume_all, payload, sha
 from tests.kafkautil import read_partition
@@ -149,10 +151,49 @@ def test_large_payloads_go_in_parts_and_come_back_in_ranges_with_bounded_memory(
     # 40.15 MiB on Azure); a copy of the payload would be 64 MiB more
     parts_in_flight = (store.max_concurrency + 1) * 8 * MiB + 1 * MiB
     assert put_peak < parts_in_flight, f"put held {put_peak / MiB:.1f} MiB: more than the parts in flight"
-    # the Azure SDK holds each 2 MiB request about nine times over while it joins it (stores.azure._backend)
-    per_thread = 0 if isinstance(store, GCSStore) else 10 * READ_CHUNK_BYTES
+    # an Azure range arrives in blocks copied into place (stores.azure._backend): a block or two per thread
+    per_thread = 0 if isinstance(store, GCSStore) else 2 * READ_BLOCK_BYTES
     bound = len(data) + store.max_concurrency * per_thread + 8 * MiB
     assert get_peak < bound, f"get held {get_peak / MiB:.0f} MiB: more than the value and the requests in flight"
+
+
+def test_a_payload_below_the_parallel_size_is_one_request_read_in_large_blocks(
+    make_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10 MB in one GET whose body comes in a few large reads, not the SDKs' 4-8 KiB pieces (twice the CPU
+    of the raw client under the consumer's fetch-ahead threads, issue 42), and on Azure not in 2 MiB
+    requests, nor held nine times over as the SDK's downloader holds a response while it joins it, and on
+    GCS not copied out of the one read into a BytesIO."""
+    store = make_store()
+    data = payload(10_000_000)
+    locator = store.put("one", uuid.uuid4(), data)
+    sent: list[str] = []
+    reads = [0]
+    urlopen, read = HTTPConnectionPool.urlopen, HTTPResponse.read
+
+    def counted_urlopen(pool: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(method)
+        return urlopen(pool, method, url, *args, **kwargs)
+
+    def counted_read(response: Any, *args: Any, **kwargs: Any) -> Any:
+        reads[0] += 1
+        return read(response, *args, **kwargs)
+
+    monkeypatch.setattr(HTTPConnectionPool, "urlopen", counted_urlopen)
+    monkeypatch.setattr(HTTPResponse, "read", counted_read)
+    tracemalloc.start()
+    try:
+        got = store.get(locator, expected_size=len(data))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sha(got) == sha(data)
+    assert sent == ["GET"], "one request, no metadata request and no 2 MiB ranges"
+    assert reads[0] <= len(data) // READ_BLOCK_BYTES + 3, f"the body came in {reads[0]} reads"
+    # the value, and room for a block read twice (urllib3 reads it into a buffer of its own first) and the
+    # SDK's request; a copy of the value (GCS's BytesIO, Azure's joined 2 MiB requests) would be 9.5 MiB more
+    bound = len(data) + 3 * READ_BLOCK_BYTES
+    assert peak < bound, f"held {peak / MiB:.1f} MiB for a {len(data) / MiB:.1f} MiB payload"
 
 
 def test_a_larger_object_than_the_envelope_says_is_refused_without_reading_it(store: BlobStore) -> None:
