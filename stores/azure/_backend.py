@@ -3,8 +3,8 @@
 The official SDK, chosen by measurement against obstore on Azurite (docs/stores.md, "Choosing the
 client"): obstore was faster on 1 MB writes and on reads, the SDK 2.4x faster on 50 MB writes, and
 one library for both clouds was not to be had (obstore cannot talk to fake-gcs-server). Large
-objects are a block upload of ``part_bytes`` blocks, ``max_concurrency`` at a time, each block's
-MD5 checked by the service (``validate_content``).
+objects are a block upload of ``part_bytes`` blocks, ``max_concurrency`` at a time; with
+``validate_content`` every request body carries its MD5, checked by the service.
 """
 
 from __future__ import annotations

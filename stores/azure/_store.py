@@ -29,6 +29,12 @@ class AzureBlobStore(BlobStreamWrites, BlobStore):
     committed as one blob; reads from ``parallel_read_bytes`` on fetch ranges in parallel. Uncommitted
     blocks of an interrupted upload are discarded by the service after 7 days; expire payloads with a
     lifecycle management policy on the prefix (docs/stores.md).
+
+    Two hashes of the payload that only repeat the envelope's digest (which every consumer verifies
+    before handing a payload out) are off by default, each a pass over the payload on the send path:
+    ``validate_content`` (an MD5 of every request body, checked by the service; the SDK's default is
+    off too) and ``object_sha256`` (a ``sha256`` metadata entry; one the producer already has, with
+    ``reference.checksum=sha256``, is recorded anyway).
     """
 
     def __init__(
@@ -42,10 +48,11 @@ class AzureBlobStore(BlobStreamWrites, BlobStore):
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
         parallel_read_bytes: int = DEFAULT_PARALLEL_READ_BYTES,
         max_concurrency: int = 4,
-        validate_content: bool = True,
+        validate_content: bool = False,
         journal_batch: int = DEFAULT_JOURNAL_BATCH,
         journal_open_ms: int = DEFAULT_JOURNAL_OPEN_MS,
         close_client: bool = False,
+        object_sha256: bool = False,
     ) -> None:
         if not isinstance(container, str) or _CONTAINER.fullmatch(container) is None:
             raise ValueError(f"not a valid Azure container name: {container!r}")
@@ -71,6 +78,7 @@ class AzureBlobStore(BlobStreamWrites, BlobStore):
             journal_batch=journal_batch,
             journal_open_ms=journal_open_ms,
             close_client=close_client,
+            object_sha256=object_sha256,
         )
         self.uploads = AzurePartUploads(backend)
         """What :meth:`put_stream` sends a stream with: a block per part, committed at the end."""

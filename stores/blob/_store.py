@@ -13,7 +13,9 @@ that size plus one byte, so an object larger than announced is refused without r
 ``parallel_read_bytes`` on, ranges of ``part_bytes`` are fetched ``max_concurrency`` at a time
 straight into the result (one copy of the payload in memory). Writes from ``multipart_threshold``
 on go up in parts of ``part_bytes`` (multipart upload on S3, resumable upload on GCS, blocks on
-Azure), each checksummed; every object also carries its SHA-256 and size in its metadata.
+Azure), each checksummed; every object also carries its size in its metadata, and its SHA-256 where the
+store records one (``object_sha256``: S3, where it is also the upload's checksum; on GCS and Azure only when
+asked for, or when the producer hands it over because the envelope's digest is a SHA-256).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class BlobStore(BlobReads, BlobRanges, BlobJournal):
         journal_batch: int = DEFAULT_JOURNAL_BATCH,
         journal_open_ms: int = DEFAULT_JOURNAL_OPEN_MS,
         close_client: bool = False,
+        object_sha256: bool = True,
     ) -> None:
         if not isinstance(prefix, str) or _PREFIX.fullmatch(prefix) is None or len(prefix) > MAX_PREFIX_LENGTH:
             raise ValueError(
@@ -97,6 +100,12 @@ class BlobStore(BlobReads, BlobRanges, BlobJournal):
         self.multipart_threshold = multipart_threshold
         self.parallel_read_bytes = parallel_read_bytes
         self.max_concurrency = max_concurrency
+        self.object_sha256 = object_sha256
+        """Whether a payload whose SHA-256 the caller did not hand over is hashed for its ``sha256`` metadata.
+
+        A pass over the payload on the send path, before the upload starts (the metadata goes with it):
+        worth it where the cloud checks the upload against it (S3's ``ChecksumSHA256``), not where
+        it would only be a second copy of the envelope's digest, which the consumer verifies."""
         self._key_re = re.compile(rf"{re.escape(prefix)}({TOPIC_PATTERN})/({UUID_PATTERN})")
         self.journal = self._open_journal(batch=journal_batch, open_ms=journal_open_ms)
         self.journal_batch = journal_batch
@@ -158,7 +167,8 @@ class BlobStore(BlobReads, BlobRanges, BlobJournal):
         """Marker (unless a batch marker names the id), then the object; on failure whatever was written goes.
 
         ``sha256``, when given, is trusted as the payload's digest (the producer computed it for the
-        envelope); the consumer checks the envelope's digest against the bytes in any case.
+        envelope) and recorded; otherwise the payload is hashed for it only with ``object_sha256``.
+        The consumer checks the envelope's digest against the bytes in any case.
         ``persistent`` changes nothing: every cloud expires objects by a lifecycle rule on the prefix
         (docs/stores.md), not per object, so a compacted topic's payloads need a prefix without one.
         """
@@ -169,11 +179,14 @@ class BlobStore(BlobReads, BlobRanges, BlobJournal):
         data = memoryview(payload).cast("B")  # the caller's bytes, never copied here
         if sha256 is not None and len(sha256) != 32:
             raise ValueError("sha256 must be 32 bytes")
-        digest = (sha256 or hashlib.sha256(data).digest()).hex()
+        if sha256 is None and self.object_sha256:
+            sha256 = hashlib.sha256(data).digest()
         started = time.perf_counter()
         if pending_since_ms is not None:
             self.journal.mark(locator, parsed, pending_since_ms)
-        metadata = {"sha256": digest, "size": str(len(data)), "message-id": str(message_id), "topic": topic}
+        metadata = {"size": str(len(data)), "message-id": str(message_id), "topic": topic}
+        if sha256 is not None:
+            metadata["sha256"] = sha256.hex()
         large = len(data) >= self.multipart_threshold
         try:
             self._call(lambda: self.backend.put(parsed.key, data, metadata, large=large))

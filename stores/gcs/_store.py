@@ -30,6 +30,11 @@ class GCSStore(BlobStreamWrites, BlobStore):
     payloads with a lifecycle rule on the prefix (:meth:`ensure_expiry_rule`). The SDK retries 429, 5xx and
     network errors for ``retry_deadline_s``; then the store raises :class:`StoreUnavailableError`, so that
     the producer's policy can fall back.
+
+    ``object_sha256`` hashes every payload for a ``sha256`` metadata entry, on the send path. Off by
+    default: GCS does not check it (the upload's CRC32C guards the transfer) and it would repeat the
+    envelope's digest, which every consumer verifies; a SHA-256 the producer already has (``reference.checksum
+    =sha256``) is recorded anyway.
     """
 
     def __init__(
@@ -47,6 +52,7 @@ class GCSStore(BlobStreamWrites, BlobStore):
         journal_open_ms: int = DEFAULT_JOURNAL_OPEN_MS,
         retry_deadline_s: float = 30.0,
         close_client: bool = False,
+        object_sha256: bool = False,
     ) -> None:
         if not isinstance(bucket, str) or _BUCKET.fullmatch(bucket) is None or ".." in bucket:
             raise ValueError(f"not a valid GCS bucket name: {bucket!r}")
@@ -64,6 +70,7 @@ class GCSStore(BlobStreamWrites, BlobStore):
             journal_batch=journal_batch,
             journal_open_ms=journal_open_ms,
             close_client=close_client,
+            object_sha256=object_sha256,
         )
         backend = self.backend
         assert isinstance(backend, GCSBackend)

@@ -297,3 +297,85 @@ def test_gateway_aio_round_trips_and_rolls_back_through_the_store(
 
     asyncio.run(main())
     assert len(list(store.list_locators(topic))) == len(sizes), "the refused write was rolled back"
+
+
+def test_a_payload_is_hashed_once_for_its_envelope_and_the_store_adds_no_pass(
+    kafka: KafkaService,
+    topic: str,
+    consumer_config: Any,
+    make_store: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 42.3: the envelope's BLAKE3 is the one digest of a payload; GCS and Azure add no SHA-256 of their own
+    (the consumer verifies the envelope's digest), unless ``object_sha256`` asks for the metadata entry."""
+    import gateway.producer.reference.digests as digests
+    import stores.blob._store as blob_store
+
+    passes: list[str] = []
+    digest_of, sha256 = digests.digest_of, blob_store.hashlib.sha256
+
+    def counted_digest(checksum: int, data: Any) -> bytes:
+        passes.append(f"envelope {checksum}")
+        return digest_of(checksum, data)
+
+    class CountingHashlib:
+        @staticmethod
+        def sha256(data: Any) -> Any:
+            passes.append("store sha256")
+            return sha256(data)
+
+    monkeypatch.setattr(digests, "digest_of", counted_digest)
+    monkeypatch.setattr(blob_store, "hashlib", CountingHashlib)
+    values = [payload(2_000_000, i) for i in range(3)]  # above OVERLAP_FROM_BYTES: hashed beside the write
+    for object_sha256, expected in ((False, None), (True, [sha(v) for v in values])):
+        passes.clear()
+        store = make_store(object_sha256=True) if object_sha256 else make_store()  # the default, then the option
+        before = set(objects(store))
+        producer = HybridProducer(kafka.producer_config(), stores={store.name: store})
+        for i, value in enumerate(values):
+            producer.produce(topic, value, key=f"{object_sha256}{i}".encode(), route=f"reference:{store.name}")
+        assert producer.flush(60) == 0
+        producer.close()
+        assert sorted(passes) == ["envelope 2"] * 3 + (["store sha256"] * 3 if object_sha256 else [])
+        written = [k for k in objects(store) if k not in before and not k.startswith(store.pending_prefix)]
+        recorded = sorted(store.backend.head(key).metadata.get("sha256", "") for key in written)
+        assert recorded == (sorted(expected) if expected else [""] * 3)
+    consumer = HybridConsumer(consumer_config(), stores={store.name: store})
+    consumer.subscribe([topic])
+    got, errors = consume_all(consumer, 6, timeout=60)
+    consumer.close()
+    assert not errors
+    assert [sha(m.value()) for m in got] == [sha(v) for v in values] * 2, "verified by the envelope's digest"
+
+
+@pytest.mark.parametrize("validate_content", [None, True])
+def test_azure_uploads_carry_no_md5_unless_validate_content(
+    azure_server: Any, s3_prefix: str, validate_content: Any
+) -> None:
+    """Issue 42.3: an MD5 of every request body duplicated the envelope's digest; off by default, on by option,
+    for single PUTs and for the blocks of a large payload alike."""
+    sent: list[tuple[str, bool]] = []
+
+    def hook(request: Any) -> None:
+        if request.http_request.method == "PUT" and "_pending" not in request.http_request.url:
+            sent.append((request.http_request.url, "Content-MD5" in request.http_request.headers))
+
+    from azure.storage.blob import BlobServiceClient
+
+    client = BlobServiceClient.from_connection_string(azure_server.connection_string, raw_request_hook=hook)
+    container = f"md5-{uuid.uuid4().hex[:12]}"
+    azure_server.client().create_container(container)
+    options = {} if validate_content is None else {"validate_content": validate_content}
+    store = AzureBlobStore(
+        client, container=container, prefix=s3_prefix, multipart_threshold=1 * MiB, part_bytes=256 * 1024, **options
+    )
+    try:
+        small, large = payload(300_000, 1), payload(1_200_000, 2)
+        for value in (small, large):
+            locator = store.put("t", uuid.uuid4(), value, pending_since_ms=int(time.time() * 1000))
+            assert sha(store.get(locator, len(value))) == sha(value)
+        assert len(sent) >= 1 + 5 + 1, "one PUT, then five blocks and the block list"
+        assert {md5 for url, md5 in sent if "comp=blocklist" not in url} == {validate_content is True}, sent
+    finally:
+        store.close()
+        azure_server.client().delete_container(container)
