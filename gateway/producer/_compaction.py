@@ -46,6 +46,7 @@ from gateway.core.route_choice import (
     refuses_chunks,
     store_route,
 )
+from gateway.librdkafka.group_offsets import COMMIT_ENCODING_KEY
 from gateway.policy import Policy, Route
 
 log = logging.getLogger(__name__)
@@ -295,6 +296,8 @@ _NOT_FOR_ADMIN = frozenset(
         "delivery.report.only.error",
         "dr_cb",
         "dr_msg_cb",
+        # the gateway's own key that the outbox's client takes out of its copy of the configuration
+        COMMIT_ENCODING_KEY,
         # the application's callbacks hear of the producer it made, not of this lookup's own client
         "error_cb",
         "stats_cb",

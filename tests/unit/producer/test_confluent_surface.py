@@ -146,6 +146,13 @@ def test_a_denied_describe_counts_as_not_compacted_with_one_warning(caplog: pyte
     assert len(caplog.records) == 1 and "TOPIC_AUTHORIZATION_FAILED" in caplog.text
 
 
+def test_a_producer_with_a_commit_metadata_encoding_makes_its_admin_client_without_it() -> None:
+    """The key is the gateway's (its transaction offsets' metadata); librdkafka's admin client refuses it."""
+    for encoding in ("java", "nul-terminated"):
+        p = producer(**{"commit.metadata.encoding": encoding})
+        p.close()
+
+
 def test_the_cleanup_policy_lookup_never_calls_the_applications_error_cb() -> None:
     from gateway.producer._compaction import AdminDescriber
 
