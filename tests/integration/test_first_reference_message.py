@@ -33,25 +33,33 @@ def _wait_for(condition: Callable[[], bool]) -> None:
         time.sleep(0.01)
 
 
-@pytest.fixture
-def looked_up(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
-    """Topics asked of librdkafka (``list_topics``) and of the brokers' configs (cleanup.policy), in order."""
-    asked: dict[str, list[str]] = {"metadata": [], "cleanup.policy": []}
+def _observe_lookups(
+    monkeypatch: pytest.MonkeyPatch, on_metadata: Callable[[str], None], on_describe: Callable[[str], None]
+) -> None:
+    """librdkafka's metadata requests and the cleanup.policy lookups of the producers made from here on, each
+    reported before it runs; every lookup answers "delete"."""
     list_topics = gateway.producer._outbox.Outbox.list_topics
 
     def counted_list_topics(self: Any, topic: str | None = None, timeout: float = -1) -> Any:
-        asked["metadata"].append(str(topic))
+        on_metadata(str(topic))
         return list_topics(self, topic, timeout)
 
     def describer(conf: Any, **_: Any) -> Callable[[str], str]:
         def answer(topic: str) -> str:
-            asked["cleanup.policy"].append(topic)
+            on_describe(topic)
             return "delete"
 
         return answer
 
     monkeypatch.setattr(gateway.producer._outbox.Outbox, "list_topics", counted_list_topics)
     monkeypatch.setattr(gateway.producer._parts, "AdminDescriber", describer)
+
+
+@pytest.fixture
+def looked_up(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Topics asked of librdkafka (``list_topics``) and of the brokers' configs (cleanup.policy), in order."""
+    asked: dict[str, list[str]] = {"metadata": [], "cleanup.policy": []}
+    _observe_lookups(monkeypatch, asked["metadata"].append, asked["cleanup.policy"].append)
     return asked
 
 
@@ -95,23 +103,16 @@ def describe_waits_for_metadata(monkeypatch: pytest.MonkeyPatch) -> dict[str, li
     """
     seen: dict[str, list[Any]] = {"overlapped": [], "threads": [], "metadata": []}
     started: dict[str, threading.Event] = {}
-    list_topics = gateway.producer._outbox.Outbox.list_topics
 
-    def counted_list_topics(self: Any, topic: str | None = None, timeout: float = -1) -> Any:
-        seen["metadata"].append(str(topic))
-        started.setdefault(str(topic), threading.Event()).set()
-        return list_topics(self, topic, timeout)
+    def metadata(topic: str) -> None:
+        seen["metadata"].append(topic)
+        started.setdefault(topic, threading.Event()).set()
 
-    def describer(conf: Any, **_: Any) -> Callable[[str], str]:
-        def answer(topic: str) -> str:
-            seen["threads"].append(threading.current_thread().name)
-            seen["overlapped"].append(started.setdefault(topic, threading.Event()).wait(10))
-            return "delete"
+    def describe(topic: str) -> None:
+        seen["threads"].append(threading.current_thread().name)
+        seen["overlapped"].append(started.setdefault(topic, threading.Event()).wait(10))
 
-        return answer
-
-    monkeypatch.setattr(gateway.producer._outbox.Outbox, "list_topics", counted_list_topics)
-    monkeypatch.setattr(gateway.producer._parts, "AdminDescriber", describer)
+    _observe_lookups(monkeypatch, metadata, describe)
     return seen
 
 
