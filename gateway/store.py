@@ -218,6 +218,12 @@ class Store(abc.ABC):
         """The id of the next payload written for ``topic``; a store that journals ids ahead (S3) hands its own."""
         return uuid.uuid4()
 
+    def open_journal_batch(self, topic: str, now_ms: int) -> None:
+        """Journal ``topic``'s next ids ahead now (S3, GCS, Azure: a batch marker), so that its next write
+        does not wait for the marker; asked by a producer's ``prepare_topics``/``warm_topics``. The default
+        journals each write with the write itself and has nothing to do ahead."""
+        return None
+
     def end_journal_batches(self) -> None:
         """The producer is done: close any journal batch still open (S3). The default has none."""
         return None

@@ -8,6 +8,7 @@ confluent-kafka, and headers are supported.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -127,14 +128,21 @@ class ConfluentMethods:
 
         That is the topic's metadata (librdkafka connects to its leader) and its ``cleanup.policy``, which
         the producer asks of the brokers before the first reference or multi-segment message to a topic,
-        delaying that message (see docs/peers-and-compaction.md). Returns the cleanup policy of each topic
-        as the producer now knows it: None where the brokers cannot say or the check is off
-        (``large.message.compaction.check``), which is then treated as not compacted.
+        delaying that message (see docs/peers-and-compaction.md); and, in a store that journals pending
+        writes in batches (S3, GCS, Azure), the batch marker naming the topic's next ids, which its first
+        payload would otherwise wait for (docs/stores.md). Returns the cleanup policy of each topic as
+        the producer now knows it: None where the brokers cannot say or the check is off
+        (``large.message.compaction.check``), which is then treated as not compacted. A store that
+        fails or is still writing its marker after ``timeout`` is not waited for: the topic's first
+        write then journals as it would have.
         """
+        deadline = time.monotonic() + timeout
+        journalled = [self._warmup.journal_ahead(topic) for topic in topics]  # beside the lookups
         known: dict[str, str | None] = {}
         for topic in topics:
             self._outbox.list_topics(topic, timeout)
             known[topic] = self._compaction.prepare(topic)
+        self._warmup.wait(journalled, deadline - time.monotonic())
         return known
 
     def warm_topics(self, topics: Sequence[str]) -> None:
@@ -150,6 +158,7 @@ class ConfluentMethods:
         for topic in topics:
             self._warmup.touch(topic)
             self._compaction.start(topic)
+            self._warmup.journal_ahead(topic)
 
 
 def _check_batch(topic: Any, messages: Any, partition: Any, callback: Any, *, plain: bool) -> None:

@@ -238,7 +238,7 @@ class HybridProducer(ConfluentMethods, TransactionMethods, Producer):
         """
         if self._closed:
             return False
-        after: list[Callable[[], object]] = [self._references.close, self._compaction.close, self._warmup.close]
+        after: list[Callable[[], object]] = [self._warmup.close, self._references.close, self._compaction.close]
         if self._auditor is not None:
             after += [self._auditor.close, lambda: self._outbox.flush(10 if timeout < 0 else timeout)]
         return self._outbox.close([lambda: self.flush(timeout), self._refuse_produce], after)

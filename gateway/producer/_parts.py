@@ -7,7 +7,7 @@ outbox's listener, which is the reference writer made from the outbox's own ``se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -56,7 +56,9 @@ def make_parts(
     """The producer's parts for librdkafka's configuration ``conf`` (the gateway's own keys already taken out)."""
     window = WriteWindow(settings.write_window, stores, settings.write_linger_s)
     outbox = Outbox(conf, window, clock, settings.block_s)
-    warmup = TopicWarmup(outbox.list_topics)
+    fmt = settings.reference_format
+    journals = () if fmt.pointer else tuple(_journal_ahead(store, clock) for store in stores.values())
+    warmup = TopicWarmup(outbox.list_topics, journals)  # a peer's format takes no ids from a batch
     check = settings.compaction_check
     refresh_s = settings.topic_config_refresh_s
     describer = AdminDescriber(conf, connect_now=True) if check else None  # connected before the first send
@@ -64,7 +66,6 @@ def make_parts(
     compaction = CompactionGuard(policies, policy, stores, settings.segment_bytes)
     metrics = ProducerMetrics()
     chunks = ChunkedWriter(settings, outbox.send, metrics=metrics, clock=clock)
-    fmt = settings.reference_format
     references = ReferenceWriter(
         stores,
         health,
@@ -96,6 +97,11 @@ def make_parts(
 
 
 __all__ = ["ProducerParts", "make_parts"]
+
+
+def _journal_ahead(store: Store, clock: Clock) -> Callable[[str], None]:
+    """``store.open_journal_batch`` of a topic, at the time it runs."""
+    return lambda topic: store.open_journal_batch(topic, clock.wall_ms())
 
 
 def _refuses_chunks(settings: ProducerSettings, compaction: CompactionGuard, message: OutgoingMessage) -> bool:

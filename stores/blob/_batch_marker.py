@@ -76,14 +76,19 @@ class BatchJournal:
         self._of_locator: dict[str, JournalBatch] = {}
         self._doomed: set[str] = set()
 
-    def take(self, topic: str, now_ms: int) -> uuid.UUID | None:
-        """The next journalled id of ``topic``, or ``None`` when a new batch must be opened first."""
+    def has_ids(self, topic: str, now_ms: int) -> bool:
+        """Whether an open batch of ``topic`` can hand out an id now; one that is used up or past its window closes."""
         batch = self._open.get(topic)
         if batch is not None and (not batch.unused or now_ms - batch.opened_ms >= self.open_for_ms):
             self._close(batch)
-            batch = None
-        if batch is None:
+            return False
+        return batch is not None
+
+    def take(self, topic: str, now_ms: int) -> uuid.UUID | None:
+        """The next journalled id of ``topic``, or ``None`` when a new batch must be opened first."""
+        if not self.has_ids(topic, now_ms):
             return None
+        batch = self._open[topic]
         message_id, locator = batch.unused.popleft()
         batch.outstanding.add(locator)
         self._of_locator[locator] = batch

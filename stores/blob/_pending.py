@@ -102,18 +102,33 @@ class PendingJournal:
         validate_topic(topic)
         with self._lock:
             taken = self._book.take(topic, now_ms)
-            if taken is not None:
-                return taken
-            key = f"{self.prefix}{topic}/{uuid.uuid4()}{BATCH_SUFFIX}"
-            ids = [uuid.uuid4() for _ in range(self.batch)]
-            entries = [(mid, self.requests.locator_for(topic, mid)) for mid in ids]
-            locators = [locator for _, locator in entries]
-            self.requests.put(key, encode_batch(self._book.open_for_ms, locators), now_ms)
-            self._book.opened(key, topic, now_ms, entries)
-            self.requests.journaled("marked", locators)
-            taken = self._book.take(topic, now_ms)
+            if taken is None:
+                self._open_batch(topic, now_ms)
+                taken = self._book.take(topic, now_ms)
         assert taken is not None  # a batch just opened has ids
         return taken
+
+    def open_batch(self, topic: str, now_ms: int) -> None:
+        """Write ``topic``'s batch marker now unless one with ids is open, so that its next write waits for none.
+
+        The lock is held while the marker is written: a write to the topic meanwhile waits for this
+        marker rather than writing a second one.
+        """
+        if self.batch == 1:
+            return
+        validate_topic(topic)
+        with self._lock:
+            if not self._book.has_ids(topic, now_ms):
+                self._open_batch(topic, now_ms)
+
+    def _open_batch(self, topic: str, now_ms: int) -> None:
+        key = f"{self.prefix}{topic}/{uuid.uuid4()}{BATCH_SUFFIX}"
+        ids = [uuid.uuid4() for _ in range(self.batch)]
+        entries = [(mid, self.requests.locator_for(topic, mid)) for mid in ids]
+        locators = [locator for _, locator in entries]
+        self.requests.put(key, encode_batch(self._book.open_for_ms, locators), now_ms)
+        self._book.opened(key, topic, now_ms, entries)
+        self.requests.journaled("marked", locators)
 
     def settle(self, locators: Sequence[str]) -> None:
         """The fates of ``locators`` are known: their own markers go, and so do batch markers now all settled.

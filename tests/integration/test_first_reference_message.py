@@ -21,7 +21,7 @@ import gateway.producer._outbox
 import gateway.producer._parts
 from gateway import HybridConsumer, HybridProducer, SizeThresholdPolicy
 from gateway.testing import KafkaService
-from stores import RedisStore
+from stores import RedisStore, S3Store
 from tests.helpers import consume_all, payload
 
 SEGMENT = 100_000
@@ -148,3 +148,50 @@ def test_warm_topics_asks_ahead_off_the_send_path_and_the_first_message_waits_fo
     assert seen["overlapped"] == [True]
     assert len(seen["threads"]) == 1, "asked once: the send waited for the lookup warm_topics began"
     assert seen["threads"][0] != threading.current_thread().name
+
+
+def _batch_markers(client: Any, bucket: str, prefix: str) -> list[str]:
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}_pending/")
+    return sorted(entry["Key"] for entry in listed.get("Contents", []) if entry["Key"].endswith(".batch"))
+
+
+def test_prepare_topics_journals_a_topics_next_ids_so_its_first_payload_writes_no_marker(
+    kafka: KafkaService, topic: str, s3_client: Any, s3_bucket: str, s3_prefix: str
+) -> None:
+    """The batch marker of an object store, otherwise written by a topic's first payload, is written ahead."""
+    store = S3Store(s3_client, bucket=s3_bucket, prefix=s3_prefix, journal_batch=8)
+    policy = SizeThresholdPolicy(reference_above=1000, store="s3")
+    values = [payload(5000, seed=i) for i in range(3)]
+    with HybridProducer(kafka.producer_config(), policy=policy, stores={"s3": store}) as producer:
+        producer.prepare_topics([topic])
+        ahead = _batch_markers(s3_client, s3_bucket, s3_prefix)
+        assert len(ahead) == 1, "prepare_topics wrote the topic's batch marker"
+        producer.prepare_topics([topic])
+        for i, value in enumerate(values):
+            producer.produce(topic, value, key=b"k%d" % i)
+        assert producer.flush(30) == 0
+        assert _batch_markers(s3_client, s3_bucket, s3_prefix) == ahead, "the writes took their ids from it"
+    assert _batch_markers(s3_client, s3_bucket, s3_prefix) == [], "settled and closed, the marker went"
+    with HybridConsumer(kafka.consumer_config(), stores={"s3": store}) as consumer:
+        consumer.subscribe([topic])
+        got, errors = consume_all(consumer, 3)
+    assert errors == [] and [m.value() for m in got] == values
+
+
+def test_warm_topics_journals_ahead_in_the_background_but_not_for_a_peers_format(
+    kafka: KafkaService, topic: str, s3_client: Any, s3_bucket: str, s3_prefix: str
+) -> None:
+    """AWS's pointer records take no ids from a batch: a marker written for them would name nothing written."""
+    for fmt, expected in (("gateway", 1), ("aws", 0)):
+        prefix = f"{s3_prefix}{fmt}/"
+        store = S3Store(s3_client, bucket=s3_bucket, prefix=prefix)
+        config = {**kafka.producer_config(), "reference.format": fmt}
+        with HybridProducer(
+            config, policy=SizeThresholdPolicy(reference_above=1000, store="s3"), stores={"s3": store}
+        ) as producer:
+            producer.warm_topics([topic])
+            _wait_for(
+                lambda prefix=prefix, expected=expected: len(_batch_markers(s3_client, s3_bucket, prefix)) >= expected
+            )
+            producer.prepare_topics([topic])  # the warm-up is done by the time this returns
+            assert len(_batch_markers(s3_client, s3_bucket, prefix)) == expected, fmt

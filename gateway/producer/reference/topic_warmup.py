@@ -11,13 +11,19 @@ connects to a broker and fills librdkafka's metadata cache while the payload is 
 envelope finds its leader known and connected. Once per topic per producer; the send never waits for
 it, and its failure (a topic that does not exist yet, a broker down) changes nothing: the envelope
 then goes the way it went before.
+
+The same worker journals a topic's next ids ahead in the stores that journal in batches (S3, GCS,
+Azure: ``Store.open_journal_batch``), when the application says which topics it will write
+(``prepare_topics``/``warm_topics``): otherwise a topic's first payload waits for the batch marker's
+write, which on a local S3 server costs about what the write of a 1 MB payload does. Not on the send
+path: there the payload's own write opens the batch, and a marker written beside it would only race it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +36,15 @@ class TopicWarmup:
     the first time its ``cleanup.policy`` is asked (:class:`~gateway.producer._compaction.CleanupPolicies`):
     a chunked message waits for that lookup, and its leader is then found meanwhile rather than after it."""
 
-    def __init__(self, list_topics: Callable[[str, float], object], timeout_s: float = WARMUP_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        list_topics: Callable[[str, float], object],
+        journals: Sequence[Callable[[str], object]] = (),
+        timeout_s: float = WARMUP_TIMEOUT_S,
+    ) -> None:
         self._list_topics = list_topics
+        self._journals = tuple(journals)
+        """Each store's ``open_journal_batch`` for a topic (at the time it runs); none in a peer's format."""
         self._timeout_s = timeout_s
         self._seen: set[str] = set()
         self._pool: ThreadPoolExecutor | None = None
@@ -42,9 +55,38 @@ class TopicWarmup:
         if topic in self._seen or self._closed:
             return
         self._seen.add(topic)
+        self._submit(self._ask, topic)
+
+    def journal_ahead(self, topic: str) -> Future[None] | None:
+        """Start journalling ``topic``'s next ids in every store that journals in batches; never waits.
+
+        Asked again for the same topic, a store whose batch still has ids does nothing, so a
+        ``prepare_topics`` repeated after a batch's window ended opens the next one. The future
+        never raises (a failure is logged: the first write then journals as it would have); None
+        when there is nothing to do.
+        """
+        if not self._journals or self._closed:
+            return None
+        return self._submit(self._journal, topic)
+
+    @staticmethod
+    def wait(pending: Sequence[Future[None] | None], timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the journalling started; what is still under way goes on alone."""
+        futures = [future for future in pending if future is not None]
+        if futures:
+            wait(futures, timeout=max(timeout_s, 0.0))
+
+    def _submit(self, work: Callable[[str], None], topic: str) -> Future[None]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="gateway-topic-warmup")
-        self._pool.submit(self._ask, topic)
+        return self._pool.submit(work, topic)
+
+    def _journal(self, topic: str) -> None:
+        for open_batch in self._journals:
+            try:
+                open_batch(topic)
+            except Exception as exc:  # noqa: BLE001 - only a head start: the first write journals its payload
+                log.warning("ids of topic %r not journalled ahead of its first write: %s", topic, exc)
 
     def _ask(self, topic: str) -> None:
         try:

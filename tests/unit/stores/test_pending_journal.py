@@ -109,3 +109,35 @@ def test_listing_waits_for_a_batchs_whole_window_and_skips_what_it_cannot_read()
     assert all(sweeper.covers(locator) for locator in listed)
     sweeper.settle(listed)
     assert list(bucket.objects) == ["gw/_pending/t/00000000-0000-4000-8000-000000000000.batch"], "kept for a human"
+
+
+def test_a_batch_opened_ahead_serves_the_next_ids_and_opening_again_writes_nothing() -> None:
+    bucket = Bucket()
+    pending = journal(bucket, batch=3)
+    pending.open_batch("t", 0)
+    pending.open_batch("t", 0)
+    assert len(bucket.puts) == 1, "a batch with ids left is not opened twice"
+    taken = [pending.next_message_id("t", 0) for _ in range(3)]
+    assert len(bucket.puts) == 1, "the ids came from the marker written ahead"
+    assert all(pending.covers(f"{BASE}t/{mid}") for mid in taken)
+    pending.open_batch("t", 0)  # used up: the next batch is written now, not by the next write
+    assert len(bucket.puts) == 2
+    pending.next_message_id("t", 0)
+    assert len(bucket.puts) == 2
+
+
+def test_a_batch_opened_ahead_past_its_window_is_replaced_and_an_unused_one_goes_at_the_end() -> None:
+    bucket = Bucket()
+    pending = journal(bucket, batch=3, open_ms=1_000)
+    pending.open_batch("t", 0)
+    pending.open_batch("t", 1_000)  # the window ended: a fresh batch, the old one closed with nothing handed out
+    assert len(bucket.puts) == 2
+    pending.end_batches()
+    assert bucket.objects == {}, "batches that handed out no id leave no marker behind"
+
+
+def test_no_batch_is_opened_ahead_when_each_write_has_its_own_marker() -> None:
+    bucket = Bucket()
+    pending = journal(bucket, batch=1)
+    pending.open_batch("t", 0)
+    assert bucket.puts == []

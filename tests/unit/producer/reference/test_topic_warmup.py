@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 
+import pytest
+
+from gateway.errors import StoreUnavailableError
 from gateway.producer.reference.topic_warmup import TopicWarmup
 
 
@@ -69,3 +74,37 @@ def test_close_waits_for_the_lookup_under_way_and_drops_those_not_started() -> N
     release.set()
     closer.join(30)
     assert not closer.is_alive() and asked == ["a"]
+
+
+def test_ids_are_journalled_ahead_on_the_worker_in_every_store_and_a_failing_store_only_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    opened: list[tuple[str, str]] = []
+    threads: set[str] = set()
+
+    def store(name: str, fail: bool = False) -> Callable[[str], object]:
+        def open_batch(topic: str) -> None:
+            threads.add(threading.current_thread().name)
+            opened.append((name, topic))
+            if fail:
+                raise StoreUnavailableError(f"{name} is down")
+
+        return open_batch
+
+    warmup = TopicWarmup(Lookups(), [store("s3", fail=True), store("gcs")])
+    with caplog.at_level(logging.WARNING):
+        pending = [warmup.journal_ahead("a"), warmup.journal_ahead("a")]
+        TopicWarmup.wait(pending, 30)
+    warmup.close()
+    assert opened == [("s3", "a"), ("gcs", "a")] * 2, "asked each time: a store skips what it has"
+    assert threading.current_thread().name not in threads
+    assert "s3 is down" in caplog.text
+    assert all(future is not None and future.exception() is None for future in pending)
+    assert warmup.journal_ahead("b") is None, "a closed warmup starts nothing"
+
+
+def test_without_journals_nothing_is_started() -> None:
+    warmup = TopicWarmup(Lookups())
+    assert warmup.journal_ahead("a") is None
+    TopicWarmup.wait([None], 1)
+    warmup.close()
