@@ -9,8 +9,11 @@ Two cases, each timed from ``produce`` to the end of ``flush`` on a producer mad
              same pre-built LinkedIn segments.
 ``redis``    a reference to a Redis store with a TTL (``Store.expires_per_payload``): ``HybridProducer``
              against redis-py's ``SET`` plus a raw envelope-sized record.
+``s3``       a reference to an S3 store (the moto server): ``HybridProducer`` against boto3's
+             ``put_object`` plus a raw envelope-sized record. Its first payload also waits for the
+             topic's pending-journal batch marker, unless ``warm_topics`` wrote it ahead.
 
-The gateway's first message of either kind needs the topic's ``cleanup.policy`` (issue 42.3). Each
+The gateway's first message of each kind needs the topic's ``cleanup.policy`` (issue 42.3). Each
 repetition runs raw and gateway in an order that alternates, on topics created beforehand (as an
 application's are), and also counts the ``DescribeConfigs`` lookups the send path waited for. It
 reports medians with their spread and never asserts. ``--warm-ms MS`` has the gateway producer call
@@ -35,10 +38,12 @@ from benchmarks.variants import CHUNK_MESSAGE_MAX, SEGMENT, envelope_size
 from gateway import HybridProducer, SizeThresholdPolicy
 from gateway.protocol import split
 from gateway.protocol.headers import encode_timestamp
-from gateway.testing import KafkaService, RedisServer
-from stores import RedisStore
+from gateway.store import Store
+from gateway.testing import KafkaService, RedisServer, S3Server
+from stores import RedisStore, S3Store
 
 TTL_S = 3600
+CASES = ("chunked", "redis", "s3")
 
 
 class _Waits:
@@ -88,34 +93,49 @@ def _timed_send(producer: Any, send: Callable[[], None]) -> float:
     return seconds
 
 
+class _Stores:
+    """The two stores' servers and raw clients, shared by every repetition."""
+
+    def __init__(self, redis_server: RedisServer, s3_server: S3Server) -> None:
+        self.redis = redis_server.client()
+        self.s3 = s3_server.client()
+        self.bucket = s3_server.bucket or s3_server.create_bucket(f"first-{uuid.uuid4().hex[:8]}")
+
+    def raw_put(self, case: str, topic: str, value: bytes) -> None:
+        if case == "redis":
+            self.redis.set(f"raw:{topic}", value, ex=TTL_S)
+        else:
+            self.s3.put_object(Bucket=self.bucket, Key=f"raw/{topic}", Body=value)
+
+    def store(self, case: str, rep: int) -> tuple[str, Store]:
+        if case == "s3":
+            return "s3", S3Store(self.s3, bucket=self.bucket, prefix=f"fm{rep}/")
+        return "redis", RedisStore(self.redis, prefix=f"fm{rep}", ttl_seconds=TTL_S)
+
+
 def _raw_first(
-    kafka: KafkaService,
-    case: str,
-    topic: str,
-    segments: list[dict[str, Any]],
-    client: Any,
-    value: bytes,
-    env_bytes: bytes,
+    kafka: KafkaService, case: str, topic: str, segments: list[dict[str, Any]], stores: _Stores, value: bytes
 ) -> float:
     raw = Producer(_conf(kafka))
+    env_bytes = b"e" * envelope_size("redis" if case == "redis" else "s3", f"gw:{uuid.uuid4()}", len(value))
 
     def send() -> None:
         if case == "chunked":
             for segment in segments:
                 raw.produce(topic, **segment)
         else:
-            client.set(f"raw:{topic}", value, ex=TTL_S)
+            stores.raw_put(case, topic, value)
             raw.produce(topic, env_bytes, key=b"k")
 
     return _timed_send(raw, send)
 
 
 def _gateway_first(
-    kafka: KafkaService, case: str, topic: str, client: Any, value: bytes, rep: int, waits: _Waits, warm_s: float
+    kafka: KafkaService, case: str, topic: str, stores: _Stores, value: bytes, rep: int, waits: _Waits, warm_s: float
 ) -> tuple[float, float]:
-    store = RedisStore(client, prefix=f"fm{rep}", ttl_seconds=TTL_S)
-    policy = SizeThresholdPolicy(reference_above=SEGMENT if case == "redis" else 10**12, store="redis")
-    with HybridProducer(_conf(kafka), policy=policy, stores={"redis": store}) as producer:
+    name, store = stores.store(case, rep)
+    policy = SizeThresholdPolicy(reference_above=SEGMENT if case != "chunked" else 10**12, store=name)
+    with HybridProducer(_conf(kafka), policy=policy, stores={name: store}) as producer:
         if warm_s >= 0:
             producer.warm_topics([topic])
             time.sleep(warm_s)
@@ -135,29 +155,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     waits = _Waits()
     waits.install()
     value = payload(args.size, seed=1)
-    with bench_kafka(args.backend) as kafka, RedisServer() as redis_server:
-        client = redis_server.client()
-        env_bytes = b"e" * envelope_size("redis", f"gw:{uuid.uuid4()}", args.size)
-        times: dict[str, list[float]] = {k: [] for k in ("chunked.raw", "chunked", "redis.raw", "redis")}
-        lookups: dict[str, list[float]] = {"chunked": [], "redis": []}
+    with bench_kafka(args.backend) as kafka, RedisServer() as redis_server, S3Server() as s3_server:
+        stores = _Stores(redis_server, s3_server)
+        times: dict[str, list[float]] = {k: [] for case in CASES for k in (f"{case}.raw", case)}
+        lookups: dict[str, list[float]] = {case: [] for case in CASES}
         for rep in range(args.repeats):
-            for case in ("chunked", "redis"):
+            for case in CASES:
                 topic = f"first-{case}-{rep}-{uuid.uuid4().hex[:6]}"
                 kafka.create_topic(topic, 1)
                 segments = _segments(topic, value)
                 sides = ("raw", "gateway") if rep % 2 == 0 else ("gateway", "raw")
                 for side in sides:
                     if side == "raw":
-                        times[f"{case}.raw"].append(_raw_first(kafka, case, topic, segments, client, value, env_bytes))
+                        times[f"{case}.raw"].append(_raw_first(kafka, case, topic, segments, stores, value))
                         continue
-                    seconds, waited = _gateway_first(kafka, case, topic, client, value, rep, waits, args.warm_ms / 1000)
+                    seconds, waited = _gateway_first(kafka, case, topic, stores, value, rep, waits, args.warm_ms / 1000)
                     times[case].append(seconds)
                     lookups[case].append(waited)
                 kafka.delete_topic(topic)
-        client.flushdb()
+        stores.redis.flushdb()
     warm = f", warm_topics {args.warm_ms:g} ms ahead" if args.warm_ms >= 0 else ""
     print(f"{args.size // 1000} KB, {args.repeats} alternating pairs on {kafka.__class__.__name__}{warm}")
-    for case in ("chunked", "redis"):
+    for case in CASES:
         ours, raw_s = times[case], times[f"{case}.raw"]
         ratios = sorted(r / o for r, o in zip(raw_s, ours, strict=True))
         print(
