@@ -1,9 +1,10 @@
 """The rest of ``confluent_kafka.Consumer``'s methods on :class:`~gateway.HybridConsumer`.
 
-Each keeps confluent-kafka's name, arguments and return value. Those that touch offsets go through
-the offset driver, as ``assign``, ``seek`` and ``commit`` do: an explicitly assigned offset is a
-seek, a stored offset is committed as a safe offset with LinkedIn's metadata, and partitions that
-leave take their queued records and state with them.
+Each keeps confluent-kafka's name, arguments and return value. Those librdkafka answers untouched
+are in :class:`LibrdkafkaAnswers`. Those that touch offsets go through the offset driver, as
+``assign``, ``seek`` and ``commit`` do: an explicitly assigned offset is a seek, a stored offset is
+committed as a safe offset with LinkedIn's metadata, and partitions that leave take their queued
+records and state with them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,65 @@ from gateway.tracing import ConsumerTelemetry
 log = logging.getLogger(__name__)
 
 
-class ConfluentMethods:
+class LibrdkafkaAnswers:
+    """confluent-kafka's methods whose answer is librdkafka's own: nothing the gateway keeps (segments,
+    safe offsets, kept messages) changes it, so each only asks the :class:`~gateway.consumer._inbox.Inbox`.
+
+    Kept apart from :class:`ConfluentMethods`, which holds the methods that go through the gateway's
+    state, so that a method here is seen at once to need no translation (and one there to need one).
+    """
+
+    _inbox: Inbox
+
+    @property
+    def inner(self) -> Consumer:
+        """The wrapped librdkafka consumer; reading from it directly bypasses reassembly and tracking."""
+        return self._inbox.client  # type: ignore[no-any-return]
+
+    def offsets_for_times(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        """The first offset at or after each timestamp, as Kafka answers it.
+
+        All segments of a chunked message carry the message's timestamp, so the answer is the first
+        segment of the first message at or after the time; ``seek`` to it delivers that message whole.
+        """
+        if timeout is None or timeout < 0:
+            return self._inbox.offsets_for_times(list(partitions))
+        return self._inbox.offsets_for_times(list(partitions), timeout=timeout)
+
+    def consumer_group_metadata(self) -> Any:
+        """The group's metadata, for ``HybridProducer.send_offsets_to_transaction`` in consume-transform-produce."""
+        return self._inbox.consumer_group_metadata()
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The cluster's id, as confluent-kafka's: to tell which cluster a consumer reads."""
+        return self._inbox.cluster_id(timeout)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Rotate the SASL user and password without a new consumer (and without losing buffered segments)."""
+        self._inbox.set_sasl_credentials(username, password)
+
+    def assignment(self) -> list[TopicPartition]:
+        """The partitions this consumer holds now, as confluent-kafka's."""
+        return self._inbox.assignment()
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        """Low and high watermarks of ``partition``: raw Kafka offsets, not the safe offsets of large messages."""
+        if timeout is None:
+            return self._inbox.get_watermark_offsets(partition, cached=cached)
+        return self._inbox.get_watermark_offsets(partition, timeout=timeout, cached=cached)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Cluster metadata, as confluent-kafka's, for checking topics and partitions before consuming."""
+        return self._inbox.list_topics(topic, timeout)
+
+    def memberid(self) -> Any:
+        """This member's id in its group, as confluent-kafka's: for logs that match the broker's."""
+        return self._inbox.memberid()
+
+
+class ConfluentMethods(LibrdkafkaAnswers):
     """Mixed into :class:`~gateway.HybridConsumer`, which provides its clients, driver and pipeline."""
 
     _offsets: OffsetDriver
@@ -93,11 +152,6 @@ class ConfluentMethods:
         """For a driver carrying ``poll``/``consume`` results to another thread (:mod:`gateway.consumer.handoff`)."""
         return self._handoff
 
-    @property
-    def inner(self) -> Consumer:
-        """The wrapped librdkafka consumer; reading from it directly bypasses reassembly and tracking."""
-        return self._inbox.client  # type: ignore[no-any-return]
-
     def __enter__(self) -> Any:
         return self
 
@@ -125,16 +179,6 @@ class ConfluentMethods:
         self._check_open()
         self._offsets.store(message, offsets)
 
-    def offsets_for_times(self, partitions: Sequence[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
-        """The first offset at or after each timestamp, as Kafka answers it.
-
-        All segments of a chunked message carry the message's timestamp, so the answer is the first
-        segment of the first message at or after the time; ``seek`` to it delivers that message whole.
-        """
-        if timeout is None or timeout < 0:
-            return self._inbox.offsets_for_times(list(partitions))
-        return self._inbox.offsets_for_times(list(partitions), timeout=timeout)
-
     def safe_offsets(self) -> list[TopicPartition]:
         """Commit-ready offsets of what was delivered, for ``send_offsets_to_transaction``.
 
@@ -144,22 +188,6 @@ class ConfluentMethods:
         self._check_open()
         return self._offsets.delivered_safe_offsets()
 
-    def consumer_group_metadata(self) -> Any:
-        """The group's metadata, for ``HybridProducer.send_offsets_to_transaction`` in consume-transform-produce."""
-        return self._inbox.consumer_group_metadata()
-
-    def cluster_id(self, timeout: float = -1) -> str | None:
-        """The cluster's id, as confluent-kafka's: to tell which cluster a consumer reads."""
-        return self._inbox.cluster_id(timeout)
-
-    def set_sasl_credentials(self, username: str, password: str) -> None:
-        """Rotate the SASL user and password without a new consumer (and without losing buffered segments)."""
-        self._inbox.set_sasl_credentials(username, password)
-
-    def assignment(self) -> list[TopicPartition]:
-        """The partitions this consumer holds now, as confluent-kafka's."""
-        return self._inbox.assignment()
-
     def pause(self, partitions: Sequence[TopicPartition]) -> None:
         """Stop fetching ``partitions``; the segments buffered for them stay until ``resume``."""
         self._flow.user_pause(partitions)
@@ -167,22 +195,6 @@ class ConfluentMethods:
     def resume(self, partitions: Sequence[TopicPartition]) -> None:
         """Resumes what the application paused; a partition paused for room goes on when there is room."""
         self._flow.user_resume(partitions)
-
-    def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
-    ) -> tuple[int, int] | None:
-        """Low and high watermarks of ``partition``: raw Kafka offsets, not the safe offsets of large messages."""
-        if timeout is None:
-            return self._inbox.get_watermark_offsets(partition, cached=cached)
-        return self._inbox.get_watermark_offsets(partition, timeout=timeout, cached=cached)
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        """Cluster metadata, as confluent-kafka's, for checking topics and partitions before consuming."""
-        return self._inbox.list_topics(topic, timeout)
-
-    def memberid(self) -> Any:
-        """This member's id in its group, as confluent-kafka's: for logs that match the broker's."""
-        return self._inbox.memberid()
 
     # -- commits, positions, seeks (see gateway.consumer._offsets) ------------------------------
     def commit(

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, Message
@@ -26,9 +27,11 @@ from gateway.consumer._events import EventHandler
 from gateway.consumer._inbox import FlowControl, Inbox
 from gateway.consumer._offsets import OffsetDriver
 from gateway.consumer._record_processor import BatchFetcher, MessageCollector, RecordProcessor
-from gateway.consumer.config import parse_consumer_config
+from gateway.consumer.config import ConsumerSettings, parse_consumer_config
 from gateway.consumer.fetch_ahead import ReferenceFetcher
 from gateway.consumer.handoff import Handoff
+from gateway.consumer.resolver import Resolver
+from gateway.core.pipeline import ConsumerPipeline
 from gateway.encryption import KeyProvider, ReferenceEncryption
 from gateway.errors import GatewayError
 from gateway.librdkafka.group_offsets import group_offsets
@@ -39,6 +42,61 @@ log = logging.getLogger(__name__)
 
 _UNBOUNDED = 1 << 62
 """``poll()``'s room: one message, whatever its size."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerParts:
+    """What a :class:`HybridConsumer` drives, each given the others it needs when it is made."""
+
+    resolver: Resolver
+    pipeline: ConsumerPipeline
+    spans: tracing.ConsumerTelemetry
+    """Process spans, ended when the application is back."""
+    inbox: Inbox
+    flow: FlowControl
+    events: EventHandler
+    offsets: OffsetDriver
+    fetcher: BatchFetcher
+    collector: MessageCollector
+    handoff: Handoff
+
+
+def make_parts(
+    settings: ConsumerSettings,
+    conf: dict[str, Any],
+    stores: dict[str, Store],
+    encryption: ReferenceEncryption,
+    auditor: Auditor | None,
+    deserializers: Deserializers,
+    auto_commit_when_due: Callable[[], None],
+) -> ConsumerParts:
+    """The consumer's parts for librdkafka's configuration ``conf`` (the gateway's own keys taken out).
+
+    Made in one place, each handed what it needs as it is made, so that none is wired in afterwards
+    and the consumer's ``__init__`` is left with reading its configuration. The order is the one the
+    parts need: librdkafka's consumer opens on a pipeline that exists, the commits on its client.
+    """
+    resolver = settings.resolver(stores, encryption)
+    if auditor is not None:
+        auditor.start()
+    pipeline = settings.pipeline(awaits_commits=True, pauses=True)
+    spans = tracing.ConsumerTelemetry(conf)
+    inbox = Inbox.open(conf, settings.batch, ReferenceFetcher(resolver), settings.batch_bytes, pipeline)
+    flow = FlowControl(inbox, pipeline)
+    events = EventHandler.for_consumer(settings, conf, pipeline, inbox.refs, auditor, log)
+    commits = GroupCommits(
+        group_offsets(inbox.client), pipeline, settings.on_commit, events.warnings, encoding=settings.commit_encoding
+    )
+    offsets = OffsetDriver(pipeline, inbox, commits, flow, auto_offset_store=settings.auto_offset_store)
+    keys_read = settings.peers is not None
+    path = RecordProcessor(pipeline, events, offsets, inbox, stores, flow, spans, keys_read=keys_read)
+    plain_runs = auditor is None  # an audited message is counted one by one, on the full path
+    fetcher = BatchFetcher(
+        inbox, pipeline, path, offsets, flow, events, auto_commit_when_due, plain_runs_allowed=plain_runs
+    )
+    collector = MessageCollector(inbox, pipeline, path, fetcher, deserializers, auto_commit_when_due)
+    handoff = Handoff(pipeline.progress, inbox.make_way_for_returned, pipeline.commits.floors)
+    return ConsumerParts(resolver, pipeline, spans, inbox, flow, events, offsets, fetcher, collector, handoff)
 
 
 # the stubs narrow three returns the C code does not (cluster_id, get_watermark_offsets, commit): ours keep its
@@ -82,58 +140,23 @@ class HybridConsumer(ConfluentMethods, Consumer):  # type: ignore[misc]
         self._auto_commit, self._auto_commit_s = settings.auto_commit, settings.auto_commit_s
         self._max_bytes = settings.consume_max_bytes
         self.stores: dict[str, Store] = checked_stores(stores)
-        self._resolver = settings.resolver(self.stores, ReferenceEncryption(key_provider))
         self._auditor = auditor
-        if auditor is not None:
-            auditor.start()
-        self._pipeline = settings.pipeline(awaits_commits=True, pauses=True)
-        self._spans = tracing.ConsumerTelemetry(conf)  # process spans end when the application is back
-        self._inbox = Inbox.open(
-            conf, settings.batch, ReferenceFetcher(self._resolver), settings.batch_bytes, self._pipeline
+        encryption = ReferenceEncryption(key_provider)
+        parts = make_parts(
+            settings, conf, self.stores, encryption, auditor, self._deserializers, self._auto_commit_when_due
         )
-        self._flow = FlowControl(self._inbox, self._pipeline)
-        self._events = EventHandler.for_consumer(settings, conf, self._pipeline, self._inbox.refs, auditor, log)
-        commits = GroupCommits(
-            group_offsets(self._inbox.client),
-            self._pipeline,
-            settings.on_commit,
-            self._events.warnings,
-            encoding=settings.commit_encoding,
-        )
-        self._offsets = OffsetDriver(
-            self._pipeline,
-            self._inbox,
-            commits,
-            self._flow,
-            auto_offset_store=settings.auto_offset_store,
-        )
-        path = RecordProcessor(
-            self._pipeline,
-            self._events,
-            self._offsets,
-            self._inbox,
-            self.stores,
-            self._flow,
-            self._spans,
-            keys_read=settings.peers is not None,
-        )
+        # each part an attribute of the consumer's own: poll() reads its slots one attribute away
+        self._resolver = parts.resolver
+        self._pipeline = parts.pipeline
+        self._spans = parts.spans
+        self._inbox = parts.inbox
+        self._flow = parts.flow
+        self._events = parts.events
+        self._offsets = parts.offsets
+        self._fetcher = parts.fetcher
+        self._collector = parts.collector
+        self._handoff = parts.handoff
         self._next_auto_commit = time.monotonic() + self._auto_commit_s
-        self._fetcher = BatchFetcher(
-            self._inbox,
-            self._pipeline,
-            path,
-            self._offsets,
-            self._flow,
-            self._events,
-            self._auto_commit_when_due,
-            plain_runs_allowed=auditor is None,  # an audited message is counted one by one, on the full path
-        )
-        self._collector = MessageCollector(
-            self._inbox, self._pipeline, path, self._fetcher, self._deserializers, self._auto_commit_when_due
-        )
-        self._handoff = Handoff(
-            self._pipeline.progress, self._inbox.make_way_for_returned, self._pipeline.commits.floors
-        )
         self._closed = False
 
     # -- fetching and processing -------------------------------------------------------------

@@ -12,6 +12,10 @@ anything about offsets and before a partition's state changes; the inbox only co
 down, and closes the batch before anything else is taken or the queue itself changes. No caller
 has to remember, and the core never asks the inbox.
 
+Whole messages a call delivered but did not return wait for the next call in :class:`KeptMessages`,
+with the commits they hold back; the inbox owns it and takes the steps, so that the order of taking
+stays decided here.
+
 What is fetched is also steered here: :class:`FlowControl` pauses the partitions that must wait
 for room in the assembler, seeks them back and resumes them (:mod:`gateway.core.flow`).
 """
@@ -28,6 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from gateway.consumer.fetch_ahead import ReferenceFetcher
+from gateway.core.commits import CommitFloors
 from gateway.core.events import Event, FlowChange
 from gateway.core.flow import Wait
 from gateway.core.inbox_states import TABLE, InboxState, Step, next_state, out_of_order
@@ -52,6 +57,13 @@ def fit(records: Iterable[Any], room: int, *, first: bool = False) -> list[int]:
 
 def partition_of(msg: Any) -> TopicPartitionKey:
     return (msg.topic(), msg.partition())
+
+
+def drop_partition(records: deque[Any], key: TopicPartitionKey) -> None:
+    """``key``'s records leave ``records`` in place (the deque is never replaced: its readers hold on to it)."""
+    stay = [m for m in records if partition_of(m) != key]
+    records.clear()
+    records.extend(stay)
 
 
 class ConsumerCalls:
@@ -162,17 +174,7 @@ class Inbox(ConsumerCalls):
     """
 
     # slots: poll()'s hottest path reads ``counted`` and ``raw`` for every record
-    __slots__ = (
-        "_floors",
-        "_fresh",
-        "_pipeline",
-        "_state",
-        "counted",
-        "deferred",
-        "kept",
-        "raw",
-        "refs",
-    )
+    __slots__ = ("_fresh", "_kept", "_pipeline", "_state", "counted", "deferred", "kept", "raw", "refs")
 
     def __init__(
         self, consumer: Any, batch: int, refs: ReferenceFetcher, batch_bytes: int, pipeline: ConsumerPipeline
@@ -187,9 +189,10 @@ class Inbox(ConsumerCalls):
         self.counted: ProvenBatch = CLOSED
         """The fetched batch ``poll()`` hands out by count alone: its ``left`` records are still at the head
         (read-only outside; 0 once the pipeline or the inbox closed it)."""
-        self.kept: deque[Any] = deque()
-        """Whole messages delivered and not yet returned: handed out before anything newer (read-only outside)."""
-        self._floors = pipeline.commits.floors  # where kept messages bound commits: read by the translator
+        self._kept = KeptMessages(pipeline.commits.floors)
+        self.kept = self._kept.messages
+        """Whole messages delivered and not yet returned: handed out before anything newer (read-only outside;
+        never replaced, so ``poll`` reads it with no call)."""
         self.deferred: BaseException | None = None
         """An error to raise first in the next call (read-only outside)."""
 
@@ -270,19 +273,11 @@ class Inbox(ConsumerCalls):
         """:func:`fit` over the first ``most`` queued records (``consume.max.bytes``)."""
         return fit(islice(self.raw, most), room, first=first)
 
-    # -- whole messages kept back for the next call ----------------------------------------------
+    # -- whole messages kept back for the next call (what waits: KeptMessages; the steps: here) ----------
     def keep(self, messages: Iterable[Any], before: Mapping[TopicPartitionKey, Progress]) -> None:
-        """Whole messages delivered but not returned wait first in line; until the last is handed out,
-        commits of their partitions stay where ``before`` had them (from its first offset, a partition
-        ``before`` did not know)."""
+        """Whole messages delivered but not returned wait first in line, holding their partitions' commits."""
         self._step(Step.KEEP)
-        now = self._pipeline.progress()
-        for msg in messages:
-            self.kept.append(msg)
-            tp = partition_of(msg)
-            floor = before[tp][0] if tp in before else now[tp][2] if tp in now else None
-            if floor is not None:
-                self._floors.keep(tp, floor)
+        self._kept.add(messages, before, self._pipeline.progress())
 
     def take_kept(self) -> Any:
         """The first kept message; the commits it held go with the last."""
@@ -304,27 +299,20 @@ class Inbox(ConsumerCalls):
 
     def kept_floor(self, tp: TopicPartitionKey) -> int | None:
         """The offset no commit of ``tp`` may pass while messages are kept back, or None."""
-        return self._floors.kept(tp)
+        return self._kept.floor(tp)
 
     def _drop_kept(self, key: TopicPartitionKey | None) -> None:
         """Kept messages of ``key`` (all, and the deferred error, for None) go: the reading starts over."""
         if self._state is not InboxState.KEPT:
             return
         if key is None:
-            self.kept.clear()
             self.deferred = None
-        else:
-            stay = [m for m in self.kept if partition_of(m) != key]
-            self.kept.clear()
-            self.kept.extend(stay)
-            self._floors.unkeep(key)
+        self._kept.drop(key)
         self._kept_taken()
 
     def _kept_taken(self) -> None:
-        if not self.kept:
-            self._floors.unkeep()
-            if self.deferred is None:
-                self._move(Step.LAST_KEPT)
+        if self._kept.settle() and self.deferred is None:
+            self._move(Step.LAST_KEPT)
 
     # -- the queue ---------------------------------------------------------------------------------
     def pop(self) -> Any:
@@ -354,14 +342,11 @@ class Inbox(ConsumerCalls):
         return []
 
     # -- fetching --------------------------------------------------------------------------------
-
     def fetch(self, timeout: float) -> bool:
         """One batch from librdkafka into the queue; False when ``timeout`` passed with nothing."""
         batch = self.fetch_batch(timeout, self.batch)
-        if not batch:
-            return False
         self.enqueue(batch)
-        return True
+        return bool(batch)
 
     def fetch_batch(self, timeout: float, limit: int) -> list[Any]:
         """Up to ``limit`` records from librdkafka, not queued: empty when ``timeout`` passed with nothing."""
@@ -375,12 +360,7 @@ class Inbox(ConsumerCalls):
         self._step(Step.FETCH)
         self.raw.extend(batch)
         self._fresh = True
-        if self.refs.enabled:
-            self.refs.scan(
-                ((m.topic(), m.partition(), m.offset()), m.topic(), m.value(), m.headers())
-                for m in batch
-                if m.error() is None
-            )
+        self.refs.scan_messages(batch)
 
     def take_plain(self, out: list[Any], limit: int) -> int:
         """Plain records from the head of the queue into ``out``: a fresh batch whole when it can be.
@@ -420,9 +400,7 @@ class Inbox(ConsumerCalls):
         pipeline keeps what it delivered, so what it kept stays)."""
         self._step(Step.DROP)
         if self.raw:
-            kept = [m for m in self.raw if partition_of(m) != key]
-            self.raw.clear()
-            self.raw.extend(kept)
+            drop_partition(self.raw, key)
         self.refs.discard(lambda k: (k[0], k[1]) != key)  # type: ignore[index]
 
     def clear(self) -> None:
@@ -436,6 +414,56 @@ class Inbox(ConsumerCalls):
         """Drop what is queued, then close librdkafka's consumer (its last callbacks run now)."""
         self.clear()
         self._consumer.close()
+
+
+class KeptMessages:
+    """Whole messages delivered by a call but not returned by it, and the commits they hold back.
+
+    Kept apart from :class:`Inbox` because it is bookkeeping of its own (which partition's commit
+    stays where, and when it is let go) with no part in librdkafka or the fetched queue; the inbox
+    still takes every step of its state (:mod:`gateway.core.inbox_states`) and hands this only the
+    commit floors it keeps (:class:`~gateway.core.commits.CommitFloors`).
+    """
+
+    __slots__ = ("_floors", "messages")
+
+    def __init__(self, floors: CommitFloors) -> None:
+        self.messages: deque[Any] = deque()
+        """Never replaced, only changed in place: the inbox hands it out as ``Inbox.kept``."""
+        self._floors = floors  # where kept messages bound commits: read by the translator
+
+    def add(
+        self,
+        messages: Iterable[Any],
+        before: Mapping[TopicPartitionKey, Progress],
+        now: Mapping[TopicPartitionKey, Progress],
+    ) -> None:
+        """Until the last is handed out, commits of their partitions stay where ``before`` had them (from its
+        first offset, as ``now`` has it, a partition ``before`` did not know)."""
+        for msg in messages:
+            self.messages.append(msg)
+            tp = partition_of(msg)
+            floor = before[tp][0] if tp in before else now[tp][2] if tp in now else None
+            if floor is not None:
+                self._floors.keep(tp, floor)
+
+    def floor(self, tp: TopicPartitionKey) -> int | None:
+        return self._floors.kept(tp)
+
+    def drop(self, key: TopicPartitionKey | None) -> None:
+        """The messages of ``key`` (all, for None) go, and the commits they held with them."""
+        if key is None:
+            self.messages.clear()
+        else:
+            drop_partition(self.messages, key)
+            self._floors.unkeep(key)
+
+    def settle(self) -> bool:
+        """After a take or a drop: True when none is left, the commits they held then let go."""
+        if self.messages:
+            return False
+        self._floors.unkeep()
+        return True
 
 
 class FlowControl:

@@ -159,21 +159,14 @@ class ConsumerSettings:
 
 
 def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, dict[str, Any]]:
-    """Our settings, and the configuration for librdkafka with our keys removed (its auto-commit off)."""
+    """Our settings, and the configuration for librdkafka with our keys removed (its auto-commit off).
+
+    The keys are taken in one fixed order, so that of several bad ones the same is reported first.
+    """
     conf = dict(config)
-    capacity = keys.BUFFER_CAPACITY.pop(conf)
-    gap = keys.EXPIRATION_OFFSET_GAP.pop(conf)
-    max_segments = keys.MAX_SEGMENTS.pop(conf)
-    declared_max = keys.MAX_MESSAGE_BYTES.pop(conf)
-    max_message = capacity if declared_max is None else declared_max
-    max_tracked = keys.MAX_TRACKED.pop(conf)
-    raise_on_drop = keys.EXCEPTION_ON_DROP.pop(conf)
+    assembly = _assembly_keys(conf)
     stall_timeout_s = keys.STALL_TIMEOUT_MS.pop(conf) / 1000.0
-    auto_commit = keys.ENABLE_AUTO_COMMIT.pop(conf)
-    auto_commit_s = keys.AUTO_COMMIT_INTERVAL_MS.pop(conf) / 1000.0
-    auto_offset_store = keys.ENABLE_AUTO_OFFSET_STORE.pop(conf)
-    batch = keys.FETCH_BATCH_RECORDS.pop(conf)
-    batch_bytes = keys.FETCH_BATCH_BYTES.pop(conf)
+    reading = _reading_keys(conf)
     consume_max_bytes = keys.CONSUME_MAX_BYTES.pop(conf)
     for librdkafka_key in LIBRDKAFKA_DEFAULTS:
         conf.setdefault(librdkafka_key.key, librdkafka_key.default)
@@ -194,17 +187,8 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     commit_encoding = pop_commit_encoding(conf)
     conf["enable.auto.commit"] = False
     settings = ConsumerSettings(
-        capacity,
-        gap,
-        max_segments,
-        max_message,
-        max_tracked,
-        raise_on_drop,
-        auto_commit,
-        auto_commit_s,
-        auto_offset_store,
-        batch,
-        batch_bytes,
+        *assembly,
+        *reading,
         error_mode == "deliver",
         workers,
         budget,
@@ -221,6 +205,30 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
         consume_max_bytes=consume_max_bytes,
     )
     return settings, conf
+
+
+def _assembly_keys(conf: dict[str, Any]) -> tuple[int, int, int, int, int, bool]:
+    """The assembler's bounds popped from ``conf``: the first fields of :class:`ConsumerSettings`, in its order
+    (capacity, offset gap, segments and bytes per message, tracked messages, raise on a drop)."""
+    capacity = keys.BUFFER_CAPACITY.pop(conf)
+    gap = keys.EXPIRATION_OFFSET_GAP.pop(conf)
+    max_segments = keys.MAX_SEGMENTS.pop(conf)
+    declared_max = keys.MAX_MESSAGE_BYTES.pop(conf)
+    max_message = capacity if declared_max is None else declared_max  # one message may fill the buffer
+    max_tracked = keys.MAX_TRACKED.pop(conf)
+    raise_on_drop = keys.EXCEPTION_ON_DROP.pop(conf)
+    return capacity, gap, max_segments, max_message, max_tracked, raise_on_drop
+
+
+def _reading_keys(conf: dict[str, Any]) -> tuple[bool, float, bool, int, int]:
+    """Commits and fetches popped from ``conf``: the :class:`ConsumerSettings` fields after the assembler's, in
+    its order (auto-commit and its interval in seconds, auto offset store, records and bytes per fetch)."""
+    auto_commit = keys.ENABLE_AUTO_COMMIT.pop(conf)
+    auto_commit_s = keys.AUTO_COMMIT_INTERVAL_MS.pop(conf) / 1000.0
+    auto_offset_store = keys.ENABLE_AUTO_OFFSET_STORE.pop(conf)
+    batch = keys.FETCH_BATCH_RECORDS.pop(conf)
+    batch_bytes = keys.FETCH_BATCH_BYTES.pop(conf)
+    return auto_commit, auto_commit_s, auto_offset_store, batch, batch_bytes
 
 
 def reference_rules(conf: dict[str, Any]) -> ReferenceRules:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 from gateway.consumer.resolver import GROUP_MAX_BYTES, GROUP_MAX_ITEMS, Admission, Resolver
 from gateway.protocol.envelope import Envelope, looks_like_envelope
@@ -51,6 +52,16 @@ class ReferenceFetcher:
             if judged.refusal is None:
                 self._queue.append(key)
         self.schedule()
+
+    def scan_messages(self, batch: list[Any]) -> None:
+        """:meth:`scan` over the consumer's fetched records (confluent-kafka ``Message`` objects), keyed by
+        ``(topic, partition, offset)``: nothing is built for a consumer without stores."""
+        if self.enabled:
+            self.scan(
+                ((m.topic(), m.partition(), m.offset()), m.topic(), m.value(), m.headers())
+                for m in batch
+                if m.error() is None
+            )
 
     def schedule(self) -> None:
         """Start fetches in record order until the byte budget says stop.
