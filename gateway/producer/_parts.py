@@ -55,7 +55,7 @@ def make_parts(
 ) -> ProducerParts:
     """The producer's parts for librdkafka's configuration ``conf`` (the gateway's own keys already taken out)."""
     window = WriteWindow(settings.write_window, stores, settings.write_linger_s)
-    outbox = Outbox(conf, window, clock, settings.block_s)
+    outbox = Outbox(conf, window, clock, settings.block_s, settings.commit_encoding)
     warmup = TopicWarmup(outbox.list_topics)
     check = settings.compaction_check
     refresh_s = settings.topic_config_refresh_s
