@@ -169,55 +169,46 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     chunking = keys.LARGE_MESSAGE_ENABLED.pop(conf)
     segment_bytes = keys.MAX_MESSAGE_SEGMENT_BYTES.pop(conf)
     header_only = keys.RECORD_HEADER_ENABLE.pop(conf)
-    timestamp_header = keys.HEADER_TIMESTAMP_ENABLED.pop(conf)
-    wrap_small = keys.SEGMENT_WRAPPING_REQUIRED.pop(conf)
-    block_s = keys.BLOCK_MS.pop(conf) / 1000.0
     max_message_bytes = keys.MESSAGE_MAX_BYTES.peek(conf)
-    fallback_cap = keys.FALLBACK_INLINE_MAX_BYTES.pop(conf)
-    failure_threshold = keys.STORE_FAILURE_THRESHOLD.pop(conf)
-    failure_window_ms = keys.STORE_FAILURE_WINDOW_MS.pop(conf)
-    probe_interval_ms = keys.STORE_PROBE_INTERVAL_MS.pop(conf)
-    compaction_check = keys.COMPACTION_CHECK.pop(conf)
-    refresh_s = keys.TOPIC_CONFIG_REFRESH_MS.pop(conf) / 1000.0
-    checksum = keys.REFERENCE_CHECKSUM.pop(conf)
-    write_window = keys.WRITE_WINDOW.pop(conf)
-    write_linger_s = keys.WRITE_LINGER_MS.pop(conf) / 1000.0
-    max_chunked = MAX_CHUNKED_MESSAGE_BYTES.pop(conf)
-    max_reference = REFERENCE_MAX_PAYLOAD_BYTES.pop(conf)
-    compression = parse_compression(keys.REFERENCE_COMPRESSION.pop(conf))
-    warning_interval_s = LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0
-    reference_format = ReferenceFormat(keys.REFERENCE_FORMAT.pop(conf))
-    stream_part_bytes = keys.REFERENCE_STREAM_PART_BYTES.pop(conf)
-    commit_encoding = CommitEncoding(COMMIT_METADATA_ENCODING.pop(conf))
+    settings = ProducerSettings(  # by name: fourteen of them are numbers, and a swapped pair would pass unseen
+        header_only=header_only,
+        timestamp_header=keys.HEADER_TIMESTAMP_ENABLED.pop(conf),
+        wrap_small=keys.SEGMENT_WRAPPING_REQUIRED.pop(conf),
+        block_s=keys.BLOCK_MS.pop(conf) / 1000.0,
+        max_message_bytes=max_message_bytes,
+        fallback_cap=keys.FALLBACK_INLINE_MAX_BYTES.pop(conf),
+        failure_threshold=keys.STORE_FAILURE_THRESHOLD.pop(conf),
+        failure_window_ms=keys.STORE_FAILURE_WINDOW_MS.pop(conf),
+        probe_interval_ms=keys.STORE_PROBE_INTERVAL_MS.pop(conf),
+        chunking=chunking,
+        compaction_check=keys.COMPACTION_CHECK.pop(conf),
+        topic_config_refresh_s=keys.TOPIC_CONFIG_REFRESH_MS.pop(conf) / 1000.0,
+        checksum=keys.REFERENCE_CHECKSUM.pop(conf),
+        write_window=keys.WRITE_WINDOW.pop(conf),
+        write_linger_s=keys.WRITE_LINGER_MS.pop(conf) / 1000.0,
+        max_chunked_bytes=MAX_CHUNKED_MESSAGE_BYTES.pop(conf),
+        max_reference_bytes=REFERENCE_MAX_PAYLOAD_BYTES.pop(conf),
+        compression=parse_compression(keys.REFERENCE_COMPRESSION.pop(conf)),
+        warning_interval_s=LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0,
+        reference_format=ReferenceFormat(keys.REFERENCE_FORMAT.pop(conf)),
+        stream_part_bytes=keys.REFERENCE_STREAM_PART_BYTES.pop(conf),
+        commit_encoding=CommitEncoding(COMMIT_METADATA_ENCODING.pop(conf)),
+        # last, so a key's own error comes before the one about the room they leave
+        segment_bytes=_capped_segment_bytes(segment_bytes, max_message_bytes, header_only),
+    )
+    return settings, conf
+
+
+def _capped_segment_bytes(segment_bytes: int, max_message_bytes: int, header_only: bool) -> int:
+    """The chunk size in effect: ``max.message.segment.bytes``, or less when that would not fit one record.
+
+    A segment travels with its header (unless ``li.record.header.enable``) and librdkafka's framing
+    under ``message.max.bytes``; a limit that leaves no byte for payload is refused (``ValueError``).
+    """
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
-    settings = ProducerSettings(
-        min(segment_bytes, room),
-        header_only,
-        timestamp_header,
-        wrap_small,
-        block_s,
-        max_message_bytes,
-        fallback_cap,
-        failure_threshold,
-        failure_window_ms,
-        probe_interval_ms,
-        chunking,
-        compaction_check,
-        refresh_s,
-        checksum,
-        write_window,
-        write_linger_s,
-        max_chunked,
-        max_reference,
-        compression,
-        warning_interval_s,
-        reference_format,
-        stream_part_bytes,
-        commit_encoding,
-    )
-    return settings, conf
+    return min(segment_bytes, room)
 
 
 LINKEDIN_ALIASES = {alias: setting.key for setting in PRODUCER for alias in setting.aliases}
