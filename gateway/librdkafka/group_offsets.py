@@ -12,9 +12,10 @@ librdkafka on the consumer's own handle instead. Where that handle cannot be con
 unreadable metadata raise.
 
 What a commit's metadata text becomes on the wire is ``commit.metadata.encoding`` (see
-:class:`~gateway.protocol.metadata.CommitEncoding`), read by :func:`pop_commit_encoding` for the
-consumer's commits and for the producer's transaction offsets alike
-(:class:`gateway.producer._outbox.ExactProducer`).
+:class:`~gateway.protocol.metadata.CommitEncoding`), read with the other gateway keys by each
+client's configuration parser, for the consumer's commits (:func:`pop_commit_encoding`) and for
+the producer's transaction offsets alike (``ProducerSettings.commit_encoding``, handed to
+:class:`gateway.producer._outbox.ExactProducer`).
 """
 
 from __future__ import annotations
@@ -47,8 +48,6 @@ from gateway.settings.shared import COMMIT_METADATA_ENCODING
 log = logging.getLogger(__name__)
 
 _WAIT_SLICE_MS = 200  # a synchronous commit waits in slices, so Ctrl-C gets in between
-
-COMMIT_ENCODING_KEY = COMMIT_METADATA_ENCODING.key
 
 
 def pop_commit_encoding(conf: MutableMapping[str, Any]) -> CommitEncoding:

@@ -46,7 +46,6 @@ from gateway.core.route_choice import (
     refuses_chunks,
     store_route,
 )
-from gateway.librdkafka.group_offsets import COMMIT_ENCODING_KEY
 from gateway.policy import Policy, Route
 
 log = logging.getLogger(__name__)
@@ -296,11 +295,19 @@ _NOT_FOR_ADMIN = frozenset(
         "delivery.report.only.error",
         "dr_cb",
         "dr_msg_cb",
-        # the gateway's own key that the outbox's client takes out of its copy of the configuration
-        COMMIT_ENCODING_KEY,
         # the application's callbacks hear of the producer it made, not of this lookup's own client
         "error_cb",
         "stats_cb",
         "throttle_cb",
     }
 )
+"""Keys of the producer's librdkafka configuration that its ``cleanup.policy`` lookup's admin client must not take.
+
+Only librdkafka's and confluent-kafka's own keys, each meant for the producer and not for a client
+that sends no record: the delivery-report callbacks (refused by an admin client: ``dr_cb`` and
+``dr_msg_cb`` "must be set through dedicated .._set_..() function", ``on_*`` is "No such
+configuration property"), the producer-only properties an admin client accepts but must not act on
+(``transactional.id``, ``enable.idempotence``, ``delivery.report.only.error``), and the
+application's callbacks (below). The gateway's own keys never get this far:
+:func:`~gateway.producer._config.parse_producer_config` took every one of them out of ``conf``.
+"""

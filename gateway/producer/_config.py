@@ -1,7 +1,10 @@
 """The producer's own configuration keys, read out of the confluent-kafka config it is given.
 
 Kept apart from the producer so that every key's default, bound and error can be tested without a
-broker. What is left after the keys are popped goes to librdkafka unchanged.
+broker. What is left after the keys are popped goes to librdkafka unchanged: to the producer and to
+the admin client of the ``cleanup.policy`` lookup alike. So this is the one place that keeps the
+gateway's keys from librdkafka, which refuses a key it does not know ("No such configuration
+property"); no client made from the rest has to remember to drop one.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from gateway.errors import MessageTooLargeError, RecordTooLargeError
 from gateway.health import StoreHealth
 from gateway.protocol.envelope import MAX_ENCRYPTED_ENVELOPE_BYTES, envelope_header
 from gateway.protocol.headers import TIMESTAMP_HEADER, Headers, encode_timestamp, has_header
+from gateway.protocol.metadata import CommitEncoding
 from gateway.protocol.payload_encoding import parse_compression
 from gateway.protocol.peers.pointer_formats import ReferenceFormat
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
@@ -23,6 +27,7 @@ from gateway.settings import DEFAULT_MAX_MESSAGE_BYTES, PRODUCER, rename_aliases
 from gateway.settings import producer as keys
 from gateway.settings.producer import DEFAULT_SEGMENT_BYTES
 from gateway.settings.shared import (
+    COMMIT_METADATA_ENCODING,
     LOG_WARNING_INTERVAL_MS,
     MAX_CHUNKED_MESSAGE_BYTES,
     REFERENCE_MAX_PAYLOAD_BYTES,
@@ -79,6 +84,9 @@ class ProducerSettings:
     (:mod:`gateway.protocol.peers.pointer_formats`)."""
     stream_part_bytes: int = keys.REFERENCE_STREAM_PART_BYTES.default
     """``reference.stream.part.bytes``: the part size of ``produce_stream``'s store writes (its memory per stream)."""
+    commit_encoding: CommitEncoding = CommitEncoding.NUL_TERMINATED
+    """``commit.metadata.encoding``: how ``send_offsets_to_transaction`` writes each offset's metadata
+    (:class:`~gateway.producer._outbox.ExactProducer`), as the consumer writes its commits."""
 
     @property
     def overhead(self) -> int:
@@ -149,6 +157,11 @@ class ProducerSettings:
 def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, dict[str, Any]]:
     """Our settings, and the rest of ``config`` for librdkafka (``message.max.bytes`` is read but left there).
 
+    Every key of :data:`~gateway.settings.PRODUCER` is taken out here, but three that the producer takes
+    out before, each with what it configures: ``reference.encryption``
+    (:meth:`~gateway.encryption.ReferenceEncryption.from_config`), ``key.serializer`` and
+    ``value.serializer`` (:meth:`~gateway.serialization.Serializers.pop_from`).
+
     ``ValueError`` names the key for a value that is not a number or boolean, or is out of bounds.
     """
     conf = dict(config)
@@ -156,53 +169,46 @@ def parse_producer_config(config: Mapping[str, Any]) -> tuple[ProducerSettings, 
     chunking = keys.LARGE_MESSAGE_ENABLED.pop(conf)
     segment_bytes = keys.MAX_MESSAGE_SEGMENT_BYTES.pop(conf)
     header_only = keys.RECORD_HEADER_ENABLE.pop(conf)
-    timestamp_header = keys.HEADER_TIMESTAMP_ENABLED.pop(conf)
-    wrap_small = keys.SEGMENT_WRAPPING_REQUIRED.pop(conf)
-    block_s = keys.BLOCK_MS.pop(conf) / 1000.0
     max_message_bytes = keys.MESSAGE_MAX_BYTES.peek(conf)
-    fallback_cap = keys.FALLBACK_INLINE_MAX_BYTES.pop(conf)
-    failure_threshold = keys.STORE_FAILURE_THRESHOLD.pop(conf)
-    failure_window_ms = keys.STORE_FAILURE_WINDOW_MS.pop(conf)
-    probe_interval_ms = keys.STORE_PROBE_INTERVAL_MS.pop(conf)
-    compaction_check = keys.COMPACTION_CHECK.pop(conf)
-    refresh_s = keys.TOPIC_CONFIG_REFRESH_MS.pop(conf) / 1000.0
-    checksum = keys.REFERENCE_CHECKSUM.pop(conf)
-    write_window = keys.WRITE_WINDOW.pop(conf)
-    write_linger_s = keys.WRITE_LINGER_MS.pop(conf) / 1000.0
-    max_chunked = MAX_CHUNKED_MESSAGE_BYTES.pop(conf)
-    max_reference = REFERENCE_MAX_PAYLOAD_BYTES.pop(conf)
-    compression = parse_compression(keys.REFERENCE_COMPRESSION.pop(conf))
-    warning_interval_s = LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0
-    reference_format = ReferenceFormat(keys.REFERENCE_FORMAT.pop(conf))
-    stream_part_bytes = keys.REFERENCE_STREAM_PART_BYTES.pop(conf)
+    settings = ProducerSettings(  # by name: fourteen of them are numbers, and a swapped pair would pass unseen
+        header_only=header_only,
+        timestamp_header=keys.HEADER_TIMESTAMP_ENABLED.pop(conf),
+        wrap_small=keys.SEGMENT_WRAPPING_REQUIRED.pop(conf),
+        block_s=keys.BLOCK_MS.pop(conf) / 1000.0,
+        max_message_bytes=max_message_bytes,
+        fallback_cap=keys.FALLBACK_INLINE_MAX_BYTES.pop(conf),
+        failure_threshold=keys.STORE_FAILURE_THRESHOLD.pop(conf),
+        failure_window_ms=keys.STORE_FAILURE_WINDOW_MS.pop(conf),
+        probe_interval_ms=keys.STORE_PROBE_INTERVAL_MS.pop(conf),
+        chunking=chunking,
+        compaction_check=keys.COMPACTION_CHECK.pop(conf),
+        topic_config_refresh_s=keys.TOPIC_CONFIG_REFRESH_MS.pop(conf) / 1000.0,
+        checksum=keys.REFERENCE_CHECKSUM.pop(conf),
+        write_window=keys.WRITE_WINDOW.pop(conf),
+        write_linger_s=keys.WRITE_LINGER_MS.pop(conf) / 1000.0,
+        max_chunked_bytes=MAX_CHUNKED_MESSAGE_BYTES.pop(conf),
+        max_reference_bytes=REFERENCE_MAX_PAYLOAD_BYTES.pop(conf),
+        compression=parse_compression(keys.REFERENCE_COMPRESSION.pop(conf)),
+        warning_interval_s=LOG_WARNING_INTERVAL_MS.pop(conf) / 1000.0,
+        reference_format=ReferenceFormat(keys.REFERENCE_FORMAT.pop(conf)),
+        stream_part_bytes=keys.REFERENCE_STREAM_PART_BYTES.pop(conf),
+        commit_encoding=CommitEncoding(COMMIT_METADATA_ENCODING.pop(conf)),
+        # last, so a key's own error comes before the one about the room they leave
+        segment_bytes=_capped_segment_bytes(segment_bytes, max_message_bytes, header_only),
+    )
+    return settings, conf
+
+
+def _capped_segment_bytes(segment_bytes: int, max_message_bytes: int, header_only: bool) -> int:
+    """The chunk size in effect: ``max.message.segment.bytes``, or less when that would not fit one record.
+
+    A segment travels with its header (unless ``li.record.header.enable``) and librdkafka's framing
+    under ``message.max.bytes``; a limit that leaves no byte for payload is refused (``ValueError``).
+    """
     room = max_message_bytes - _overhead(header_only)
     if room < 1:
         raise ValueError(f"message.max.bytes={max_message_bytes} leaves no room for a segment")
-    settings = ProducerSettings(
-        min(segment_bytes, room),
-        header_only,
-        timestamp_header,
-        wrap_small,
-        block_s,
-        max_message_bytes,
-        fallback_cap,
-        failure_threshold,
-        failure_window_ms,
-        probe_interval_ms,
-        chunking,
-        compaction_check,
-        refresh_s,
-        checksum,
-        write_window,
-        write_linger_s,
-        max_chunked,
-        max_reference,
-        compression,
-        warning_interval_s,
-        reference_format,
-        stream_part_bytes,
-    )
-    return settings, conf
+    return min(segment_bytes, room)
 
 
 LINKEDIN_ALIASES = {alias: setting.key for setting in PRODUCER for alias in setting.aliases}

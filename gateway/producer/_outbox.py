@@ -38,9 +38,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from gateway.clock import Clock
 from gateway.core.outgoing import OutgoingMessage, Send
 from gateway.librdkafka.binding import RD_KAFKA_PRODUCER, fatal_error
-from gateway.librdkafka.group_offsets import pop_commit_encoding, send_offsets_to_transaction
+from gateway.librdkafka.group_offsets import send_offsets_to_transaction
 from gateway.producer._queue_full import BlockingSend
 from gateway.producer.reference.window import WriteWindow
+from gateway.protocol.metadata import CommitEncoding
 
 T = TypeVar("T")
 
@@ -48,14 +49,14 @@ T = TypeVar("T")
 class ExactProducer(Producer):
     """librdkafka's producer of a ``HybridProducer``, saying exactly what librdkafka says.
 
-    Transaction offsets carry their metadata as ``commit.metadata.encoding`` says (taken out of the
-    configuration here, before librdkafka sees it), and a fatal error confluent-kafka's ``flush``
-    loses (a bare ``SystemError``) is raised as the fatal ``KafkaException`` it is.
+    Transaction offsets carry their metadata as ``commit_encoding`` says (``commit.metadata.encoding``,
+    which :func:`~gateway.producer._config.parse_producer_config` took out of ``conf`` with the other
+    gateway keys), and a fatal error confluent-kafka's ``flush`` loses (a bare ``SystemError``) is
+    raised as the fatal ``KafkaException`` it is.
     """
 
-    def __init__(self, conf: dict[str, Any]) -> None:
-        conf = dict(conf)
-        self._commit_encoding = pop_commit_encoding(conf)
+    def __init__(self, conf: dict[str, Any], commit_encoding: CommitEncoding) -> None:
+        self._commit_encoding = commit_encoding
         super().__init__(conf)
 
     def send_offsets_to_transaction(self, positions: Any, group_metadata: Any, timeout: float = -1) -> None:
@@ -155,9 +156,10 @@ class Outbox:
         window: WriteWindow,
         clock: Clock,
         block_s: float,
-        kafka: Callable[[dict[str, Any]], Producer] = ExactProducer,
+        commit_encoding: CommitEncoding,
+        kafka: Callable[[dict[str, Any], CommitEncoding], Producer] = ExactProducer,
     ) -> None:
-        self._client = Librdkafka(kafka(dict(conf)), window)
+        self._client = Librdkafka(kafka(dict(conf), commit_encoding), window)
         """The only way to librdkafka's producer: each call in the queue's turn (see :class:`Librdkafka`)."""
         self.window = window
         self.listener: OutboxListener = _NoListener()

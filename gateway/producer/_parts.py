@@ -55,7 +55,7 @@ def make_parts(
 ) -> ProducerParts:
     """The producer's parts for librdkafka's configuration ``conf`` (the gateway's own keys already taken out)."""
     window = WriteWindow(settings.write_window, stores, settings.write_linger_s)
-    outbox = Outbox(conf, window, clock, settings.block_s)
+    outbox = Outbox(conf, window, clock, settings.block_s, settings.commit_encoding)
     fmt = settings.reference_format
     journals = () if fmt.pointer else tuple(_journal_ahead(store, clock) for store in stores.values())
     warmup = TopicWarmup(outbox.list_topics, journals)  # a peer's format takes no ids from a batch

@@ -380,18 +380,19 @@ def is_envelope_record(value: Value | None, headers: Sequence[tuple[str, bytes |
     return looks_like_envelope(value)
 
 
-def decode_envelope(value: Value | None) -> Envelope:
-    """Parse and check an envelope; every defect raises :class:`EnvelopeFormatError`, never anything else.
+def _framed_envelope_bytes(value: Value | None) -> bytes:
+    """``value`` as ``bytes``, once its frame says it is an envelope this reader can lay its fields over.
 
-    The framing (magic, version, exact length) and the CRC are checked before any field is trusted,
-    so a flipped bit is reported as corruption rather than as a strange store name or size.
+    Present, the magic, no larger than an envelope can be (checked before copying: a hostile value
+    may be large), a version this reader knows, and at least :data:`MIN_ENVELOPE_BYTES`. A ``bytes``
+    value is returned as it is, not copied.
     """
     if value is None:
         raise EnvelopeFormatError("envelope value is missing (null record value)")
     if not looks_like_envelope(value):
         raise EnvelopeFormatError(f"not an envelope: value does not start with the magic {MAGIC!r}")
     limit = MAX_ENCRYPTED_ENVELOPE_BYTES if len(value) > 7 and value[7] & FLAG_ENCRYPTED else MAX_ENVELOPE_BYTES
-    if len(value) > limit:  # before copying: a hostile value may be large
+    if len(value) > limit:
         raise EnvelopeFormatError(f"envelope has {len(value)} bytes, at most {limit} are possible")
     data = value if isinstance(value, bytes) else bytes(value)
     if len(data) < len(MAGIC) + 1:
@@ -404,6 +405,17 @@ def decode_envelope(value: Value | None) -> Envelope:
         )
     if len(data) < MIN_ENVELOPE_BYTES:
         raise EnvelopeFormatError(f"truncated envelope: {len(data)} bytes, at least {MIN_ENVELOPE_BYTES} needed")
+    return data
+
+
+def decode_envelope(value: Value | None) -> Envelope:
+    """Parse and check an envelope; every defect raises :class:`EnvelopeFormatError`, never anything else.
+
+    The framing (magic, version, exact length) and the CRC are checked before any field is trusted,
+    so a flipped bit is reported as corruption rather than as a strange store name or size.
+    """
+    data = _framed_envelope_bytes(value)
+    version = data[len(MAGIC)]
     _, _, flags, size, algorithm, digest, raw_id, store_len = _FIXED.unpack_from(data, 0)
     locator_at = _FIXED.size + store_len + _U16.size
     if len(data) < locator_at:

@@ -40,7 +40,6 @@ READ_BY_THE_CLIENT = {
     "key.deserializer",
     "value.deserializer",
     "reference.encryption",  # ReferenceEncryption.from_config, before the parser
-    "commit.metadata.encoding",  # the producer's: its transactions (ExactProducer)
 }
 """Declared keys that the clients read outside ``parse_*_config``."""
 SPARK_BASE = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}

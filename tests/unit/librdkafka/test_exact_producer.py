@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from gateway.librdkafka.binding import RD_KAFKA_PRODUCER, Librdkafka, client_handle
 from gateway.producer._outbox import ExactProducer
+from gateway.protocol.metadata import CommitEncoding
 
 
 class LosesTheError(Producer):
@@ -25,7 +26,7 @@ class Repaired(ExactProducer, LosesTheError):
 
 
 def test_a_fatal_error_lost_in_flush_is_raised_as_the_fatal_kafka_exception() -> None:
-    producer = Repaired({"bootstrap.servers": "127.0.0.1:1"})
+    producer = Repaired({"bootstrap.servers": "127.0.0.1:1"}, CommitEncoding.NUL_TERMINATED)
     with pytest.raises(SystemError):  # no fatal error behind it: passed on untouched
         producer.flush(0)
     lib = Librdkafka.get()

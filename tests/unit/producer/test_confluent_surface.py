@@ -16,6 +16,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from gateway import HybridProducer
 from gateway.producer._compaction import CleanupPolicies
+from gateway.producer._outbox import ExactProducer
+from gateway.protocol.metadata import CommitEncoding
 from tests.unit.fake_clock import ManualClock
 
 NO_BROKER: dict[str, Any] = {"message.timeout.ms": 200}
@@ -148,8 +150,10 @@ def test_a_denied_describe_counts_as_not_compacted_with_one_warning(caplog: pyte
 
 def test_a_producer_with_a_commit_metadata_encoding_makes_its_admin_client_without_it() -> None:
     """The key is the gateway's (its transaction offsets' metadata); librdkafka's admin client refuses it."""
-    for encoding in ("java", "nul-terminated"):
-        p = producer(**{"commit.metadata.encoding": encoding})
+    for encoding in CommitEncoding:
+        p = producer(**{"commit.metadata.encoding": encoding.value})
+        exact = p.inner
+        assert isinstance(exact, ExactProducer) and exact._commit_encoding is encoding, "transactions write it so"
         p.close()
 
 

@@ -15,6 +15,7 @@ from gateway.producer._outbox import Outbox
 from gateway.producer.reference.window import WriteWindow
 from gateway.producer.reference.writer import ReferenceWriter
 from gateway.protocol.envelope import ENVELOPE_HEADER
+from gateway.protocol.metadata import CommitEncoding
 from gateway.testing.memory_store import PipeliningMemoryStore
 
 ROUTE = Route.reference("mem")
@@ -56,7 +57,14 @@ def records(kafka: Kafka) -> list[str]:
 def outbox(window: int = 4) -> tuple[Outbox, Kafka, ReferenceWriter]:
     store = PipeliningMemoryStore()
     kafka = Kafka()
-    box = Outbox({}, WriteWindow(window, {"mem": store}, 600.0), SYSTEM_CLOCK, 1.0, lambda conf: kafka)  # type: ignore[arg-type,return-value]
+    box = Outbox(
+        {},
+        WriteWindow(window, {"mem": store}, 600.0),
+        SYSTEM_CLOCK,
+        1.0,
+        CommitEncoding.NUL_TERMINATED,
+        lambda conf, encoding: kafka,
+    )  # type: ignore[arg-type,return-value]
     writer = ReferenceWriter(
         {"mem": store}, {"mem": StoreHealth(2, 30_000, 5_000)}, box.send, fallback_cap=1_000, window=box.window
     )

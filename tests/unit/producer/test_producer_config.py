@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.producer._config import DEFAULT_SEGMENT_BYTES, RECORD_OVERHEAD, ProducerSettings, parse_producer_config
+from gateway.protocol.metadata import CommitEncoding
 from gateway.protocol.segments import SEGMENT_HEADER_SIZE
 
 OURS = {
@@ -43,6 +44,18 @@ def test_our_keys_are_read_and_removed_but_message_max_bytes_stays_for_librdkafk
         failure_window_ms=10,
         probe_interval_ms=0,
     )
+
+
+@pytest.mark.parametrize("encoding", list(CommitEncoding), ids=lambda e: e.value)
+def test_the_commit_metadata_encoding_is_a_setting_and_never_in_what_librdkafka_gets(encoding: CommitEncoding) -> None:
+    """librdkafka's producer and the admin client made from the same rest both refuse the key
+    ("No such configuration property"), so it is taken out here, not by each client."""
+    settings, rest = parse_producer_config({"commit.metadata.encoding": encoding.value.upper(), "acks": "all"})
+    assert rest == {"acks": "all"}
+    assert settings.commit_encoding is encoding
+    assert parse_producer_config({})[0].commit_encoding is CommitEncoding.NUL_TERMINATED
+    with pytest.raises(ValueError, match=re.escape("commit.metadata.encoding")):
+        parse_producer_config({"commit.metadata.encoding": "utf-8"})
 
 
 def test_the_segment_size_is_capped_below_message_max_bytes() -> None:
