@@ -141,6 +141,7 @@ class ConfluentMethods:
         known: dict[str, str | None] = {}
         for topic in topics:
             self._outbox.list_topics(topic, timeout)
+            self._warmup.learned(topic)
             known[topic] = self._compaction.prepare(topic)
         self._warmup.wait(journalled, deadline - time.monotonic())
         return known

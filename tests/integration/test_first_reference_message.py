@@ -94,6 +94,24 @@ def test_a_fresh_producer_learns_a_topic_when_its_first_reference_starts_and_ask
         kafka.delete_topic(other)
 
 
+def test_a_topic_prepared_ahead_is_not_looked_up_again_by_its_first_reference(
+    kafka: KafkaService, topic: str, redis_client: Any, looked_up: dict[str, list[str]]
+) -> None:
+    """``prepare_topics`` asked librdkafka for the topic on the caller's thread: the first send asks no more."""
+    store = RedisStore(redis_client, prefix=topic)
+    policy = SizeThresholdPolicy(reference_above=SEGMENT, store="redis")
+    value = payload(3 * SEGMENT, seed=3)
+    with HybridProducer(kafka.producer_config(), policy=policy, stores={"redis": store}) as producer:
+        producer.prepare_topics([topic])
+        producer.produce(topic, value, key=b"k")
+        assert producer.flush(30) == 0
+    assert looked_up["metadata"] == [topic], "asked once, by prepare_topics"
+    with HybridConsumer(kafka.consumer_config(), stores={"redis": store}) as consumer:
+        consumer.subscribe([topic])
+        got, errors = consume_all(consumer, 1)
+    assert errors == [] and [m.value() for m in got] == [value]
+
+
 @pytest.fixture
 def describe_waits_for_metadata(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """A cleanup.policy lookup that answers "delete" once librdkafka's metadata of the topic was asked for.

@@ -57,6 +57,10 @@ class TopicWarmup:
         self._seen.add(topic)
         self._submit(self._ask, topic)
 
+    def learned(self, topic: str) -> None:
+        """``topic``'s metadata was just asked for on the caller's thread (``prepare_topics``): not again here."""
+        self._seen.add(topic)
+
     def journal_ahead(self, topic: str) -> Future[None] | None:
         """Start journalling ``topic``'s next ids in every store that journals in batches; never waits.
 
