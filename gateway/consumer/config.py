@@ -186,20 +186,20 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     peer_max_bytes = keys.PEER_MAX_BYTES.pop(conf)
     commit_encoding = pop_commit_encoding(conf)
     conf["enable.auto.commit"] = False
-    settings = ConsumerSettings(
-        *assembly,
-        *reading,
-        error_mode == "deliver",
-        workers,
-        budget,
-        on_commit,
-        unresolved,
-        warning_interval_s,
-        bad_as_payload,
-        stall_timeout_s,
-        peers,
-        peer_max_bytes,
-        rules,
+    settings = ConsumerSettings(  # by name: most of them are numbers, and a swapped pair would pass unseen
+        **assembly,
+        **reading,
+        deliver_errors=error_mode == "deliver",
+        workers=workers,
+        budget=budget,
+        on_commit=on_commit,
+        unresolved=unresolved,
+        warning_interval_s=warning_interval_s,
+        bad_segments_as_payload=bad_as_payload,
+        stall_timeout_s=stall_timeout_s,
+        peers=peers,
+        peer_max_bytes=peer_max_bytes,
+        reference_rules=rules,
         commit_encoding=commit_encoding,
         streams=streams,
         consume_max_bytes=consume_max_bytes,
@@ -207,28 +207,31 @@ def parse_consumer_config(config: Mapping[str, Any]) -> tuple[ConsumerSettings, 
     return settings, conf
 
 
-def _assembly_keys(conf: dict[str, Any]) -> tuple[int, int, int, int, int, bool]:
-    """The assembler's bounds popped from ``conf``: the first fields of :class:`ConsumerSettings`, in its order
-    (capacity, offset gap, segments and bytes per message, tracked messages, raise on a drop)."""
+def _assembly_keys(conf: dict[str, Any]) -> dict[str, Any]:
+    """The assembler's bounds popped from ``conf``, by their :class:`ConsumerSettings` field names."""
     capacity = keys.BUFFER_CAPACITY.pop(conf)
     gap = keys.EXPIRATION_OFFSET_GAP.pop(conf)
     max_segments = keys.MAX_SEGMENTS.pop(conf)
     declared_max = keys.MAX_MESSAGE_BYTES.pop(conf)
-    max_message = capacity if declared_max is None else declared_max  # one message may fill the buffer
-    max_tracked = keys.MAX_TRACKED.pop(conf)
-    raise_on_drop = keys.EXCEPTION_ON_DROP.pop(conf)
-    return capacity, gap, max_segments, max_message, max_tracked, raise_on_drop
+    return {
+        "capacity": capacity,
+        "expiration_offset_gap": gap,
+        "max_segments": max_segments,
+        "max_message_bytes": capacity if declared_max is None else declared_max,  # one message may fill the buffer
+        "max_tracked": keys.MAX_TRACKED.pop(conf),
+        "raise_on_drop": keys.EXCEPTION_ON_DROP.pop(conf),
+    }
 
 
-def _reading_keys(conf: dict[str, Any]) -> tuple[bool, float, bool, int, int]:
-    """Commits and fetches popped from ``conf``: the :class:`ConsumerSettings` fields after the assembler's, in
-    its order (auto-commit and its interval in seconds, auto offset store, records and bytes per fetch)."""
-    auto_commit = keys.ENABLE_AUTO_COMMIT.pop(conf)
-    auto_commit_s = keys.AUTO_COMMIT_INTERVAL_MS.pop(conf) / 1000.0
-    auto_offset_store = keys.ENABLE_AUTO_OFFSET_STORE.pop(conf)
-    batch = keys.FETCH_BATCH_RECORDS.pop(conf)
-    batch_bytes = keys.FETCH_BATCH_BYTES.pop(conf)
-    return auto_commit, auto_commit_s, auto_offset_store, batch, batch_bytes
+def _reading_keys(conf: dict[str, Any]) -> dict[str, Any]:
+    """Commits and fetches popped from ``conf``, by their :class:`ConsumerSettings` field names."""
+    return {
+        "auto_commit": keys.ENABLE_AUTO_COMMIT.pop(conf),
+        "auto_commit_s": keys.AUTO_COMMIT_INTERVAL_MS.pop(conf) / 1000.0,
+        "auto_offset_store": keys.ENABLE_AUTO_OFFSET_STORE.pop(conf),
+        "batch": keys.FETCH_BATCH_RECORDS.pop(conf),
+        "batch_bytes": keys.FETCH_BATCH_BYTES.pop(conf),
+    }
 
 
 def reference_rules(conf: dict[str, Any]) -> ReferenceRules:
