@@ -140,8 +140,7 @@ class ConfluentMethods:
         journalled = [self._warmup.journal_ahead(topic) for topic in topics]  # beside the lookups
         known: dict[str, str | None] = {}
         for topic in topics:
-            self._outbox.list_topics(topic, timeout)
-            self._warmup.learned(topic)
+            self._warmup.ask_now(topic, timeout)
             known[topic] = self._compaction.prepare(topic)
         self._warmup.wait(journalled, deadline - time.monotonic())
         return known

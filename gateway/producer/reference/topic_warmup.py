@@ -57,8 +57,9 @@ class TopicWarmup:
         self._seen.add(topic)
         self._submit(self._ask, topic)
 
-    def learned(self, topic: str) -> None:
-        """``topic``'s metadata was just asked for on the caller's thread (``prepare_topics``): not again here."""
+    def ask_now(self, topic: str, timeout_s: float) -> None:
+        """Ask for ``topic``'s metadata on the caller's thread (``prepare_topics``), and never again on the worker."""
+        self._list_topics(topic, timeout_s)
         self._seen.add(topic)
 
     def journal_ahead(self, topic: str) -> Future[None] | None:
