@@ -108,3 +108,15 @@ def test_without_journals_nothing_is_started() -> None:
     assert warmup.journal_ahead("a") is None
     TopicWarmup.wait([None], 1)
     warmup.close()
+
+
+def test_a_store_that_hangs_is_waited_for_no_longer_than_the_callers_timeout() -> None:
+    """prepare_topics' bound: what is still writing its marker after the timeout goes on alone."""
+    release = threading.Event()
+    warmup = TopicWarmup(Lookups(), [lambda topic: release.wait(30)])
+    pending = warmup.journal_ahead("a")
+    TopicWarmup.wait([pending], 0.05)
+    assert pending is not None and not pending.done(), "returned while the store still hung"
+    release.set()
+    warmup.close()
+    assert pending.done()
